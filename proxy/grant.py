@@ -1,0 +1,20 @@
+"""What one sandbox token allows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A sandbox may fetch `repo` and push `refs/heads/<branch>` of it, nothing else."""
+
+    sandbox_id: str
+    repo: str  # "owner/name"
+    branch: str  # without refs/heads/
+    installation_id: int | None = None
+    allow_force: bool = True
+
+    @property
+    def ref(self) -> str:
+        return f"refs/heads/{self.branch}"

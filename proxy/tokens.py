@@ -1,0 +1,180 @@
+"""Per-sandbox git tokens (`hgs_…`), stored only as hashes, and the pushes they made.
+
+The tables live in hangar's main SQLite file. Every call opens its own short-lived
+connection, so the registry is safe to use from any thread next to other writers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .grant import Grant
+
+TOKEN_PREFIX = "hgs_"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS proxy_tokens (
+    sandbox_id TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    installation_id INTEGER,
+    allow_force INTEGER NOT NULL,
+    issued_at REAL NOT NULL,
+    revoked_at REAL
+);
+CREATE INDEX IF NOT EXISTS proxy_tokens_branch ON proxy_tokens(repo, branch);
+CREATE TABLE IF NOT EXISTS proxy_pushes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    sandbox_id TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    old TEXT NOT NULL,
+    new TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS proxy_pushes_sandbox ON proxy_pushes(sandbox_id, seq);
+"""
+
+
+@dataclass(frozen=True)
+class PushRecord:
+    sandbox_id: str
+    repo: str
+    ref: str
+    old: str
+    new: str
+    bytes: int
+    at: float
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class TokenRegistry:
+    def __init__(self, db_path: Path):
+        self.db_path = Path(db_path)
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        try:
+            db.execute("PRAGMA busy_timeout=30000")
+            yield db
+        finally:
+            db.close()
+
+    def issue(
+        self,
+        sandbox_id: str,
+        *,
+        repo: str,
+        branch: str,
+        installation_id: int | None,
+        allow_force: bool = True,
+    ) -> str:
+        """A new token for the sandbox (replacing any earlier one); only its hash is kept."""
+        if repo.count("/") != 1 or not all(repo.split("/")):
+            raise ValueError(f"repo must be 'owner/name', got {repo!r}")
+        if not branch or branch.startswith("refs/"):
+            raise ValueError(f"branch is a plain branch name like 'hangar/12-ab3f', got {branch!r}")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with self._connect() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO proxy_tokens (sandbox_id, token_sha256, repo, branch,"
+                " installation_id, allow_force, issued_at, revoked_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                (
+                    sandbox_id,
+                    _hash(token),
+                    repo,
+                    branch,
+                    installation_id,
+                    int(allow_force),
+                    time.time(),
+                ),
+            )
+        return token
+
+    def check(self, sandbox_id: str, token: str) -> Grant | None:
+        """The sandbox's grant if `token` is its current, unrevoked token."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT token_sha256, repo, branch, installation_id, allow_force, revoked_at"
+                " FROM proxy_tokens WHERE sandbox_id = ?",
+                (sandbox_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        stored, repo, branch, installation_id, allow_force, revoked_at = row
+        if not hmac.compare_digest(_hash(token), stored) or revoked_at is not None:
+            return None
+        return Grant(sandbox_id, repo, branch, installation_id, bool(allow_force))
+
+    def owner_of(self, token: str) -> str | None:
+        """The sandbox id a live token belongs to, to tell 'wrong sandbox' from 'unknown'."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT sandbox_id FROM proxy_tokens WHERE token_sha256 = ? AND revoked_at IS NULL",
+                (_hash(token),),
+            ).fetchone()
+        return row[0] if row else None
+
+    def revoke(self, sandbox_id: str) -> None:
+        with self._connect() as db:
+            db.execute(
+                "UPDATE proxy_tokens SET revoked_at = ?"
+                " WHERE sandbox_id = ? AND revoked_at IS NULL",
+                (time.time(), sandbox_id),
+            )
+
+    def revoke_branch(self, repo: str, branch: str) -> int:
+        """Revoke every token for the branch (its land request ended); returns how many."""
+        with self._connect() as db:
+            cursor = db.execute(
+                "UPDATE proxy_tokens SET revoked_at = ?"
+                " WHERE repo = ? AND branch = ? AND revoked_at IS NULL",
+                (time.time(), repo, branch),
+            )
+            return cursor.rowcount
+
+    def record_push(
+        self,
+        sandbox_id: str,
+        *,
+        repo: str,
+        ref: str,
+        old: str,
+        new: str,
+        size: int,
+        at: float | None = None,
+    ) -> None:
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO proxy_pushes (sandbox_id, repo, ref, old, new, bytes, at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (sandbox_id, repo, ref, old, new, size, time.time() if at is None else at),
+            )
+
+    def pushes(self, sandbox_id: str) -> list[PushRecord]:
+        """The sandbox's accepted pushes, oldest first."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT sandbox_id, repo, ref, old, new, bytes, at FROM proxy_pushes"
+                " WHERE sandbox_id = ? ORDER BY seq",
+                (sandbox_id,),
+            ).fetchall()
+        return [PushRecord(*row) for row in rows]
