@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     # Logins whose comments never trigger hangar besides every Bot account.
     ignored_logins: list[str] = []
     log_level: str = "INFO"
+    api_token: SecretStr | None = None
+    # How long a stopping hangar waits for in-flight steps (they are idempotent if cut).
+    shutdown_grace_seconds: float = Field(20.0, ge=0)
 
     @classmethod
     def settings_customise_sources(

@@ -30,8 +30,10 @@ fi
 stamp=.venv/.hangar-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing hangar into .venv"
-  .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e '.[test]'
+  if ! .venv/bin/pip install -q -e '.[test]' >.venv/pip.log 2>&1; then
+    tail -n 30 .venv/pip.log >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 

@@ -1,0 +1,237 @@
+"""`hangar demo`: the whole loop on this machine, against fakehub, with embedded defaults.
+
+A sample repository with a failing test; a maintainer comments `/hangar fix the failing
+test`; the script harness makes the fix in a sandbox; hangar pushes through its proxy,
+opens the PR, verifies it in a clean sandbox; a reviewer approves and hangar lands it.
+The timeline printed is what a person watching GitHub would see, read from fakehub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SAMPLE_REPO = {
+    "README.md": "# calculator\n\nA tiny library with a bug for hangar's demo.\n",
+    "calc.py": '"""A tiny calculator."""\n\n\ndef add(a, b):\n    return a - b\n',
+    "test_calc.py": (
+        "import unittest\n\nfrom calc import add\n\n\n"
+        "class AddTest(unittest.TestCase):\n"
+        "    def test_adds(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n\n\n"
+        'if __name__ == "__main__":\n    unittest.main()\n'
+    ),
+}
+
+SAMPLE_AGENT = """\
+#!/bin/sh
+# The demo's agent: a script standing in for a model. It gets the prompt in
+# HANGAR_PROMPT and the turn in HANGAR_TURN, edits the checkout and commits.
+set -e
+echo "turn $HANGAR_TURN: looking at the failing test"
+sed -i 's/return a - b/return a + b/' calc.py
+git commit -qam "Fix add(): it subtracted instead of adding"
+echo "I fixed add() in calc.py. All tests pass now."
+"""
+
+DEFAULT_PROMPT = "fix the failing test"
+DEFAULT_VERIFY = "python3 -m unittest -q"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repo", type=Path, help="use the files in this directory as the repo")
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="what the maintainer asks for")
+    parser.add_argument("--agent-script", type=Path,
+                        help="the script the script harness runs in the sandbox")
+    parser.add_argument("--verify", default=DEFAULT_VERIFY, help="the verify command")
+    parser.add_argument("--ci", help="a CI command fakehub runs on every PR head (ci / test)")
+    parser.add_argument("--provider", choices=["local", "docker"], default="local")
+    parser.add_argument("--no-land", action="store_true",
+                        help="stop once the PR is verified, without approving it")
+    parser.add_argument("--keep", action="store_true", help="stay up and print the URLs")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON summary as the last line")
+    parser.add_argument("--timeout", type=float, default=300, help="give up after N seconds")
+    parser.add_argument("--data-dir", type=Path, help="keep hangar's and fakehub's files here")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def repo_files(directory: Path | None) -> dict[str, str | bytes]:
+    if directory is None:
+        return dict(SAMPLE_REPO)
+    files: dict[str, str | bytes] = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and ".git" not in path.relative_to(directory).parts:
+            files[str(path.relative_to(directory))] = path.read_bytes()
+    if not files:
+        raise SystemExit(f"hangar demo: {directory} holds no files to use as the repository")
+    return files
+
+
+def write_envs(directory: Path, args: argparse.Namespace) -> Path:
+    import yaml
+
+    envs = directory / "envs"
+    envs.mkdir(parents=True, exist_ok=True)
+    script = args.agent_script.read_text() if args.agent_script else SAMPLE_AGENT
+    spec: dict[str, Any] = {
+        "name": "default",
+        "provider": args.provider,
+        "harness": "script",
+        "agent_script": script,
+        "verify": {"command": args.verify, "timeout_minutes": 5, "retries": 1},
+        "max_minutes": 10,
+    }
+    if args.provider == "docker":
+        spec.update(image="hangar-base:1", network="host")
+    (envs / "default.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return envs
+
+
+class Timeline:
+    def __init__(self, quiet: bool):
+        self.start = time.monotonic()
+        self.entries: list[dict[str, Any]] = []
+        self.quiet = quiet
+        self.seen: set[str] = set()
+
+    def once(self, key: str, what: str) -> None:
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        at = round(time.monotonic() - self.start, 2)
+        self.entries.append({"at": at, "what": what})
+        if not self.quiet:
+            print(f"  {at:7.2f}s  {what}", flush=True)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from fakehub.testing import running_fakehub
+
+    from app.service import ServiceThread
+    from app.settings import Settings
+
+    workdir = args.data_dir or Path(tempfile.mkdtemp(prefix="hangar-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    say = (lambda *_: None) if args.json else print
+    port = free_port()
+    result: dict[str, Any] = {"issue": None, "pr": None, "branch": None, "head_sha": None,
+                              "verify": "not run", "landed": False, "merge_sha": None}
+    with running_fakehub(workdir / "fakehub") as hub:
+        app = hub.create_app(name="hangar", webhook_url=f"http://127.0.0.1:{port}/webhook")
+        maintainer = hub.create_user("mona")
+        reviewer = hub.create_user("hubot-reviewer")
+        hub.create_user("demo")
+        repo = "demo/calculator"
+        hub.create_repo("demo", "calculator", repo_files(args.repo))
+        hub.grant(repo, maintainer.login, "write")
+        hub.grant(repo, reviewer.login, "write")
+        if args.ci:
+            hub.set_ci(repo, args.ci)
+        hub.install(app.id, "demo", [repo])
+        settings = Settings(
+            app_id=app.id, private_key_file=app.private_key_path,
+            webhook_secret=app.webhook_secret, data_dir=workdir / "hangar",
+            github_url=hub.api_url, port=port, envs_dir=write_envs(workdir, args),
+            poll_interval_seconds=5, log_level="WARNING",
+        )
+        say(f"hangar demo: fakehub at {hub.base_url}, hangar at http://127.0.0.1:{port}")
+        with ServiceThread(settings):
+            timeline = Timeline(quiet=args.json)
+            issue = hub.create_issue(repo, "add() gives the wrong answer",
+                                     "`add(2, 3)` returns -1; test_calc.py fails.", as_user="mona")
+            result["issue"] = issue
+            comment = hub.comment(repo, issue, f"/hangar {args.prompt}", as_user="mona")
+            timeline.once("comment", f"@mona commented `/hangar {args.prompt}` on #{issue}")
+            ok = watch(hub, repo, issue, comment, timeline, result, args, reviewer.login)
+            result["timeline"] = timeline.entries
+            if args.keep:
+                say(f"fakehub: {hub.base_url}  hangar: http://127.0.0.1:{port}  "
+                    f"data: {workdir}\nCtrl-C to stop.")
+                try:
+                    while True:
+                        time.sleep(3600)
+                except KeyboardInterrupt:
+                    pass
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"hangar demo: {'ok' if ok else 'FAILED'} — PR #{result['pr']}, "
+              f"verify {result['verify']}, landed {result['landed']}")
+    return 0 if ok else 1
+
+
+def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
+          result: dict[str, Any], args: argparse.Namespace, reviewer: str) -> bool:
+    """Follow what a person would see on GitHub until the PR lands (or fails)."""
+    deadline = time.monotonic() + args.timeout
+    approved_sha = None
+    while time.monotonic() < deadline:
+        if any(r["content"] == "eyes" for r in hub.reactions(repo, comment)):
+            timeline.once("eyes", "hangar reacted 👀")
+        for c in hub.issue_comments(repo, issue):
+            if "<!-- hangar:status" in c["body"]:
+                timeline.once("status", "hangar posted its status comment")
+                if "the agent is working" in c["body"]:
+                    timeline.once("running", "the agent is running in a sandbox")
+                if "no pull request" in c["body"] or "❌ failed" in c["body"]:
+                    timeline.once("failed", "hangar reports: " + _now_line(c["body"]))
+                    return False
+        prs = [p for p in hub.list_prs(repo) if p["head"]["ref"].startswith("hangar/")]
+        if not prs:
+            time.sleep(0.1)
+            continue
+        pr = prs[0]
+        result.update(pr=pr["number"], branch=pr["head"]["ref"], head_sha=pr["head"]["sha"])
+        timeline.once("pr", f"hangar opened PR #{pr['number']} from {pr['head']['ref']}")
+        checks = {c["name"]: c for c in hub.check_runs(repo, pr["head"]["sha"])}
+        verify = checks.get("hangar / verify")
+        if verify and verify["status"] == "completed":
+            passed = verify["conclusion"] == "success"
+            result["verify"] = "passed" if passed else "failed"
+            timeline.once(f"verify-{pr['head']['sha']}",
+                          f"hangar / verify: {verify['conclusion']} on {pr['head']['sha'][:7]}")
+            if not passed and not args.ci:
+                return False
+        if pr.get("merged"):
+            result.update(landed=True, merge_sha=pr.get("merge_commit_sha"))
+            timeline.once("landed", f"hangar landed PR #{pr['number']} "
+                                    f"as {str(pr.get('merge_commit_sha'))[:7]}")
+            return True
+        if args.no_land and result["verify"] == "passed":
+            return True
+        if result["verify"] == "passed" and approved_sha != pr["head"]["sha"]:
+            ci = checks.get("ci / test")
+            if not args.ci or (ci and ci["conclusion"] == "success"):
+                hub.review(repo, pr["number"], as_user=reviewer, event="APPROVE",
+                           commit_id=pr["head"]["sha"])
+                approved_sha = pr["head"]["sha"]
+                timeline.once(f"approve-{approved_sha}",
+                              f"@{reviewer} approved PR #{pr['number']} at {approved_sha[:7]}")
+        time.sleep(0.1)
+    timeline.once("timeout", f"gave up after {args.timeout:g}s")
+    return False
+
+
+def _now_line(body: str) -> str:
+    for line in body.splitlines():
+        if line.startswith("**Now:**"):
+            return line.removeprefix("**Now:**").strip()
+    return "see the status comment"
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="hangar demo")
+    add_arguments(parser)
+    sys.exit(run_demo(parser.parse_args()))

@@ -1,0 +1,250 @@
+"""Acting on `/hangar` commands: who may, the 👀 reaction, and what each command starts.
+
+An intent is processed once. Each action it takes is safe to repeat after a crash: the
+job id comes from the intent id, replies carry a marker, reactions are idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import TYPE_CHECKING
+
+from app import commands, render
+from app.ghops import RepoOps
+from app.models import Intent, Job, JobState, Run, RunStage, RunState
+from app.payloads import CheckRunEvent
+
+if TYPE_CHECKING:
+    from app.engine import Engine
+
+log = logging.getLogger(__name__)
+
+
+async def process_intent(engine: Engine, intent_id: str) -> None:
+    intent = engine.store.get("intent", intent_id, Intent)
+    if intent is None or intent.state == "done":
+        return
+    ops = await engine.repo_ops(intent.thread)
+    own = intent.command in ("usage", "autofix_button")
+    who = "write" if own else commands.spec_for(intent.command).who
+    if who != "anyone" and not await engine.may_write(ops, intent.author):
+        await reply(ops, intent, refusal_text(intent.author), key=f"refused-{intent.author}")
+        return finish(engine, intent, "refused: no write access")
+    if intent.comment_id:
+        await ops.react(intent.comment_id, "eyes")
+    outcome = await ACTIONS[intent.command](engine, ops, intent)
+    finish(engine, intent, outcome)
+
+
+def finish(engine: Engine, intent: Intent, outcome: str) -> None:
+    engine.save_intent(intent.model_copy(update={"state": "done", "outcome": outcome}))
+    log.info("intent %s: %s", intent.command, outcome, extra={"repo": intent.thread.repo})
+
+
+def refusal_text(login: str) -> str:
+    return (
+        f"Hi @{login}, hangar takes `/hangar` commands only from people with write access "
+        "to this repository, so nothing was started. A maintainer can comment the command "
+        "for you. (`/hangar help` works for everyone.)"
+    )
+
+
+async def reply(ops: RepoOps, intent: Intent, text: str, *, key: str | None = None) -> None:
+    """One reply per comment (or per `key` on this thread), found again by its marker."""
+    marker = render.reply_marker(key or intent.id)
+    if await ops.find_own_comment(intent.thread.number, marker):
+        return
+    await ops.upsert_comment(intent.thread.number, marker, f"{marker}\n{text}")
+
+
+# -- commands ----------------------------------------------------------------------
+
+
+async def usage(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    await reply(ops, intent, f"{intent.usage_message}\n\n`/hangar help` lists every command.")
+    return "usage reply"
+
+
+async def show_help(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    where = "pr" if intent.thread.is_pr else "issue"
+    await reply(ops, intent, commands.help_text(where))
+    return "help reply"
+
+
+async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    if intent.thread.is_pr:
+        job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
+        if job is None:
+            await reply(ops, intent, NOT_A_HANGAR_PR)
+            return "not a hangar PR"
+        return await start_followup(engine, job, intent.thread.number, intent.args["prompt"],
+                                    kind="followup", requested_by=intent.author)
+    return start_job(engine, intent, intent.args["prompt"], attempts=1)
+
+
+async def try_attempts(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    if intent.thread.is_pr:
+        await reply(ops, intent, "`/hangar try` starts fresh attempts from an issue; on a "
+                                 "pull request, `/hangar <instruction>` asks for another turn.")
+        return "try on a PR"
+    return start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
+
+
+def start_job(engine: Engine, intent: Intent, prompt: str, *, attempts: int) -> str:
+    # The job id derives from the intent, so a crash before the intent is marked done
+    # finds the job it already made instead of making a second one.
+    job_id = "job-" + hashlib.sha256(intent.id.encode()).hexdigest()[:8]
+    if engine.get_job(job_id):
+        return f"job {job_id}"
+    base = intent.default_branch
+    job = Job(
+        id=job_id, thread=intent.thread, requested_by=intent.author, prompt=prompt,
+        title=intent.title, body=intent.body, clone_url=intent.clone_url,
+        base_branch=base, attempts=attempts,
+    )
+    short = job_id.removeprefix("job-")[:4]
+    for attempt in range(1, attempts + 1):
+        suffix = f"-{attempt}" if attempts > 1 else ""
+        engine.save_run(Run(
+            id=f"run-{short}{attempt}-{job_id[-4:]}", job_id=job_id, attempt=attempt,
+            kind="agent", prompt=prompt, base_branch=base,
+            branch=f"hangar/{intent.thread.number}-{short}{suffix}",
+        ))
+    engine.save_job(job)
+    engine.note(job_id, f"@{intent.author} asked on #{intent.thread.number}")
+    return f"job {job_id}"
+
+
+async def start_followup(
+    engine: Engine, job: Job, pr_number: int, prompt: str, *, kind: str, requested_by: str
+) -> str:
+    runs = engine.runs_of(job.id)
+    pr_runs = [r for r in runs if r.pr_number == pr_number and r.kind != "verify"]
+    if not pr_runs:
+        return "no run for this PR"
+    last = max(pr_runs, key=lambda r: r.turn)
+    if not last.finished:
+        return "a turn is already running on this PR"
+    run = Run(
+        job_id=job.id, attempt=last.attempt, turn=last.turn + 1, kind=kind, prompt=prompt,
+        base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
+        pr_number=pr_number,
+    )
+    engine.save_run(run)
+    if job.state != JobState.ACTIVE:
+        engine.patch_job(job.id, state=JobState.ACTIVE, reason=None)
+    engine.note(job.id, f"{kind} turn {run.turn - 1} on #{pr_number} asked by @{requested_by}")
+    return f"{kind} {run.id}"
+
+
+async def cancel(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    if job is None:
+        await reply(ops, intent, "There is no hangar work on this thread to cancel.")
+        return "nothing to cancel"
+    stopped = 0
+    for run in engine.runs_of(job.id):
+        if not run.finished and run.state in (RunState.QUEUED, RunState.RUNNING):
+            engine.patch_run(run.id, cancel_requested=True)
+            stopped += 1
+    engine.note(job.id, f"@{intent.author} cancelled {stopped} running turn(s)")
+    if not stopped:
+        await reply(ops, intent, "Nothing is running here; the agent has already stopped.")
+    return f"cancel requested for {stopped} run(s)"
+
+
+async def verify_again(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
+    if job is None:
+        await reply(ops, intent, NOT_A_HANGAR_PR)
+        return "not a hangar PR"
+    return request_verification(engine, job, intent.thread.number)
+
+
+def request_verification(engine: Engine, job: Job, pr_number: int) -> str:
+    runs = [r for r in engine.runs_of(job.id) if r.pr_number == pr_number]
+    if any(not r.finished for r in runs):
+        return "a turn is still running; it verifies when it finishes"
+    last = max(runs, key=lambda r: r.turn)
+    engine.save_run(Run(
+        job_id=job.id, attempt=last.attempt, turn=last.turn, kind="verify",
+        base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
+        pr_number=pr_number, state=RunState.EXITED, stage=RunStage.COLLECTING,
+        agent=last.agent,
+    ))
+    if job.state != JobState.ACTIVE:
+        engine.patch_job(job.id, state=JobState.ACTIVE)
+    return "verification requested"
+
+
+async def status(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    if job is None:
+        await reply(ops, intent, "There is no hangar work on this thread yet. "
+                                 "`/hangar <instruction>` starts some.")
+        return "no job"
+    from app import runs
+
+    await runs.refresh_status(engine, job.id, force=True)
+    return "status refreshed"
+
+
+async def later(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    from app import landing
+
+    return await landing.handle_command(engine, ops, intent)
+
+
+ACTIONS = {
+    "usage": usage,
+    "help": show_help,
+    "run": run_agent,
+    "try": try_attempts,
+    "cancel": cancel,
+    "verify": verify_again,
+    "status": status,
+    "land": later,
+    "land_cancel": later,
+    "pick": later,
+    "autofix": later,
+    "autofix_button": later,
+}
+
+NOT_A_HANGAR_PR = ("This pull request was not opened by hangar, so hangar will not push to it. "
+                   "Ask on an issue instead: `/hangar <instruction>`.")
+
+
+def job_for_pr(engine: Engine, repo: str, pr_number: int) -> Job | None:
+    for job in reversed(engine.jobs_on(repo)):
+        if any(r.pr_number == pr_number for r in engine.runs_of(job.id)):
+            return job
+    return None
+
+
+def job_for_thread(engine: Engine, repo: str, number: int) -> Job | None:
+    for job in reversed(engine.jobs_on(repo)):
+        if job.thread.number == number:
+            return job
+    return job_for_pr(engine, repo, number)
+
+
+def record_check_action(engine: Engine, event: CheckRunEvent) -> None:
+    """A button on one of hangar's check runs ("Verify again", "Fix with hangar")."""
+    if event.installation is None or event.sender.is_bot:
+        return
+    identifier = (event.requested_action or {}).get("identifier") or "verify"
+    external = event.check_run.external_id or ""
+    run = engine.get_run(external)
+    if run is None or run.pr_number is None:
+        return
+    from app.models import Thread
+
+    intent_id = f"check-{event.check_run.id}-{identifier}-{event.check_run.head_sha[:12]}"
+    if engine.store.get("intent", intent_id, Intent):
+        return
+    thread = Thread(repo=event.repository.full_name, number=run.pr_number,
+                    installation_id=event.installation.id, is_pr=True)
+    command = "verify" if identifier == "verify" else "autofix_button"
+    engine.save_intent(Intent(id=intent_id, thread=thread, comment_id=0,
+                              author=event.sender.login, command=command))

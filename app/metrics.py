@@ -1,0 +1,102 @@
+"""A few Prometheus metrics, rendered in the text exposition format.
+
+hangar needs a handful of counters and one histogram; a small registry keeps the
+dependency list to the chosen parts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import defaultdict
+
+LabelKey = tuple[tuple[str, str], ...]
+
+
+class Counter:
+    def __init__(self, name: str, help_text: str):
+        self.name, self.help = name, help_text
+        self._values: dict[LabelKey, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        with self._lock:
+            self._values[tuple(sorted(labels.items()))] += amount
+
+    def value(self, **labels: str) -> float:
+        return self._values.get(tuple(sorted(labels.items())), 0.0)
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
+        values = dict(self._values) or {(): 0.0}
+        lines += [f"{self.name}{_labels(k)} {v:g}" for k, v in sorted(values.items())]
+        return lines
+
+
+class Histogram:
+    def __init__(self, name: str, help_text: str, buckets: tuple[float, ...]):
+        self.name, self.help = name, help_text
+        self.buckets = tuple(sorted(buckets))
+        self._counts = [0] * (len(self.buckets) + 1)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        with self._lock:
+            self._counts[bisect.bisect_left(self.buckets, value)] += 1
+            self._sum += value
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        running = 0
+        for bound, count in zip(self.buckets, self._counts, strict=False):
+            running += count
+            lines.append(f'{self.name}_bucket{{le="{bound:g}"}} {running}')
+        running += self._counts[-1]
+        lines.append(f'{self.name}_bucket{{le="+Inf"}} {running}')
+        lines.append(f"{self.name}_sum {self._sum:g}")
+        lines.append(f"{self.name}_count {running}")
+        return lines
+
+
+class Metrics:
+    """Everything /metrics shows; one instance per application."""
+
+    def __init__(self) -> None:
+        self.deliveries = Counter(
+            "hangar_webhook_deliveries_total", "Webhook deliveries by result."
+        )
+        self.handler_errors = Counter(
+            "hangar_handler_errors_total", "Handler exceptions while dispatching deliveries."
+        )
+        self.ack_latency = Histogram(
+            "hangar_webhook_ack_seconds",
+            "Time from receiving a webhook to answering it.",
+            (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+        )
+        self.github_requests = Counter(
+            "hangar_github_requests_total", "REST calls to GitHub by outcome."
+        )
+        self.engine_steps = Counter("hangar_engine_steps_total", "Engine steps by kind.")
+        self.engine_step_errors = Counter(
+            "hangar_engine_step_errors_total", "Engine steps that raised, by kind."
+        )
+
+    def render(self) -> str:
+        parts = [
+            self.deliveries,
+            self.handler_errors,
+            self.ack_latency,
+            self.github_requests,
+            self.engine_steps,
+            self.engine_step_errors,
+        ]
+        return "\n".join(line for p in parts for line in p.render()) + "\n"
+
+
+def _labels(key: LabelKey) -> str:
+    if not key:
+        return ""
+    escaped = (f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+               for k, v in key)
+    return "{" + ",".join(escaped) + "}"

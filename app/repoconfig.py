@@ -1,0 +1,126 @@
+"""A repository's `.github/hangar.yml`: which environment, and the land and auto-fix policy.
+
+A malformed file never stops work: the defaults apply and each problem is reported with
+the file, the line and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_PATH = ".github/hangar.yml"
+
+DEFAULT_SENSITIVE = [".github/**", "Dockerfile*", "deploy/**", "*.pem"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LandPolicy(_Strict):
+    method: Literal["merge", "squash", "rebase"] = "squash"
+    required_checks: list[str] = []
+    forbid_self_approval: bool = True
+    required_approvals: int = Field(1, ge=1, le=10)
+    ci_timeout_minutes: float = Field(45, gt=0)
+    sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE))
+    require_verification: bool = True
+
+
+class AutofixPolicy(_Strict):
+    enabled: bool = True
+    max_turns: int = Field(2, ge=0, le=10)
+    quiet_minutes: float = Field(10, ge=0)  # no turn while a human pushed this recently
+
+
+class RepoConfig(_Strict):
+    environment: str | dict[str, Any] | None = None
+    land: LandPolicy = LandPolicy()
+    autofix: AutofixPolicy = AutofixPolicy()
+
+
+_FIXES = {
+    "literal_error": "use one of the allowed values",
+    "extra_forbidden": "remove it, or check its spelling against the docs",
+    "bool_type": "write true or false",
+    "int_parsing": "write a whole number",
+    "float_parsing": "write a number",
+    "greater_than": "use a larger number",
+    "greater_than_equal": "use a larger number",
+    "less_than_equal": "use a smaller number",
+    "list_type": "write a list, e.g. [test, lint]",
+}
+
+
+def parse_repo_config(text: str | None, path: str = CONFIG_PATH) -> tuple[RepoConfig, list[str]]:
+    """The effective config and the problems found; defaults stand in for what is wrong."""
+    if not text or not text.strip():
+        return RepoConfig(), []
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        return RepoConfig(), [f"{path}{line}: this is not valid YAML ({problem}); "
+                              "hangar uses its defaults until it is fixed"]
+    if data is None:
+        return RepoConfig(), []
+    if not isinstance(data, dict):
+        return RepoConfig(), [f"{path}:1: the file must be a mapping with keys "
+                              "environment, land, autofix"]
+    problems: list[str] = []
+    for _ in range(10):
+        try:
+            return RepoConfig.model_validate(data), problems
+        except ValidationError as exc:
+            for error in exc.errors():
+                loc = tuple(error["loc"])
+                line = _line_of(root, loc)
+                field = ".".join(str(p) for p in loc)
+                fix = _FIXES.get(error["type"], "see docs/configuration.md")
+                problems.append(
+                    f"{path}:{line}: {field}: {error['msg']} — {fix}; the default applies"
+                )
+                _drop(data, loc)
+    return RepoConfig(), problems
+
+
+def _drop(data: dict, loc: tuple) -> None:
+    node: Any = data
+    for part in loc[:-1]:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return
+    if isinstance(node, dict):
+        node.pop(loc[-1], None)
+    elif isinstance(node, list) and isinstance(loc[-1], int) and loc[-1] < len(node):
+        node.pop(loc[-1])
+    if len(loc) > 1 and isinstance(node, list):
+        _drop(data, loc[:-1])
+
+
+def _line_of(node: yaml.Node | None, loc: tuple) -> int:
+    line = node.start_mark.line + 1 if node is not None else 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if k.value == part), None)
+            if match is None:
+                key = next((k for k, _ in node.value if k.value == part), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(
+            node.value
+        ):
+            node = node.value[part]
+        else:
+            return line
+        line = node.start_mark.line + 1
+    return line

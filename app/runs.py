@@ -1,0 +1,514 @@
+"""A run's life: queued → running → (exited | lost | timed_out | cancelled), then the
+result pipeline publish → collect → verify → done.
+
+Each function is one step. It reads the run fresh, acts, and records only what it changed,
+so a step cut short by a crash is simply taken again. Facts come from GitHub and from
+hangar's clean verify sandbox; the agent's words are kept as a claim.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from app import render
+from app.ghops import RepoOps
+from app.models import Job, JobState, Run, RunStage, RunState, Verification
+from app.redact import redact, tail
+from app.repoconfig import CONFIG_PATH, parse_repo_config
+
+if TYPE_CHECKING:
+    from app.engine import Engine
+
+log = logging.getLogger(__name__)
+
+REPO = "/workspace/repo"
+HOME = "/workspace/home"
+AGENT_LOG = "/workspace/.hangar/agent.log"
+HARDENED_GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+CLONE_TIMEOUT_S = 600
+AGENT_CHECK = "hangar / agent"
+VERIFY_CHECK = "hangar / verify"
+AGENT_PREAMBLE = (
+    "You are working in a git checkout of {repo} on branch {branch}. Make the change "
+    "asked for below and commit it to the current branch with clear commit messages. "
+    "Do not push and do not open a pull request: hangar pushes your branch and opens the "
+    "pull request itself, then verifies it in a clean sandbox with `{verify}`."
+)
+TERMINAL = (RunState.EXITED, RunState.LOST, RunState.TIMED_OUT, RunState.CANCELLED)
+
+
+async def advance_run(engine: Engine, run_id: str) -> None:
+    run = engine.get_run(run_id)
+    if run is None or run.finished:
+        return
+    if run.state == RunState.QUEUED:
+        await start_agent(engine, run)
+    elif run.state == RunState.RUNNING:
+        await watch_agent(engine, run)
+    elif run.stage in (RunStage.PENDING, RunStage.PUBLISHING):
+        await publish(engine, run)
+    elif run.stage == RunStage.COLLECTING:
+        await collect(engine, run)
+    elif run.stage == RunStage.VERIFYING:
+        await verify(engine, run)
+    await refresh_status(engine, run.job_id)
+
+
+def note_failure(engine: Engine, run_id: str, exc: Exception) -> None:
+    """A step raised: retry with backoff, then give up with the reason."""
+    from app.engine import MAX_STEP_FAILURES
+
+    run = engine.get_run(run_id)
+    if run is None or run.finished:
+        return
+    failures = run.stage_failures + 1
+    reason = f"{type(exc).__name__}: {exc}"[:500]
+    if failures >= MAX_STEP_FAILURES:
+        engine.patch_run(run_id, stage=RunStage.ERROR, error=reason, stage_failures=failures,
+                         finished_at=run.finished_at or time.time())
+        engine.note(run.job_id, f"{run.id} failed: {reason}")
+        return
+    delay = min(60.0, 2.0 ** failures)
+    engine.patch_run(run_id, stage_failures=failures, retry_at=time.time() + delay,
+                     warnings=[*run.warnings[-4:], f"retrying after: {reason}"])
+
+
+# -- starting ----------------------------------------------------------------------
+
+
+def queue_positions(engine: Engine) -> dict[str, int]:
+    queued = sorted((r for r in engine.active_runs() if r.state == RunState.QUEUED),
+                    key=lambda r: r.queued_at)
+    return {r.id: i + 1 for i, r in enumerate(queued)}
+
+
+def slot_free(engine: Engine, run: Run) -> bool:
+    running = [r for r in engine.active_runs() if r.state == RunState.RUNNING]
+    if len(running) >= engine.settings.max_concurrent_agents:
+        return False
+    # First come, first served: only the oldest queued runs may take the free slots.
+    free = engine.settings.max_concurrent_agents - len(running)
+    return queue_positions(engine).get(run.id, 1) <= free
+
+
+async def start_agent(engine: Engine, run: Run) -> None:
+    if run.cancel_requested:
+        engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
+                         outcome="cancelled", finished_at=time.time())
+        return
+    if run.kind == "verify":
+        return
+    if not slot_free(engine, run):
+        return
+    # Take the slot before the first await, so no other step counts it free.
+    run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time())
+    job = engine.get_job(run.job_id)
+    ops = await engine.repo_ops(job.thread)
+    spec, problems = await environment_for(engine, ops, job.base_branch)
+    if run.base_sha is None:
+        base_sha = await ops.branch_sha(job.base_branch)
+        if base_sha is None:
+            raise RuntimeError(f"the base branch {job.base_branch} does not exist on GitHub")
+        run = engine.patch_run(run.id, base_sha=base_sha)
+    run = engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
+    provider = engine.provider(spec.provider)
+    sb = await prepare_sandbox(engine, run, job, spec, role="agent", checkout=checkout_for(run))
+    from sandbox.harness import get_harness
+
+    harness = get_harness(spec.harness)
+    prompt = build_prompt(job, run, spec)
+    argv, env, files = harness.launch(prompt, turn=run.turn, spec=spec,
+                                      secrets=model_credentials(spec))
+    if files:
+        await provider.copy_in(sb, files, mode=0o755)
+    process_id = await provider.start(sb, argv, env=env, cwd=REPO, log_path=AGENT_LOG)
+    engine.patch_run(run.id, process_id=process_id, watch={})
+    engine.note(run.job_id, f"{run.id} agent running in {sb.id}")
+
+
+def checkout_for(run: Run) -> list[str]:
+    if run.turn == 1:
+        return ["git", "checkout", "-q", "-b", run.branch, run.base_sha]
+    return ["git", "checkout", "-q", "-B", run.branch, f"origin/{run.branch}"]
+
+
+def build_prompt(job: Job, run: Run, spec: Any) -> str:
+    verify_cmd = spec.verify.command if spec.verify else "the repository's tests"
+    parts = [
+        AGENT_PREAMBLE.format(repo=job.thread.repo, branch=run.branch, verify=verify_cmd),
+        "",
+        f"Issue #{job.thread.number}: {job.title}",
+        job.body.strip(),
+        "",
+        "Request:" if run.turn == 1 else f"Request for turn {run.turn} (on the open PR):",
+        run.prompt,
+    ]
+    return "\n".join(p for p in parts if p is not None)
+
+
+def model_credentials(spec: Any) -> dict[str, str]:
+    """The model key for the agent process only, read from hangar's own environment."""
+    import os
+
+    name = getattr(spec, "model_credential_env", None)
+    if name and os.environ.get(name):
+        return {name: os.environ[name]}
+    return {}
+
+
+async def environment_for(engine: Engine, ops: RepoOps, ref: str) -> tuple[Any, list[str]]:
+    from sandbox.envspec import EnvSpecError, select_environment
+
+    text = await ops.get_text(CONFIG_PATH, ref=ref)
+    config, problems = parse_repo_config(text)
+    try:
+        spec = select_environment(engine.envs, config.environment,
+                                  default=default_env_name(engine))
+    except EnvSpecError as exc:
+        problems.append(str(exc) + "; hangar used the default environment")
+        spec = select_environment(engine.envs, None, default=default_env_name(engine))
+    return spec, problems
+
+
+def default_env_name(engine: Engine) -> str:
+    return "default" if "default" in engine.envs else sorted(engine.envs)[0]
+
+
+async def prepare_sandbox(
+    engine: Engine, run: Run, job: Job, spec: Any, *, role: str, checkout: list[str]
+) -> Any:
+    """A sandbox with the repository cloned through the proxy and checked out."""
+    from proxy import sandbox_git_files
+
+    provider = engine.provider(spec.provider)
+    labels = {"hangar.run": run.id, "hangar.job": job.id, "hangar.role": role}
+    for leftover in await provider.list(labels):
+        await provider.destroy(leftover)
+        engine.tokens.revoke(leftover.id)
+    sb = await provider.create(spec, labels)
+    if role == "agent":
+        engine.patch_run(run.id, sandbox=sb.model_dump())
+    token = engine.tokens.issue(sb.id, repo=job.thread.repo, branch=run.branch,
+                                installation_id=job.thread.installation_id)
+    files = sandbox_git_files(engine.settings.proxy_base_url, sb.id, token, job.clone_url,
+                              home=HOME)
+    identity = (b"[user]\n\tname = hangar agent\n\temail = agent@hangar.invalid\n"
+                if role == "agent" else b"")
+    gitconfig = f"{HOME}/.gitconfig"
+    files[gitconfig] = files[gitconfig] + identity
+    await provider.copy_in(sb, {gitconfig: files[gitconfig]})
+    creds = f"{HOME}/.git-credentials"
+    await provider.copy_in(sb, {creds: files[creds]}, mode=0o600)
+    try:
+        await must(provider, sb, ["git", "clone", "-q", job.clone_url, REPO],
+                   "cloning the repository through hangar's proxy")
+        await must(provider, sb, checkout, "checking out the branch", cwd=REPO)
+    except BaseException:
+        await provider.destroy(sb)
+        engine.tokens.revoke(sb.id)
+        raise
+    return sb
+
+
+async def must(provider: Any, sb: Any, argv: list[str], what: str, *, cwd: str = "/workspace",
+               timeout: float = CLONE_TIMEOUT_S) -> str:
+    result = await provider.run(sb, argv, cwd=cwd, timeout=timeout)
+    if result.exit_code != 0:
+        raise RuntimeError(f"{what} failed (exit {result.exit_code}): "
+                           f"{redact(tail(result.output, 800))}")
+    return result.output
+
+
+# -- watching ----------------------------------------------------------------------
+
+
+async def watch_agent(engine: Engine, run: Run) -> None:
+    from sandbox.provider import Sandbox
+    from sandbox.watch import RunWatch
+
+    if run.process_id is None or run.sandbox is None:
+        # A crash between taking the slot and starting the agent: start again.
+        engine.patch_run(run.id, state=RunState.QUEUED)
+        return
+    spec_minutes = float(run.env.get("max_minutes") or 60)
+    provider = engine.provider(run.sandbox["provider"])
+    sb = Sandbox.model_validate(run.sandbox)
+    watch = RunWatch.model_validate(run.watch) if run.watch else RunWatch(
+        started_at=run.started_at or time.time(), max_seconds=spec_minutes * 60)
+    if run.cancel_requested:
+        await provider.stop(sb, run.process_id)
+        return await agent_stopped(engine, run, sb, RunState.CANCELLED, None)
+    status = await provider.observe(sb, run.process_id)
+    state = watch.observe(status, time.time())
+    engine.patch_run(run.id, watch=watch.model_dump())
+    if state is None or state == "running":
+        return
+    if state == "timed_out":
+        await provider.stop(sb, run.process_id)
+    await agent_stopped(engine, run, sb, RunState(state), status.exit_code)
+
+
+async def agent_stopped(
+    engine: Engine, run: Run, sb: Any, state: RunState, exit_code: int | None
+) -> None:
+    from sandbox.harness import get_harness
+
+    provider = engine.provider(sb.provider)
+    try:
+        log_text = (await provider.copy_out(sb, AGENT_LOG)).decode("utf-8", "replace")
+    except (FileNotFoundError, OSError):
+        log_text = ""
+    facts = get_harness(run.env.get("harness", "script")).parse(log_text)
+    agent = facts.model_dump() if hasattr(facts, "model_dump") else dict(vars(facts))
+    if agent.get("summary"):
+        agent["summary"] = redact(agent["summary"], model_credentials_values(run))
+    engine.patch_run(
+        run.id, state=state, exit_code=exit_code if exit_code is not None else -1,
+        finished_at=time.time(), agent=agent, stage=RunStage.PUBLISHING,
+    )
+    engine.note(run.job_id, f"{run.id} agent {state.value}"
+                + (f" with code {exit_code}" if exit_code is not None else ""))
+
+
+def model_credentials_values(run: Run) -> list[str]:
+    class _Spec:
+        model_credential_env = run.env.get("model_credential_env")
+
+    return list(model_credentials(_Spec()).values())
+
+
+# -- publishing ----------------------------------------------------------------------
+
+
+async def publish(engine: Engine, run: Run) -> None:
+    """hangar pushes the branch itself, with hooks and fsmonitor switched off."""
+    from sandbox.provider import Sandbox
+
+    if run.sandbox is None:
+        engine.patch_run(run.id, stage=RunStage.COLLECTING)
+        return
+    sb = Sandbox.model_validate(run.sandbox)
+    provider = engine.provider(sb.provider)
+    warnings = list(run.warnings)
+    try:
+        status = await provider.run(sb, ["git", "status", "--porcelain"], cwd=REPO, timeout=60)
+        dirty = bool(status.output.strip()) and status.exit_code == 0
+        ahead = await provider.run(
+            sb, ["git", "rev-list", "--count", f"{run.base_sha}..HEAD"], cwd=REPO, timeout=60)
+        has_commits = ahead.exit_code == 0 and ahead.output.strip() not in ("", "0")
+        if has_commits:
+            push = await provider.run(
+                sb, [*HARDENED_GIT, "push", "-q", "origin", f"HEAD:refs/heads/{run.branch}"],
+                cwd=REPO, timeout=CLONE_TIMEOUT_S)
+            if push.exit_code != 0:
+                warnings.append("pushing the branch failed: "
+                                + redact(tail(push.output, 500)))
+    except Exception as exc:
+        # A lost sandbox: what the agent pushed itself is still on GitHub.
+        dirty = False
+        warnings.append(f"could not publish from the sandbox ({exc}); "
+                        "collecting what reached GitHub")
+    await provider.destroy(sb)
+    engine.tokens.revoke(sb.id)
+    engine.patch_run(run.id, dirty=dirty, warnings=warnings, stage=RunStage.COLLECTING)
+
+
+# -- collecting ----------------------------------------------------------------------
+
+
+async def collect(engine: Engine, run: Run) -> None:
+    from app.landing import sensitive_files
+
+    job = engine.get_job(run.job_id)
+    ops = await engine.repo_ops(job.thread)
+    head = await ops.branch_sha(run.branch)
+    compare = await ops.compare(run.base_branch, head) if head else None
+    if head is None or not compare or compare["ahead_by"] == 0:
+        if run.kind == "agent" and run.pr_number is None:
+            engine.patch_run(run.id, stage=RunStage.DONE, outcome="no_changes", head_sha=head)
+            engine.note(run.job_id, f"{run.id} made no commits")
+            return
+    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=run.base_branch))
+    sensitive = sensitive_files(compare, config.land.sensitive_paths)
+    run = engine.patch_run(run.id, head_sha=head, compare=compare, sensitive=sensitive)
+    pr = await find_or_open_pr(engine, ops, job, run)
+    run = engine.patch_run(run.id, pr_number=pr["number"], stage=RunStage.VERIFYING)
+    if pr["number"] not in job.status_comments:
+        await refresh_status(engine, job.id)
+    await ops.upsert_check_run(
+        AGENT_CHECK, head, run.id, status="completed",
+        conclusion=agent_conclusion(run), output=render.agent_check_output(run),
+    )
+    engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {head[:7]}")
+
+
+def agent_conclusion(run: Run) -> str:
+    if run.state == RunState.CANCELLED:
+        return "cancelled"
+    if run.state == RunState.TIMED_OUT:
+        return "timed_out"
+    # Neutral, not failure: the agent's exit is a fact to show, not a gate on the PR.
+    return "success" if run.exit_code == 0 else "neutral"
+
+
+async def find_or_open_pr(engine: Engine, ops: RepoOps, job: Job, run: Run) -> dict:
+    pr = await ops.find_pr(run.branch)
+    body = render.pr_body(job, run)
+    if pr is None:
+        pr = await ops.create_pr(title=render.pr_title(job), body=body, head=run.branch,
+                                 base=run.base_branch)
+        engine.note(job.id, f"opened PR #{pr['number']}")
+    elif pr.get("body") != body:
+        await ops.update_pr(pr["number"], body=body)
+    return pr
+
+
+# -- verifying -----------------------------------------------------------------------
+
+
+async def verify(engine: Engine, run: Run) -> None:
+    job = engine.get_job(run.job_id)
+    ops = await engine.repo_ops(job.thread)
+    head = await ops.branch_sha(run.branch) if run.kind == "verify" else run.head_sha
+    if run.kind == "verify" and head != run.head_sha:
+        compare = await ops.compare(run.base_branch, head)
+        run = engine.patch_run(run.id, head_sha=head, compare=compare)
+    spec, _ = await environment_for(engine, ops, run.base_branch)
+    if spec.verify is None:
+        verification = Verification(command="", head_sha=head, passed=None,
+                                    error="the environment has no verify command")
+    else:
+        await ops.upsert_check_run(
+            VERIFY_CHECK, head, run.id, status="in_progress",
+            output={"title": "Verifying", "summary": f"`{spec.verify.command}` on `{head[:7]}` "
+                                                     "in a clean sandbox"},
+        )
+        verification = await verify_in_clean_sandbox(engine, run, job, spec, head)
+    await ops.upsert_check_run(
+        VERIFY_CHECK, head, run.id, status="completed",
+        conclusion=verify_conclusion(verification),
+        output=render.verify_check_output(verification), actions=verify_actions(verification),
+    )
+    run = engine.patch_run(run.id, verification=verification, stage=RunStage.DONE,
+                           outcome="pr")
+    if run.pr_number:
+        await ops.update_pr(run.pr_number, body=render.pr_body(job, run))
+    engine.note(run.job_id, f"{run.id} verification "
+                + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
+
+
+def verify_conclusion(v: Verification) -> str:
+    if v.passed is None:
+        return "neutral"
+    return "success" if v.passed else "failure"
+
+
+def verify_actions(v: Verification) -> list[dict]:
+    actions = [{"label": "Verify again", "description": "Run verification again",
+                "identifier": "verify"}]
+    if v.passed is False:
+        actions.append({"label": "Fix with hangar", "description": "Start an auto-fix turn",
+                        "identifier": "autofix"})
+    return actions
+
+
+async def verify_in_clean_sandbox(
+    engine: Engine, run: Run, job: Job, spec: Any, head_sha: str
+) -> Verification:
+    """A new sandbox without model credentials runs the verify command on exactly head_sha."""
+    provider = engine.provider(spec.provider)
+    started = time.time()
+    command = spec.verify.command
+    try:
+        sb = await prepare_sandbox(engine, run, job, spec, role="verify",
+                                   checkout=["git", "checkout", "-q", "--detach", head_sha])
+    except Exception as exc:
+        return Verification(command=command, head_sha=head_sha, passed=None,
+                            error=f"could not prepare the sandbox: {exc}"[:500])
+    try:
+        # The verify command runs the agent's code: it gets no git credential at all.
+        engine.tokens.revoke(sb.id)
+        await provider.run(sb, ["rm", "-f", f"{HOME}/.git-credentials", f"{HOME}/.gitconfig"])
+        if spec.install:
+            setup = await provider.run(sb, ["sh", "-c", spec.install], cwd=REPO,
+                                       timeout=spec.verify.timeout_minutes * 60)
+            if setup.exit_code != 0:
+                return Verification(
+                    command=command, head_sha=head_sha, passed=None, attempts=0,
+                    exit_code=setup.exit_code, output_tail=redact(tail(setup.output)),
+                    error="the install step failed", duration_s=time.time() - started)
+        attempts, outputs, result = 0, [], None
+        for _ in range(1 + spec.verify.retries):
+            attempts += 1
+            result = await provider.run(sb, ["sh", "-c", command], cwd=REPO,
+                                        timeout=spec.verify.timeout_minutes * 60)
+            outputs.append(result.output)
+            if result.exit_code == 0:
+                break
+        passed = result.exit_code == 0
+        error = (f"timed out after {spec.verify.timeout_minutes:g} minutes"
+                 if result.timed_out else None)
+        return Verification(
+            command=command, head_sha=head_sha, passed=passed, exit_code=result.exit_code,
+            attempts=attempts, flaky=passed and attempts > 1, error=error,
+            output_tail=redact(tail(outputs[-1])), duration_s=time.time() - started,
+        )
+    finally:
+        await provider.destroy(sb)
+
+
+# -- the job and its status comment ------------------------------------------------
+
+
+async def advance_job(engine: Engine, job_id: str) -> None:
+    job = engine.get_job(job_id)
+    if job is None or job.state != JobState.ACTIVE:
+        return
+    runs = engine.runs_of(job_id)
+    if runs and all(r.finished for r in runs):
+        failed = all(r.stage == RunStage.ERROR for r in runs)
+        cancelled = all(r.outcome == "cancelled" for r in runs)
+        state = JobState.FAILED if failed else JobState.CANCELLED if cancelled else JobState.DONE
+        engine.patch_job(job_id, state=state)
+    await refresh_status(engine, job_id)
+
+
+async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) -> None:
+    """Edit the status comment on the issue and on each PR when what it says changed."""
+    job = engine.get_job(job_id)
+    if job is None:
+        return
+    runs = engine.runs_of(job_id)
+    threads = [job.thread.number, *sorted({r.pr_number for r in runs if r.pr_number})]
+    body = render.status_comment(job, runs, queue=queue_positions(engine))
+    ops = None
+    for number in threads:
+        if not force and job.rendered.get(number) == body:
+            continue
+        ops = ops or await engine.repo_ops(job.thread)
+        comment_id = await ops.upsert_comment(
+            number, render.status_marker(job.id), body, known_id=job.status_comments.get(number)
+        )
+        job = engine.get_job(job_id)
+        engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
+                         rendered={**job.rendered, number: body})
+
+
+async def reap_orphans(engine: Engine) -> None:
+    """Sandboxes whose run finished (or is gone) are destroyed; their tokens revoked."""
+    for name in {"local", *(s.provider for s in engine.envs.values())}:
+        try:
+            provider = engine.provider(name)
+            sandboxes = await provider.list({})
+        except Exception:
+            continue
+        for sb in sandboxes:
+            run_id = sb.labels.get("hangar.run")
+            run = engine.get_run(run_id) if run_id else None
+            keep = (run is not None and not run.finished and run.sandbox
+                    and run.sandbox.get("id") == sb.id and sb.labels.get("hangar.role") == "agent")
+            if not keep:
+                await provider.destroy(sb)
+                engine.tokens.revoke(sb.id)

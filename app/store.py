@@ -1,0 +1,214 @@
+"""hangar's durable state: one SQLite file in WAL mode.
+
+Deliveries are stored before the webhook is answered. Jobs, runs and land requests are
+pydantic models kept as JSON next to the few columns the engine queries by.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+M = TypeVar("M", bound=BaseModel)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY,
+    event TEXT NOT NULL,
+    action TEXT,
+    repo TEXT,
+    installation_id INTEGER,
+    received_at REAL NOT NULL,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'stored',
+    error TEXT,
+    dispatched_at REAL
+);
+CREATE INDEX IF NOT EXISTS deliveries_state ON deliveries(state, received_at);
+CREATE TABLE IF NOT EXISTS rows (
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    active INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (kind, id)
+);
+CREATE INDEX IF NOT EXISTS rows_active ON rows(kind, active);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    row_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    what TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_row ON events(row_id, seq);
+"""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    id: str
+    event: str
+    action: str | None
+    repo: str | None
+    installation_id: int | None
+    received_at: float
+    payload: dict[str, Any]
+    state: str
+    error: str | None
+
+
+class Store:
+    """A thin, synchronous store; every call is one short transaction."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- deliveries -------------------------------------------------------------------
+
+    def add_delivery(
+        self,
+        delivery_id: str,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        received_at: float | None = None,
+        state: str = "stored",
+    ) -> bool:
+        """Store a delivery once; False when this delivery id was stored before."""
+        repo = (payload.get("repository") or {}).get("full_name")
+        installation = (payload.get("installation") or {}).get("id")
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO deliveries"
+                " (id, event, action, repo, installation_id, received_at, payload, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    delivery_id,
+                    event,
+                    payload.get("action"),
+                    repo,
+                    installation,
+                    received_at or time.time(),
+                    json.dumps(payload),
+                    state,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def pending_deliveries(self, limit: int = 100) -> list[Delivery]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM deliveries WHERE state = 'stored' ORDER BY received_at LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [_delivery(r) for r in rows]
+
+    def mark_delivery(self, delivery_id: str, state: str, error: str | None = None) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ? WHERE id = ?",
+                (state, error, time.time(), delivery_id),
+            )
+
+    def delivery(self, delivery_id: str) -> Delivery | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM deliveries WHERE id = ?", (delivery_id,)
+            ).fetchone()
+        return _delivery(row) if row else None
+
+    def count_deliveries(self, state: str | None = None) -> int:
+        query, args = "SELECT COUNT(*) FROM deliveries", ()
+        if state:
+            query, args = query + " WHERE state = ?", (state,)
+        with self._lock:
+            return self._db.execute(query, args).fetchone()[0]
+
+    # -- engine rows --------------------------------------------------------------------
+
+    def put(self, kind: str, row_id: str, model: BaseModel, *, active: bool) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO rows (kind, id, active, updated_at, data) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT(kind, id) DO UPDATE SET active = excluded.active,"
+                " updated_at = excluded.updated_at, data = excluded.data",
+                (kind, row_id, int(active), time.time(), model.model_dump_json()),
+            )
+
+    def get(self, kind: str, row_id: str, model: type[M]) -> M | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT data FROM rows WHERE kind = ? AND id = ?", (kind, row_id)
+            ).fetchone()
+        return model.model_validate_json(row["data"]) if row else None
+
+    def all(self, kind: str, model: type[M], *, active: bool | None = None) -> list[M]:
+        query, args = "SELECT data FROM rows WHERE kind = ?", [kind]
+        if active is not None:
+            query += " AND active = ?"
+            args.append(int(active))
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY rowid", args).fetchall()
+        return [model.model_validate_json(r["data"]) for r in rows]
+
+    # -- a timeline per row, for the status comment, the demo and the API --------------
+
+    def note(self, row_id: str, what: str, at: float | None = None) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO events (row_id, at, what) VALUES (?, ?, ?)",
+                (row_id, at or time.time(), what),
+            )
+
+    def notes(self, row_id: str) -> list[tuple[float, str]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT at, what FROM events WHERE row_id = ? ORDER BY seq", (row_id,)
+            ).fetchall()
+        return [(r["at"], r["what"]) for r in rows]
+
+
+def _delivery(row: sqlite3.Row) -> Delivery:
+    return Delivery(
+        id=row["id"],
+        event=row["event"],
+        action=row["action"],
+        repo=row["repo"],
+        installation_id=row["installation_id"],
+        received_at=row["received_at"],
+        payload=json.loads(row["payload"]),
+        state=row["state"],
+        error=row["error"],
+    )

@@ -1,0 +1,31 @@
+"""Check runs and suites: CI results for landing and auto-fix, and hangar's buttons."""
+
+from gidgethub import routing, sansio
+
+from app.payloads import CheckRunEvent, CheckSuiteEvent
+
+router = routing.Router()
+
+
+@router.register("check_run", action="completed")
+async def finished_check(event: sansio.Event, *, engine, **_) -> None:
+    check = CheckRunEvent.model_validate(event.data)
+    await engine.record_ci(check.repository.full_name, check.check_run.head_sha)
+
+
+@router.register("check_run", action="requested_action")
+async def pressed_button(event: sansio.Event, *, engine, **_) -> None:
+    await engine.record_check_action(CheckRunEvent.model_validate(event.data))
+
+
+@router.register("check_run", action="rerequested")
+async def rerun_requested(event: sansio.Event, *, engine, **_) -> None:
+    await engine.record_check_action(CheckRunEvent.model_validate(event.data))
+
+
+@router.register("check_suite", action="completed")
+async def finished_suite(event: sansio.Event, *, engine, **_) -> None:
+    suite = CheckSuiteEvent.model_validate(event.data)
+    head_sha = suite.check_suite.get("head_sha")
+    if head_sha:
+        await engine.record_ci(suite.repository.full_name, head_sha)

@@ -1,0 +1,68 @@
+"""Fixtures for the service's own tests: settings with a fresh App key, signed posts."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from app.settings import Settings
+
+SECRET = "It's a Secret to Everybody"
+REFERENCE = Path(__file__).resolve().parents[1] / "reference" / "node_modules" / "@octokit"
+
+
+def private_key_pem() -> bytes:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+@pytest.fixture(scope="session")
+def app_key_pem() -> bytes:
+    return private_key_pem()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, app_key_pem: bytes) -> Settings:
+    key = tmp_path / "app.pem"
+    key.write_bytes(app_key_pem)
+    # Port 9 on loopback refuses connections: nothing here may reach a real GitHub.
+    return Settings(
+        app_id=1, private_key_file=key, webhook_secret=SECRET,
+        data_dir=tmp_path / "data", github_url="http://127.0.0.1:9/api/v3",
+        shutdown_grace_seconds=0.5,
+    )
+
+
+def sign(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def webhook_headers(event: str, body: bytes, *, delivery: str | None = None,
+                    secret: str = SECRET) -> dict[str, str]:
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body, secret),
+        "Content-Type": "application/json",
+    }
+
+
+def webhook_examples() -> list[tuple[str, str, dict]]:
+    """(event, action, payload) for every example GitHub publishes."""
+    index = REFERENCE / "webhooks-examples" / "api.github.com" / "index.json"
+    found = []
+    for entry in json.loads(index.read_text()):
+        for i, example in enumerate(entry["examples"]):
+            found.append((entry["name"], example.get("action") or f"#{i}", example))
+    return found

@@ -1,0 +1,168 @@
+"""POST /webhook over real HTTP: signatures, bad bodies, duplicates, restarts, and every
+example payload GitHub publishes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from urllib.parse import urlencode
+
+import pytest
+
+from app.store import Store
+from app.web import DISPATCHER, STORE, create_app
+from tests.app.conftest import sign, webhook_examples, webhook_headers
+
+
+async def wait_for(predicate, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def test_signature_matches_githubs_test_vector():
+    expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert sign(b"Hello, World!", "It's a Secret to Everybody") == expected
+
+
+@pytest.fixture
+async def client(aiohttp_client, settings):
+    return await aiohttp_client(create_app(settings))
+
+
+PING = json.dumps({"zen": "Design for failure.", "hook_id": 1}).encode()
+
+
+async def test_signed_ping_is_answered_and_stored(client):
+    headers = webhook_headers("ping", PING, delivery="d-ping")
+    response = await client.post("/webhook", data=PING, headers=headers)
+    assert response.status == 200
+    assert (await response.json())["pong"] is True
+    assert client.app[STORE].delivery("d-ping").event == "ping"
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "reason"),
+    [
+        ({"X-Hub-Signature-256": None}, 401, "X-Hub-Signature-256 is missing"),
+        ({"X-Hub-Signature-256": "sha256=" + "0" * 64}, 401, "does not match"),
+        ({"X-Hub-Signature-256": sign(PING, "another secret")}, 401, "does not match"),
+        ({"X-Hub-Signature-256": "sha1=abc"}, 401, "does not match"),
+        ({"X-GitHub-Event": None}, 400, "X-GitHub-Event and X-GitHub-Delivery"),
+        ({"X-GitHub-Delivery": None}, 400, "X-GitHub-Event and X-GitHub-Delivery"),
+        ({"Content-Type": "text/plain"}, 400, "Content-Type must be"),
+    ],
+)
+async def test_bad_deliveries_get_a_reason_and_are_not_stored(client, change, status, reason):
+    headers = webhook_headers("ping", PING, delivery="d-bad")
+    for key, value in change.items():
+        if value is None:
+            headers.pop(key)
+        else:
+            headers[key] = value
+    response = await client.post("/webhook", data=PING, headers=headers)
+    assert response.status == status
+    assert reason in (await response.json())["message"]
+    assert client.app[STORE].delivery("d-bad") is None
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b"\xff\xfe"])
+async def test_malformed_signed_body_is_400(client, body):
+    response = await client.post("/webhook", data=body, headers=webhook_headers("push", body))
+    assert response.status == 400
+
+
+async def test_form_encoded_delivery_is_accepted(client):
+    payload = {"zen": "Keep it logically awesome.", "hook_id": 2}
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    headers = webhook_headers("ping", body, delivery="d-form")
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    response = await client.post("/webhook", data=body, headers=headers)
+    assert response.status == 200
+    assert client.app[STORE].delivery("d-form").payload == payload
+
+
+async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
+    calls = []
+    dispatcher = client.app[DISPATCHER]
+    original = dispatcher.dispatch
+
+    async def counting(delivery):
+        calls.append(delivery.id)
+        await original(delivery)
+
+    dispatcher.dispatch = counting
+    body = json.dumps({"action": "created", "starred_at": None}).encode()
+    for _ in range(3):
+        response = await client.post(
+            "/webhook", data=body, headers=webhook_headers("star", body, delivery="d-dup"))
+        assert response.status in (200, 202)
+    await wait_for(lambda: client.app[STORE].delivery("d-dup").state == "dispatched")
+    await asyncio.sleep(0.1)
+    assert calls == ["d-dup"]
+    metrics = await (await client.get("/metrics")).text()
+    assert 'hangar_webhook_deliveries_total{result="duplicate"} 2' in metrics
+    assert 'hangar_webhook_deliveries_total{result="accepted"} 1' in metrics
+
+
+async def test_restart_dispatches_what_was_stored_but_not_dispatched(aiohttp_client, settings):
+    settings.data_dir.mkdir(parents=True)
+    store = Store(settings.db_path)
+    body = {"action": "created", "starred_at": None}
+    store.add_delivery("d-left", "star", body)
+    store.close()
+    client = await aiohttp_client(create_app(settings))
+    await wait_for(lambda: client.app[STORE].delivery("d-left").state == "dispatched")
+
+
+async def test_a_failing_handler_marks_the_delivery_failed_and_others_still_run(client):
+    from gidgethub.routing import Router
+
+    ran = []
+    router = Router()
+
+    @router.register("star")
+    async def broken(event, **_):
+        raise RuntimeError("boom")
+
+    @router.register("star")
+    async def healthy(event, **_):
+        ran.append(event.delivery_id)
+
+    client.app[DISPATCHER].router = router
+    body = json.dumps({"action": "created"}).encode()
+    await client.post("/webhook", data=body, headers=webhook_headers("star", body,
+                                                                       delivery="d-fail"))
+    store = client.app[STORE]
+    await wait_for(lambda: store.delivery("d-fail").state == "failed")
+    assert "boom" in store.delivery("d-fail").error
+    assert ran == ["d-fail"]
+    metrics = await (await client.get("/metrics")).text()
+    assert 'hangar_handler_errors_total{handler="broken"} 1' in metrics
+
+
+async def test_every_github_example_payload_is_accepted_stored_and_dispatched(client):
+    examples = webhook_examples()
+    assert len(examples) > 200  # the package really was installed and read
+    store = client.app[STORE]
+    for n, (event, _action, payload) in enumerate(examples):
+        body = json.dumps(payload).encode()
+        response = await client.post(
+            "/webhook", data=body, headers=webhook_headers(event, body, delivery=f"ex-{n}"))
+        assert response.status in (200, 202), (event, await response.text())
+    await wait_for(lambda: store.count_deliveries("stored") == 0, timeout=30)
+    failed = [
+        (store.delivery(f"ex-{n}").event, store.delivery(f"ex-{n}").error)
+        for n in range(len(examples)) if store.delivery(f"ex-{n}").state == "failed"
+    ]
+    assert failed == []
+
+
+async def test_healthz_and_metrics(client):
+    health = await client.get("/healthz")
+    assert health.status == 200 and (await health.json())["ok"] is True
+    text = await (await client.get("/metrics")).text()
+    assert "# TYPE hangar_webhook_ack_seconds histogram" in text
+    assert "hangar_handler_errors_total" in text
