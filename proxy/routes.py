@@ -21,9 +21,9 @@ from typing import Protocol
 import aiohttp
 from aiohttp import web
 
-from . import pktline
+from . import packwalk, pktline
 from .grant import Grant
-from .policy import decide
+from .policy import decide, not_fast_forward_refusal
 from .tokens import TOKEN_PREFIX, TokenRegistry
 
 log = logging.getLogger(__name__)
@@ -142,8 +142,23 @@ class _Proxy:
             )
             return await self._refuse_push(request, commands, decision.reason)
 
-        body = _PushBody(request, head_bytes, self.max_push_bytes)
         command = commands.commands[0]
+        walker = None
+        if not grant.allow_force and not command.is_create:
+            walker = packwalk.PackCommits(
+                push_options="push-options" in commands.capabilities,
+                hash_len=len(command.old) // 2,
+            )
+        body = _PushBody(
+            request,
+            head_bytes,
+            commands.length,
+            limit=self.max_push_bytes,
+            too_large=self._too_large_reason(),
+            walker=walker,
+            command=command,
+            not_fast_forward=not_fast_forward_refusal(grant),
+        )
 
         async def record(report: bytes) -> None:
             # Recorded before git sees the answer, so the engine never misses a push.
@@ -164,7 +179,7 @@ class _Proxy:
                 request, "git-receive-pack", grant, body=body, push=body, before_eof=record
             )
         except _Refused as refused:
-            reason = self._too_large_reason() if body.too_large else refused.reason
+            reason = body.refusal or refused.reason
             return await self._refuse_push(request, commands, reason)
 
     # ---- pieces ------------------------------------------------------------------
@@ -292,12 +307,12 @@ class _Proxy:
                 sending.cancel()
                 with contextlib.suppress(BaseException):
                     await sending
-                raise _Refused(413, self._too_large_reason())
+                raise _Refused(409, push.refusal or "hangar: the push was stopped")
         try:
             upstream = await sending
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            if push is not None and push.too_large:
-                raise _Refused(413, self._too_large_reason()) from exc
+            if push is not None and push.refusal:
+                raise _Refused(409, push.refusal) from exc
             log.warning("upstream unreachable", extra={"repo": grant.repo, "error": str(exc)})
             raise _Refused(502, "hangar: could not reach GitHub; try again") from exc
         async with upstream:
@@ -348,14 +363,35 @@ class _Proxy:
 
 
 class _PushBody:
-    """The push body as it goes upstream: the head already read, then the rest, counted."""
+    """The push body as it goes upstream: the head already read, then the rest, counted.
 
-    def __init__(self, request: web.Request, head: bytes, limit: int):
+    With a `walker` (force-push is off) the last chunk, which ends the pack, is held
+    back until the pack's commits prove a fast-forward; a push that fails that check
+    never reaches upstream whole, so upstream stores nothing.
+    """
+
+    def __init__(
+        self,
+        request: web.Request,
+        head: bytes,
+        commands_length: int,
+        *,
+        limit: int,
+        too_large: str,
+        walker: packwalk.PackCommits | None,
+        command: pktline.RefCommand,
+        not_fast_forward: str,
+    ):
         self.request = request
         self.head = head
+        self.commands_length = commands_length
         self.limit = limit
+        self.walker = walker
+        self.command = command
+        self.messages = {"too_large": too_large, "not_fast_forward": not_fast_forward}
         self.total = 0
-        self.too_large = False
+        self.refusal: str | None = None
+        self.unreadable = False
         self.aborted = asyncio.Event()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
@@ -363,15 +399,49 @@ class _PushBody:
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         self.total = len(self.head)
-        yield self.head
+        if self.walker is None:
+            yield self.head
+            async for chunk in self.request.content.iter_any():
+                self.total += len(chunk)
+                if self.total > self.limit:
+                    await self._stop(self.messages["too_large"])
+                yield chunk
+            return
+        self._walk(self.head[self.commands_length :])
+        held = self.head
         async for chunk in self.request.content.iter_any():
             self.total += len(chunk)
             if self.total > self.limit:
-                self.too_large = True
-                self.aborted.set()
-                # Wait to be cancelled with the request rather than end the body cleanly.
-                await asyncio.Event().wait()
-            yield chunk
+                await self._stop(self.messages["too_large"])
+            self._walk(chunk)
+            yield held
+            held = chunk
+        try:
+            self.walker.finish()
+            proven = not self.unreadable and packwalk.proves_fast_forward(
+                self.walker.commits, self.command.old, self.command.new
+            )
+        except packwalk.PackError:
+            proven = False
+        if not proven:
+            await self._stop(self.messages["not_fast_forward"])
+        yield held
+
+    def _walk(self, data: bytes) -> None:
+        assert self.walker is not None
+        if self.unreadable:
+            return
+        try:
+            self.walker.feed(data)
+        except packwalk.PackError:
+            # A pack we cannot read proves nothing; the push is refused at its end.
+            self.unreadable = True
+
+    async def _stop(self, reason: str) -> None:
+        self.refusal = reason
+        self.aborted.set()
+        # Wait to be cancelled with the request rather than end the body cleanly.
+        await asyncio.Event().wait()
 
 
 async def _first_chunk(request: web.Request) -> tuple[bytes, bool]:

@@ -6,7 +6,9 @@ fakehub is in test_git_e2e.py.
 
 import base64
 import gzip
+import hashlib
 import os
+import zlib
 
 import pytest
 from aiohttp import web
@@ -407,14 +409,36 @@ async def test_gzip_receive_pack(aiohttp_client, registry, upstream, token, serv
     assert upstream.requests == []
 
 
+def commit_pack(parent: str, padding: int = 0) -> tuple[str, bytes]:
+    """A one-commit pack (plus `padding` bytes of blob) and the commit's id."""
+    body = f"tree {'d' * 40}\nparent {parent}\n\nwork\n".encode()
+    oid = hashlib.sha1(b"commit %d\0" % len(body) + body).hexdigest()
+
+    def entry(kind, data):
+        size = len(data)
+        header = bytearray([(kind << 4) | (size & 15)])
+        size >>= 4
+        while size:
+            header[-1] |= 0x80
+            header.append(size & 0x7F)
+            size >>= 7
+        return bytes(header) + zlib.compress(data)
+
+    objects = [entry(1, body)] + ([entry(3, os.urandom(padding))] if padding else [])
+    pack = b"PACK" + (2).to_bytes(4, "big") + len(objects).to_bytes(4, "big")
+    pack += b"".join(objects)
+    return oid, pack + hashlib.sha1(pack).digest()
+
+
 async def test_no_force_compares_with_the_upstream_tip(make_client, upstream, registry):
     token = registry.issue(
         "sb-1", repo="octo/widgets", branch=BRANCH, installation_id=7, allow_force=False
     )
     client = await make_client()
+    new, pack = commit_pack(parent=OLD)
     upstream.tip = "c" * 40
     resp = await client.post(
-        RP, data=push_body(f"{OLD} {NEW} {OWN}"), headers={**basic(token), **RESULT}
+        RP, data=push_body(f"{OLD} {new} {OWN}", pack=pack), headers={**basic(token), **RESULT}
     )
     assert (
         b"force-push is off for this sandbox and hangar/12-ab3f is at cccccccccccc"
@@ -425,9 +449,43 @@ async def test_no_force_compares_with_the_upstream_tip(make_client, upstream, re
 
     upstream.tip = OLD
     resp = await client.post(
-        RP, data=push_body(f"{OLD} {NEW} {OWN}"), headers={**basic(token), **RESULT}
+        RP, data=push_body(f"{OLD} {new} {OWN}", pack=pack), headers={**basic(token), **RESULT}
     )
     assert report_lines(await resp.read())[1] == f"ok {OWN}\n".encode()
+
+
+@pytest.mark.parametrize("padding", [0, 500_000])
+async def test_no_force_refuses_a_push_that_does_not_contain_the_tip(
+    make_client, upstream, registry, padding
+):
+    token = registry.issue(
+        "sb-1", repo="octo/widgets", branch=BRANCH, installation_id=7, allow_force=False
+    )
+    client = await make_client()
+    new, pack = commit_pack(parent="e" * 40, padding=padding)
+    body = push_body(f"{OLD} {new} {OWN}", pack=pack)
+
+    async def chunks():
+        for i in range(0, len(body), 16384):
+            yield body[i : i + 16384]
+
+    resp = await client.post(RP, data=chunks(), headers={**basic(token), **RESULT})
+    assert (
+        report_lines(await resp.read())[1]
+        == (
+            f"ng {OWN} hangar: force-push is off for this sandbox; the new tip of {BRANCH} must "
+            "contain its current tip (fetch, rebase onto it and push again)\n"
+        ).encode()
+    )
+    # The end of the pack was held back: upstream never got a whole request.
+    assert upstream.posts("git-receive-pack") == []
+
+    # Without a readable pack nothing is proven either.
+    resp = await client.post(
+        RP, data=push_body(f"{OLD} {new} {OWN}"), headers={**basic(token), **RESULT}
+    )
+    assert b"must contain its current tip" in report_lines(await resp.read())[1]
+    assert upstream.posts("git-receive-pack") == []
 
 
 @pytest.mark.parametrize("status", [401, 403, 500])
