@@ -1,0 +1,571 @@
+"""The synchronous, thread-safe Driver that tests and the demo use to run fakehub.
+
+Every method runs its work on fakehub's own event loop and waits for the result, so
+calls from any thread see a consistent hub. Read-outs return the same JSON shapes the
+REST API returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from fakehub import auth, gitrepo
+from fakehub.faults import Fault
+from fakehub.hub import Hub
+from fakehub.state import Delivery, Identity, Repo, User
+
+if TYPE_CHECKING:
+    from fakehub.testing import ServerThread
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class AppInfo:
+    id: int
+    slug: str
+    bot_login: str
+    private_key_pem: str
+    private_key_path: Path
+    webhook_secret: str
+    client_id: str = ""
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    login: str
+    id: int
+    token: str
+
+
+@dataclass(frozen=True)
+class DeliveryInfo:
+    id: int
+    guid: str
+    event: str
+    action: str | None
+    app_id: int
+    installation_id: int | None
+    payload: dict[str, Any]
+    body: bytes
+    headers: dict[str, str]
+    status_code: int | None
+    error: str | None
+    redelivery: bool
+
+
+def _delivery_info(d: Delivery) -> DeliveryInfo:
+    return DeliveryInfo(d.id, d.guid, d.event, d.action, d.app_id, d.installation_id, d.payload,
+                        d.body, dict(d.request_headers), d.status_code, d.error, d.redelivery)
+
+
+class Driver:
+    def __init__(self, server: ServerThread) -> None:
+        self._server = server
+        self._hub: Hub = server.hub
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        async def run() -> T:
+            return fn(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._server.loop).result(60)
+
+    def _user(self, who: str | UserInfo | User) -> User:
+        login = who if isinstance(who, str) else who.login
+        user = self._hub.store.user(login)
+        if user is None:
+            raise KeyError(f"no user {login}; create_user() first")
+        return user
+
+    def _as(self, who: str | UserInfo | User) -> Identity:
+        user = self._user(who)
+        app = self._hub.store.app_by_bot(user)
+        if app is not None:
+            return Identity("installation", user, app_id=app.id)
+        return Identity("user", user)
+
+    def _repo(self, full_name: str) -> Repo:
+        return self._hub.repo(full_name)
+
+    @property
+    def hub(self) -> Hub:
+        """The hub itself, for reads in tests; mutate only through the Driver."""
+        return self._hub
+
+    @property
+    def base_url(self) -> str:
+        return self._hub.base_url
+
+    @property
+    def api_url(self) -> str:
+        return self._hub.api_url
+
+    @property
+    def data_dir(self) -> Path:
+        return self._hub.data_dir
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until CI runs and queued webhook deliveries are done."""
+        asyncio.run_coroutine_threadsafe(self._hub.settle(), self._server.loop).result(timeout)
+
+    # -- Apps, users, repositories --------------------------------------------------
+
+    def create_app(
+        self,
+        name: str = "hangar",
+        webhook_url: str | None = None,
+        events: list[str] | None = None,
+        permissions: dict[str, str] | None = None,
+    ) -> AppInfo:
+        app = self._call(self._hub.create_app, name, webhook_url, events, permissions)
+        return AppInfo(app.id, app.slug, app.bot.login, app.private_key_pem,
+                       app.private_key_path, app.webhook_secret, app.client_id)
+
+    def set_webhook_url(self, app_id: int, url: str | None) -> None:
+        def update() -> None:
+            self._hub.store.apps[app_id].webhook_url = url
+
+        self._call(update)
+
+    def write_webhook_secret(self, app_id: int, path: Path) -> Path:
+        path.write_text(self._hub.store.apps[app_id].webhook_secret)
+        path.chmod(0o600)
+        return path
+
+    def create_user(self, login: str, *, bot: bool = False) -> UserInfo:
+        user = self._call(self._hub.create_user, login, bot=bot)
+        return UserInfo(user.login, user.id, user.token)
+
+    def create_repo(
+        self,
+        owner: str,
+        name: str,
+        files: dict[str, str | bytes] | Path | None = None,
+        default_branch: str = "main",
+        private: bool = False,
+    ) -> dict[str, Any]:
+        def create() -> dict[str, Any]:
+            repo = self._hub.create_repo(owner, name, files if files is not None else {
+                "README.md": f"# {name}\n"}, default_branch, private)
+            return self._hub.shapes.repo_rest(repo)
+
+        return self._call(create)
+
+    def grant(self, full_name: str, login: str, permission: str) -> None:
+        self._call(self._hub.grant, full_name, login, permission)
+
+    def install(self, app_id: int, account: str, repos: list[str] | None = None) -> int:
+        return self._call(self._hub.install, app_id, account, repos).id
+
+    def installation_token(
+        self, installation_id: int, repositories: list[str] | None = None
+    ) -> str:
+        """A fresh installation token, as POST .../access_tokens would mint."""
+        def mint() -> str:
+            inst = self._hub.store.installations[installation_id]
+            return auth.mint_installation_token(self._hub.store, inst, repositories).token
+
+        return self._call(mint)
+
+    # -- acting as people -----------------------------------------------------------
+
+    def create_issue(self, repo: str, title: str, body: str = "", as_user: str = "") -> int:
+        def create() -> int:
+            return self._hub.create_issue(self._repo(repo), title, body, self._as(as_user)).number
+
+        return self._call(create)
+
+    def comment(self, repo: str, number: int, body: str, as_user: str) -> int:
+        def create() -> int:
+            return self._hub.add_comment(self._repo(repo), number, body, self._as(as_user)).id
+
+        return self._call(create)
+
+    def edit_comment(self, repo: str, comment_id: int, body: str, as_user: str) -> None:
+        self._call(lambda: self._hub.edit_comment(self._repo(repo), comment_id, body,
+                                                  self._as(as_user)))
+
+    def react(self, repo: str, comment_id: int, content: str, as_user: str) -> None:
+        def react() -> None:
+            comment = self._hub.comment(self._repo(repo), comment_id)
+            self._hub.react(comment, content, self._as(as_user))
+
+        self._call(react)
+
+    def open_pr(
+        self,
+        repo: str,
+        head: str,
+        title: str,
+        as_user: str,
+        *,
+        base: str | None = None,
+        body: str = "",
+        draft: bool = False,
+    ) -> int:
+        def create() -> int:
+            target = self._repo(repo)
+            issue = self._hub.open_pull(target, head=head, base=base or target.default_branch,
+                                        title=title, body=body, actor=self._as(as_user),
+                                        draft=draft)
+            return issue.number
+
+        return self._call(create)
+
+    def close_pr(self, repo: str, number: int, as_user: str) -> None:
+        def close() -> None:
+            target = self._repo(repo)
+            self._hub.edit_pull(target, self._hub.pull(target, number), {"state": "closed"},
+                                self._as(as_user))
+
+        self._call(close)
+
+    def review(
+        self,
+        repo: str,
+        pr_number: int,
+        as_user: str,
+        event: str = "APPROVE",
+        body: str = "",
+        commit_id: str | None = None,
+        comments: list[dict[str, Any]] | None = None,
+    ) -> int:
+        def submit() -> int:
+            target = self._repo(repo)
+            return self._hub.submit_review(
+                target, self._hub.pull(target, pr_number), self._as(as_user), event=event,
+                body=body, commit_id=commit_id, comments=comments,
+            ).id
+
+        return self._call(submit)
+
+    def merge_pr(
+        self, repo: str, number: int, as_user: str, *, method: str = "merge",
+        sha: str | None = None,
+    ) -> str:
+        """Merge as a person would in the UI (the rules apply to them)."""
+        def merge() -> str:
+            target = self._repo(repo)
+            return self._hub.merge_pull(target, self._hub.pull(target, number),
+                                        self._as(as_user), sha=sha, method=method)
+
+        return self._call(merge)
+
+    def push_files(
+        self,
+        repo: str,
+        branch: str,
+        files: dict[str, str | bytes | None],
+        message: str,
+        as_user: str,
+        *,
+        force: bool = False,
+        base: str | None = None,
+        bypass_rules: bool = False,
+    ) -> str:
+        """A person pushing one commit; webhooks follow as for a git push.
+
+        The commit goes on top of `branch` (or `base`, or the default branch when the
+        branch is new). `force=True` builds it on the tip's first parent instead,
+        rewriting the last commit, i.e. a force push. Files mapped to None are deleted.
+        The branch's rules apply unless `bypass_rules` (setup as an admin would do).
+        Raises HubError with GitHub's rule-violation message when refused.
+        """
+        def push() -> str:
+            target = self._repo(repo)
+            actor = self._as(as_user)
+            tip = gitrepo.ref_sha(target.path, branch)
+            parent = base and gitrepo.resolve(target.path, base)
+            if not parent:
+                parent = tip or gitrepo.ref_sha(target.path, target.default_branch)
+            if force and tip:
+                info = gitrepo.commit_info(target.path, tip)
+                parent = info.parents[0] if info.parents else None
+            sha = gitrepo.commit_files(target.path, parent, dict(files), message,
+                                       self._hub.signature(actor.user))
+            return self._hub.internal_push(target, branch, sha, actor, enforce=not bypass_rules)
+
+        return self._call(push)
+
+    def delete_branch(self, repo: str, branch: str, as_user: str) -> None:
+        def delete() -> None:
+            target = self._repo(repo)
+            old = gitrepo.ref_sha(target.path, branch)
+            if old is None:
+                return
+            gitrepo.delete_ref(target.path, f"refs/heads/{branch}")
+            self._hub.ref_updated(target, f"refs/heads/{branch}", old, gitrepo.ZERO_SHA,
+                                  self._user(as_user))
+
+        self._call(delete)
+
+    # -- rules, CI, statuses --------------------------------------------------------
+
+    def set_ruleset(self, repo: str, ruleset: dict[str, Any]) -> dict[str, Any]:
+        """Add a repository ruleset (GitHub's POST /rulesets body); returns it with its id."""
+        return self._call(lambda: self._hub.add_ruleset(self._repo(repo), ruleset))
+
+    def protect(
+        self,
+        repo: str,
+        *,
+        approvals: int = 1,
+        checks: list[str] | tuple[str, ...] = ("ci / test",),
+        dismiss_stale: bool = True,
+        strict: bool = False,
+        bypass_app_ids: list[int] | tuple[int, ...] = (),
+    ) -> dict[str, Any]:
+        """The usual ruleset on the default branch: PR, reviews, checks, no force, no delete."""
+        rules: list[dict[str, Any]] = [
+            {"type": "deletion"},
+            {"type": "non_fast_forward"},
+            {"type": "pull_request", "parameters": {
+                "required_approving_review_count": approvals,
+                "dismiss_stale_reviews_on_push": dismiss_stale,
+                "require_code_owner_review": False,
+                "require_last_push_approval": False,
+                "required_review_thread_resolution": False,
+                "allowed_merge_methods": ["merge", "squash", "rebase"]}},
+        ]
+        if checks:
+            rules.append({"type": "required_status_checks", "parameters": {
+                "strict_required_status_checks_policy": strict,
+                "required_status_checks": [{"context": c} for c in checks]}})
+        return self.set_ruleset(repo, {
+            "name": "protect default branch",
+            "target": "branch",
+            "enforcement": "active",
+            "conditions": {"ref_name": {"include": ["~DEFAULT_BRANCH"], "exclude": []}},
+            "rules": rules,
+            "bypass_actors": [{"actor_id": i, "actor_type": "Integration",
+                               "bypass_mode": "always"} for i in bypass_app_ids],
+        })
+
+    def set_ci(
+        self, repo: str, command: str | None, name: str = "ci / test", timeout: float = 600.0
+    ) -> None:
+        """Run `command` (a shell line) on every new PR head; None turns CI off."""
+        def configure() -> None:
+            target = self._repo(repo)
+            target.ci_command, target.ci_name, target.ci_timeout = command, name, timeout
+
+        self._call(configure)
+
+    @property
+    def ci_app_id(self) -> int:
+        return self._call(lambda: self._hub.ci.app.id)
+
+    def set_status(
+        self,
+        repo: str,
+        sha: str,
+        context: str,
+        state: str,
+        description: str = "",
+        target_url: str | None = None,
+        as_user: str | None = None,
+    ) -> int:
+        def create() -> int:
+            target = self._repo(repo)
+            actor = self._as(as_user) if as_user else self._as(target.owner.login)
+            fields = {"context": context, "state": state, "description": description,
+                      "target_url": target_url}
+            return self._hub.create_status(target, sha, fields, actor).id
+
+        return self._call(create)
+
+    def complete_check(
+        self,
+        repo: str,
+        sha: str,
+        name: str = "ci / test",
+        conclusion: str = "success",
+        *,
+        title: str | None = None,
+        summary: str = "",
+        text: str | None = None,
+        status: str = "completed",
+    ) -> int:
+        """Report a check run as the CI App (another CI than the App under test)."""
+        def create() -> int:
+            target = self._repo(repo)
+            app = self._hub.ci.app
+            fields: dict[str, Any] = {"name": name, "head_sha": sha, "status": status}
+            if status == "completed":
+                fields["conclusion"] = conclusion
+            fields["output"] = {"title": title or f"{name}: {conclusion}",
+                                "summary": summary or conclusion, "text": text}
+            return self._hub.create_check_run(target, app.id, fields, app.bot).id
+
+        return self._call(create)
+
+    # -- webhooks -------------------------------------------------------------------
+
+    def deliveries(self, app_id: int | None = None, event: str | None = None) -> list[DeliveryInfo]:
+        def collect() -> list[DeliveryInfo]:
+            return [_delivery_info(d) for d in self._hub.store.deliveries
+                    if (app_id is None or d.app_id == app_id)
+                    and (event is None or d.event == event)]
+
+        return self._call(collect)
+
+    def redeliver(self, delivery_guid: str) -> DeliveryInfo:
+        return self._call(lambda: _delivery_info(self._hub.deliverer.redeliver(delivery_guid)))
+
+    def wait_for_delivery(
+        self,
+        event: str,
+        action: str | None = None,
+        *,
+        app_id: int | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        timeout: float = 10.0,
+    ) -> DeliveryInfo:
+        """The first recorded delivery matching; polls until `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for d in self.deliveries(app_id, event):
+                if (action is None or d.action == action) and (where is None or where(d.payload)):
+                    return d
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {event}.{action} delivery within {timeout} s")
+            time.sleep(0.05)
+
+    # -- faults ---------------------------------------------------------------------
+
+    def inject_fault(
+        self,
+        method: str,
+        path_regex: str,
+        *,
+        status: int = 502,
+        times: int | None = 1,
+        rate: float | None = None,
+        retry_after: int | None = None,
+        hang_seconds: float | None = None,
+        secondary_rate_limit: bool = False,
+        rate_limit: bool = False,
+    ) -> Fault:
+        """Fail matching REST calls (path relative to /api/v3, e.g. r"/pulls/\\d+/merge$").
+
+        `times=None` keeps failing until clear_faults(); `rate` fails that fraction of
+        matching calls. `secondary_rate_limit` answers 403 with GitHub's message and
+        Retry-After; `rate_limit` answers 403/429 with x-ratelimit-remaining: 0.
+        """
+        fault = Fault(method.upper(), path_regex, status=status, times=times, rate=rate,
+                      retry_after=retry_after, hang_seconds=hang_seconds,
+                      secondary_rate_limit=secondary_rate_limit, primary_rate_limit=rate_limit)
+        return self._call(self._server.faults.add, fault)
+
+    def clear_faults(self) -> None:
+        self._call(self._server.faults.clear)
+
+    # -- read-outs ------------------------------------------------------------------
+
+    def get_pr(self, repo: str, number: int) -> dict[str, Any]:
+        return self._call(lambda: self._hub.shapes.pull(self._hub.pull(self._repo(repo), number)))
+
+    def list_prs(self, repo: str, state: str = "all") -> list[dict[str, Any]]:
+        def collect() -> list[dict[str, Any]]:
+            target = self._repo(repo)
+            return [self._hub.shapes.pull(i) for i in self._hub.store.pulls(target)
+                    if state == "all" or i.state == state]
+
+        return self._call(collect)
+
+    def get_issue(self, repo: str, number: int) -> dict[str, Any]:
+        return self._call(lambda: self._hub.shapes.issue(self._hub.issue(self._repo(repo), number)))
+
+    def issue_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
+        def collect() -> list[dict[str, Any]]:
+            target = self._repo(repo)
+            found = sorted((c for c in self._hub.store.comments.values()
+                            if c.repo_id == target.id and c.issue_number == number),
+                           key=lambda c: c.id)
+            return [self._hub.shapes.comment(c) for c in found]
+
+        return self._call(collect)
+
+    def reactions(self, repo: str, comment_id: int) -> list[dict[str, Any]]:
+        def collect() -> list[dict[str, Any]]:
+            comment = self._hub.comment(self._repo(repo), comment_id)
+            return [self._hub.shapes.reaction(r) for r in comment.reactions]
+
+        return self._call(collect)
+
+    def reviews(self, repo: str, number: int) -> list[dict[str, Any]]:
+        def collect() -> list[dict[str, Any]]:
+            target = self._repo(repo)
+            return [self._hub.shapes.review(r) for r in self._hub.store.reviews_for(target, number)]
+
+        return self._call(collect)
+
+    def check_runs(self, repo: str, sha: str) -> list[dict[str, Any]]:
+        def collect() -> list[dict[str, Any]]:
+            target = self._repo(repo)
+            runs = sorted(self._hub.store.check_runs_for(target, sha), key=lambda r: r.id)
+            return [self._hub.shapes.check_run(r) for r in runs]
+
+        return self._call(collect)
+
+    def statuses(self, repo: str, sha: str) -> list[dict[str, Any]]:
+        def collect() -> list[dict[str, Any]]:
+            target = self._repo(repo)
+            return [self._hub.shapes.status(s) for s in self._hub.store.statuses_for(target, sha)]
+
+        return self._call(collect)
+
+    def ref_sha(self, repo: str, ref: str) -> str | None:
+        """The sha of a branch name or full ref, None when it does not exist."""
+        return self._call(lambda: gitrepo.ref_sha(self._repo(repo).path, ref))
+
+    def read_file(self, repo: str, path: str, ref: str | None = None) -> bytes | None:
+        def read() -> bytes | None:
+            target = self._repo(repo)
+            found = gitrepo.read_blob(target.path, ref or target.default_branch, path)
+            return found[0] if found else None
+
+        return self._call(read)
+
+    def repo_path(self, repo: str) -> Path:
+        """The bare repository on disk (read-only use: inspect with git)."""
+        return self._repo(repo).path
+
+    def git_url(self, repo: str, token: str | None = None) -> str:
+        """The clone URL, with basic-auth credentials when a token is given."""
+        if token is None:
+            return f"{self.base_url}/{repo}.git"
+        host = self.base_url.removeprefix("http://")
+        return f"http://x-access-token:{quote(token, safe='')}@{host}/{repo}.git"
+
+    def api_calls(self, app_id: int | None = None) -> list[tuple[str, str, int]]:
+        """Every REST call so far as (method, path under /api/v3, status).
+
+        With `app_id`, only calls made with that App's JWT or its installation tokens.
+        """
+        def collect() -> list[tuple[str, str, int]]:
+            return [(m, p, s) for a, m, p, s in self._hub.store.api_calls
+                    if app_id is None or a == app_id]
+
+        return self._call(collect)
+
+    def reset_api_calls(self) -> None:
+        self._call(self._hub.store.api_calls.clear)
+
+    def record_exchanges(self, on: bool = True) -> None:
+        """Keep every REST request/response body (the contract tests read them)."""
+        def toggle() -> None:
+            self._hub.record_exchanges = on
+
+        self._call(toggle)
+
+    def exchanges(self) -> list[dict[str, Any]]:
+        return self._call(lambda: list(self._hub.exchanges))

@@ -1,0 +1,97 @@
+"""Injected faults: make chosen REST calls fail the ways GitHub fails."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+SECONDARY_RATE_LIMIT = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try "
+    "again. If you reach out to GitHub Support for help, please include the request ID."
+)
+PRIMARY_RATE_LIMIT = "API rate limit exceeded for installation."
+
+
+@dataclass
+class Fault:
+    method: str
+    path_regex: str
+    status: int = 502
+    times: int | None = 1  # None: until removed
+    rate: float | None = None  # fail this fraction of matching calls instead of every one
+    retry_after: int | None = None
+    hang_seconds: float | None = None
+    secondary_rate_limit: bool = False
+    primary_rate_limit: bool = False
+    fired: int = 0
+    _pattern: re.Pattern = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._pattern = re.compile(self.path_regex)
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.method not in ("*", method.upper()):
+            return False
+        if self.times is not None and self.fired >= self.times:
+            return False
+        if not self._pattern.search(path):
+            return False
+        return self.rate is None or random.random() < self.rate
+
+
+class Faults:
+    def __init__(self) -> None:
+        self.active: list[Fault] = []
+
+    def add(self, fault: Fault) -> Fault:
+        self.active.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        self.active.clear()
+
+    def pick(self, method: str, path: str) -> Fault | None:
+        for fault in self.active:
+            if fault.matches(method, path):
+                fault.fired += 1
+                return fault
+        return None
+
+
+async def answer(fault: Fault) -> web.Response:
+    """The failure response for a fault that fired."""
+    if fault.hang_seconds:
+        await asyncio.sleep(fault.hang_seconds)
+    headers: dict[str, str] = {}
+    if fault.retry_after is not None:
+        headers["Retry-After"] = str(fault.retry_after)
+    if fault.secondary_rate_limit:
+        status = fault.status if fault.status in (403, 429) else 403
+        body = {"message": SECONDARY_RATE_LIMIT,
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}
+        return web.json_response(body, status=status, headers=headers)
+    if fault.primary_rate_limit:
+        status = fault.status if fault.status in (403, 429) else 403
+        reset = int(time.time()) + (fault.retry_after or 60)
+        headers.update({
+            "x-ratelimit-limit": "5000",
+            "x-ratelimit-remaining": "0",
+            "x-ratelimit-used": "5000",
+            "x-ratelimit-reset": str(reset),
+            "x-ratelimit-resource": "core",
+        })
+        body = {"message": PRIMARY_RATE_LIMIT,
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}
+        return web.json_response(body, status=status, headers=headers)
+    if fault.status == 502:
+        return web.Response(status=502, text="Bad Gateway", headers=headers)
+    return web.json_response(
+        {"message": "Server Error" if fault.status >= 500 else "Injected failure"},
+        status=fault.status,
+        headers=headers,
+    )

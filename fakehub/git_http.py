@@ -1,0 +1,277 @@
+"""Git smart HTTP, served by `git http-backend` as a CGI, streamed both ways.
+
+fakehub checks the credentials and the repository permission first; the rules of a
+push are checked by a pre-receive hook that asks the hub (so git itself prints the
+refusal), and a post-receive hook tells the hub which refs moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from fakehub import auth, rulesets
+from fakehub.hub import Hub
+from fakehub.state import Identity, Repo, permission_at_least
+
+log = logging.getLogger("fakehub.git")
+
+HUB_KEY = web.AppKey("hub", Hub)
+CHUNK = 64 * 1024
+
+HOOK_SCRIPT = '''#!{python}
+# Installed by fakehub: asks the hub whether a push may go, and reports what moved.
+import json, os, subprocess, sys, urllib.request
+ZERO = "0" * 40
+mode = os.path.basename(sys.argv[0])
+url = os.environ.get("FAKEHUB_HOOK_URL")
+if not url:
+    sys.exit(0)  # not a push through fakehub's HTTP front door
+commands = []
+for line in sys.stdin.read().splitlines():
+    if not line.strip():
+        continue
+    old, new, ref = line.split(" ", 2)
+    ff = True
+    if mode == "pre-receive" and old != ZERO and new != ZERO:
+        ff = subprocess.run(["git", "merge-base", "--is-ancestor", old, new]).returncode == 0
+    commands.append({{"old": old, "new": new, "ref": ref, "fast_forward": ff}})
+body = json.dumps({{"repo": os.environ["FAKEHUB_REPO"], "actor": os.environ["FAKEHUB_ACTOR"],
+                   "commands": commands}}).encode()
+request = urllib.request.Request(
+    url + "/" + mode, data=body,
+    headers={{"Content-Type": "application/json",
+             "X-Fakehub-Hook-Secret": os.environ.get("FAKEHUB_HOOK_SECRET", "")}})
+with urllib.request.urlopen(request, timeout=60) as response:
+    answer = json.load(response)
+for line in answer.get("messages", []):
+    sys.stderr.write(line + "\\n")
+sys.exit(0 if answer.get("ok", True) else 1)
+'''
+
+
+def install_hooks(repo_path: Path) -> None:
+    hooks = repo_path / "hooks"
+    hooks.mkdir(exist_ok=True)
+    script = HOOK_SCRIPT.format(python=sys.executable)
+    for name in ("pre-receive", "post-receive"):
+        path = hooks / name
+        path.write_text(script)
+        path.chmod(0o755)
+
+
+def _unauthorized(message: str = "Invalid username or token.") -> web.Response:
+    return web.Response(
+        status=401,
+        text=f"{message}\n",
+        headers={"WWW-Authenticate": 'Basic realm="GitHub"'},
+    )
+
+
+def git_identity(hub: Hub, header: str | None) -> Identity | None:
+    """The caller of a git request from HTTP basic auth; None when anonymous."""
+    if not header or not header.lower().startswith("basic "):
+        return None
+    try:
+        _user, _, secret = base64.b64decode(header[6:]).decode().partition(":")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise auth.AuthError(401, "Invalid username or token.") from exc
+    if secret.startswith("ghs_") or secret.startswith("ghp_"):
+        token = auth.lookup_token(hub.store, secret)
+        return auth.identity_for_token(hub.store, token)
+    raise auth.AuthError(401, "Invalid username or token. Password authentication is not "
+                              "supported for Git operations.")
+
+
+def _wants_write(tail: str, service: str | None) -> bool:
+    return tail == "git-receive-pack" or service == "git-receive-pack"
+
+
+def _may(hub: Hub, ident: Identity | None, repo: Repo, write: bool) -> tuple[bool, int, str]:
+    """(allowed, status, message) for a git read or write."""
+    if ident is None:
+        if write or repo.private:
+            return False, 401, "Authentication required"
+        return True, 200, ""
+    if not auth.can_read(hub.store, ident, repo):
+        return False, 404, "Repository not found."
+    if not write:
+        return True, 200, ""
+    if ident.kind == "installation":
+        ok = auth.installation_covers(hub.store, ident, repo) and permission_at_least(
+            auth.installation_permission(ident, "contents"), "write"
+        )
+    else:
+        ok = permission_at_least(hub.store.permission(repo, ident.user), "write")
+    if not ok:
+        return False, 403, f"Permission to {repo.full_name}.git denied to {ident.user.login}."
+    return True, 200, ""
+
+
+async def handle_git(request: web.Request) -> web.StreamResponse:
+    hub = request.app[HUB_KEY]
+    owner, name, tail = (request.match_info[k] for k in ("owner", "repo", "tail"))
+    repo = hub.store.repo(f"{owner}/{name.removesuffix('.git')}")
+    try:
+        ident = git_identity(hub, request.headers.get("Authorization"))
+    except auth.AuthError as exc:
+        return _unauthorized(exc.message)
+    if repo is None:
+        return _unauthorized() if ident is None else web.Response(
+            status=404, text="Repository not found.\n")
+    write = _wants_write(tail, request.query.get("service"))
+    allowed, status, message = _may(hub, ident, repo, write)
+    if not allowed:
+        if status == 401 or (status == 404 and ident is None):
+            return _unauthorized(message)
+        return web.Response(status=status, text=message + "\n")
+    return await _run_backend(request, hub, repo, ident, tail)
+
+
+def _cgi_env(request: web.Request, hub: Hub, repo: Repo, ident: Identity | None, tail: str):
+    actor = {"kind": ident.kind, "login": ident.user.login, "app_id": ident.app_id,
+             "installation_id": ident.installation_id} if ident else None
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(hub.data_dir),
+        "GIT_PROJECT_ROOT": str(hub.repos_dir),
+        "GIT_HTTP_EXPORT_ALL": "1",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PATH_INFO": f"/{repo.owner.login.lower()}/{repo.name.lower()}.git/{tail}",
+        "REQUEST_METHOD": request.method,
+        "QUERY_STRING": request.query_string,
+        "CONTENT_TYPE": request.headers.get("Content-Type", ""),
+        "REMOTE_ADDR": request.remote or "127.0.0.1",
+        "REMOTE_USER": ident.user.login if ident else "",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "FAKEHUB_HOOK_URL": f"{hub.base_url}/_fakehub/hooks",
+        "FAKEHUB_HOOK_SECRET": hub.hook_secret,
+        "FAKEHUB_REPO": repo.full_name,
+        "FAKEHUB_ACTOR": json.dumps(actor),
+    }
+    if request.headers.get("Git-Protocol"):
+        env["HTTP_GIT_PROTOCOL"] = request.headers["Git-Protocol"]
+    # aiohttp hands us the body already decompressed, so no CONTENT_ENCODING here.
+    if request.content_length is not None and "Content-Encoding" not in request.headers:
+        env["CONTENT_LENGTH"] = str(request.content_length)
+    return env
+
+
+async def _run_backend(
+    request: web.Request, hub: Hub, repo: Repo, ident: Identity | None, tail: str
+) -> web.StreamResponse:
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        "http-backend",
+        env=_cgi_env(request, hub, repo, ident, tail),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin and proc.stdout and proc.stderr
+    feeder = asyncio.ensure_future(_feed(request, proc.stdin))
+    errors = asyncio.ensure_future(proc.stderr.read())
+    try:
+        status, headers = await _read_cgi_headers(proc.stdout)
+        response = web.StreamResponse(status=status, headers=headers)
+        await response.prepare(request)
+        while chunk := await proc.stdout.read(CHUNK):
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+    finally:
+        await feeder
+        await proc.wait()
+        stderr = (await errors).decode(errors="replace").strip()
+        if stderr:
+            log.info("http-backend %s: %s", repo.full_name, stderr)
+
+
+async def _feed(request: web.Request, stdin: asyncio.StreamWriter) -> None:
+    """Stream the request body into the CGI, so big packs never sit in memory."""
+    try:
+        while chunk := await request.content.read(CHUNK):
+            stdin.write(chunk)
+            await stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        try:
+            stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+async def _read_cgi_headers(stdout: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    status, headers = 200, {}
+    while True:
+        line = (await stdout.readline()).decode("latin-1").rstrip("\r\n")
+        if not line:
+            return status, headers
+        key, _, value = line.partition(":")
+        if key.lower() == "status":
+            status = int(value.strip().split()[0])
+        else:
+            headers[key.strip()] = value.strip()
+
+
+# -- the hooks' callbacks ------------------------------------------------------------
+
+
+def _hook_actor(hub: Hub, raw: str) -> Identity | None:
+    data = json.loads(raw) if raw else None
+    if not data:
+        return None
+    user = hub.store.user(data["login"])
+    if user is None:
+        return None
+    return Identity(data["kind"], user, data.get("app_id"), data.get("installation_id"))
+
+
+async def handle_hook(request: web.Request) -> web.Response:
+    hub = request.app[HUB_KEY]
+    if request.headers.get("X-Fakehub-Hook-Secret") != hub.hook_secret:
+        return web.json_response({"ok": False, "messages": ["bad hook secret"]}, status=403)
+    body = await request.json()
+    repo = hub.store.repo(body["repo"])
+    actor = _hook_actor(hub, body["actor"])
+    if repo is None or actor is None:
+        return web.json_response({"ok": False, "messages": ["unknown repository or pusher"]})
+    if request.match_info["mode"] == "pre-receive":
+        return web.json_response(_pre_receive(hub, repo, actor, body["commands"]))
+    for command in body["commands"]:
+        hub.ref_updated(repo, command["ref"], command["old"], command["new"], actor.user)
+    return web.json_response({"ok": True})
+
+
+def _pre_receive(hub: Hub, repo: Repo, actor: Identity, commands: list[dict]) -> dict:
+    zero = "0" * 40
+    for command in commands:
+        old = None if command["old"] == zero else command["old"]
+        new = None if command["new"] == zero else command["new"]
+        reasons = hub.push_allowed(repo, actor, command["ref"], old, new, command["fast_forward"])
+        if reasons:
+            ref = command["ref"]
+            branch = ref.removeprefix("refs/heads/")
+            messages = [
+                f"error: GH013: {rulesets.RULE_VIOLATION_HEADER} for {ref}.",
+                f"Review all repository rules at {hub.base_url}/{repo.full_name}/rules"
+                f"?ref=refs%2Fheads%2F{branch}",
+                "",
+                *[f"- {reason}" for reason in reasons],
+                "",
+            ]
+            return {"ok": False, "messages": messages}
+    return {"ok": True}
+
+
+def add_git_routes(app: web.Application) -> None:
+    app.router.add_post("/_fakehub/hooks/{mode}", handle_hook)
+    app.router.add_route("*", "/{owner}/{repo}.git/{tail:.*}", handle_git)

@@ -1,0 +1,143 @@
+"""The aiohttp application: REST under /api/v3, git at /{owner}/{repo}.git."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+
+from aiohttp import web
+
+from fakehub.faults import Faults, answer
+from fakehub.git_http import HUB_KEY, add_git_routes
+from fakehub.hub import Hub, HubError
+from fakehub.rest import apps, checks, issues, pulls, repos
+from fakehub.rest.common import ApiError, error_body, identity
+
+log = logging.getLogger("fakehub.server")
+
+API_PREFIX = "/api/v3"
+FAULTS_KEY = web.AppKey("faults", Faults)
+RATE_LIMIT = 5000
+
+
+class RateCounter:
+    """x-ratelimit-* bookkeeping per caller, per hour window like GitHub's."""
+
+    def __init__(self) -> None:
+        self.window_start = int(time.time())
+        self.used: dict[str, int] = defaultdict(int)
+
+    def count(self, caller: str) -> dict[str, str]:
+        current = int(time.time())
+        if current - self.window_start >= 3600:
+            self.window_start, self.used = current, defaultdict(int)
+        self.used[caller] += 1
+        used = self.used[caller]
+        return {
+            "x-ratelimit-limit": str(RATE_LIMIT),
+            "x-ratelimit-remaining": str(max(0, RATE_LIMIT - used)),
+            "x-ratelimit-used": str(used),
+            "x-ratelimit-reset": str(self.window_start + 3600),
+            "x-ratelimit-resource": "core",
+        }
+
+
+def _caller(request: web.Request) -> tuple[str, int | None]:
+    """(rate-limit key, app id) of a REST caller, tolerant of bad credentials."""
+    try:
+        ident = identity(request)
+    except ApiError:
+        return "invalid", None
+    if ident is None:
+        return f"ip:{request.remote}", None
+    return f"{ident.kind}:{ident.installation_id or ident.user.id}", ident.app_id
+
+
+def _json_error(status: int, message: str, errors=None, headers=None) -> web.Response:
+    return web.json_response(error_body(status, message, errors), status=status, headers=headers)
+
+
+def build_api(hub: Hub, faults: Faults) -> web.Application:
+    rates = RateCounter()
+
+    @web.middleware
+    async def gateway(request: web.Request, handler) -> web.StreamResponse:
+        path = request.path.removeprefix(API_PREFIX) or "/"
+        started = time.monotonic()
+        fault = faults.pick(request.method, path)
+        key, app_id = _caller(request)
+        if fault is not None:
+            response: web.StreamResponse = await answer(fault)
+        else:
+            response = await _dispatch(request, handler)
+            response.headers.update(rates.count(key))
+        response.headers.setdefault("X-GitHub-Request-Id", f"FAKE:{id(request):x}")
+        response.headers.setdefault("X-GitHub-Media-Type", "github.v3; format=json")
+        hub.store.api_calls.append((app_id, request.method, path, response.status))
+        if hub.record_exchanges:
+            await _record(hub, request, path, response, time.monotonic() - started)
+        return response
+
+    api = web.Application(middlewares=[gateway])
+    api[HUB_KEY] = hub
+    # Order matters: the more specific commit sub-resources come before commits/{ref}.
+    for table in (checks.routes, apps.routes, issues.routes, pulls.routes, repos.routes):
+        api.add_routes(table)
+    api.router.add_route("*", "/{tail:.*}", _not_found)
+    return api
+
+
+async def _dispatch(request: web.Request, handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return _json_error(exc.status, exc.message, exc.errors, exc.headers)
+    except HubError as exc:
+        return _json_error(exc.status, exc.message, exc.errors)
+    except web.HTTPException as exc:
+        if exc.status == 405:
+            return _json_error(404, "Not Found")
+        return _json_error(exc.status, exc.reason)
+    except Exception:
+        log.exception("fakehub bug on %s %s", request.method, request.path)
+        return _json_error(500, "Server Error")
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    raise ApiError(404, "Not Found")
+
+
+async def _record(hub: Hub, request: web.Request, path: str, response, elapsed: float) -> None:
+    """Keep request and response bodies for the contract tests."""
+    raw = await request.read() if request.can_read_body else b""
+    body = getattr(response, "body", None)
+    resource = request.match_info.route.resource
+    hub.exchanges.append({
+        "method": request.method,
+        "path": path,
+        "route": resource.canonical if resource is not None else None,
+        "status": response.status,
+        "request": json.loads(raw) if raw else None,
+        "response": json.loads(body) if isinstance(body, bytes | bytearray) and body else None,
+        "elapsed": elapsed,
+    })
+
+
+def create_app(hub: Hub) -> web.Application:
+    faults = Faults()
+    app = web.Application(client_max_size=1024**3)
+    app[HUB_KEY] = hub
+    app[FAULTS_KEY] = faults
+    app.add_subapp(API_PREFIX, build_api(hub, faults))
+    add_git_routes(app)
+
+    async def lifecycle(app: web.Application):
+        await hub.deliverer.start()
+        yield
+        await hub.settle()
+        await hub.deliverer.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app

@@ -1,0 +1,162 @@
+"""Signed webhook deliveries, posted in order in the background and recorded.
+
+A REST call that causes an event only queues it; one worker posts deliveries in the
+order they happened, like GitHub's hookshot, and records each request and response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+import aiohttp
+
+from fakehub.state import App, Delivery, Store, now
+
+log = logging.getLogger("fakehub.webhooks")
+
+# GitHub gives a receiver 10 seconds before recording the delivery as failed.
+DELIVERY_TIMEOUT = 10.0
+
+
+def signature(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class Deliverer:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
+        self._worker: asyncio.Task | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession()
+        self._worker = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._worker:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+        if self._session:
+            await self._session.close()
+
+    def enqueue(
+        self,
+        app: App,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        installation_id: int | None,
+        repository_id: int | None,
+    ) -> Delivery:
+        body = json.dumps(payload).encode()
+        guid = str(uuid.uuid4())
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "GitHub-Hookshot/fakehub",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": guid,
+            "X-GitHub-Hook-ID": str(app.id),
+            "X-GitHub-Hook-Installation-Target-Type": "integration",
+            "X-GitHub-Hook-Installation-Target-ID": str(app.id),
+            "X-Hub-Signature-256": signature(app.webhook_secret, body),
+            "X-Hub-Signature": "sha1="
+            + hmac.new(app.webhook_secret.encode(), body, hashlib.sha1).hexdigest(),
+        }
+        delivery = Delivery(
+            id=self.store.next_id(),
+            guid=guid,
+            event=event,
+            action=payload.get("action"),
+            app_id=app.id,
+            installation_id=installation_id,
+            repository_id=repository_id,
+            body=body,
+            request_headers=headers,
+            delivered_at=now(),
+        )
+        self.store.deliveries.append(delivery)
+        self._submit(delivery)
+        return delivery
+
+    def redeliver(self, guid: str) -> Delivery:
+        """Post a recorded delivery again, with the same X-GitHub-Delivery."""
+        original = next((d for d in self.store.deliveries if d.guid == guid), None)
+        if original is None:
+            raise KeyError(guid)
+        again = Delivery(
+            id=self.store.next_id(),
+            guid=original.guid,
+            event=original.event,
+            action=original.action,
+            app_id=original.app_id,
+            installation_id=original.installation_id,
+            repository_id=original.repository_id,
+            body=original.body,
+            request_headers=dict(original.request_headers),
+            delivered_at=now(),
+            redelivery=True,
+        )
+        self.store.deliveries.append(again)
+        self._submit(again)
+        return again
+
+    def _submit(self, delivery: Delivery) -> None:
+        self._idle.clear()
+        self._queue.put_nowait(delivery)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def _run(self) -> None:
+        while True:
+            delivery = await self._queue.get()
+            try:
+                await self._post(delivery)
+            except Exception:  # one bad delivery must not stop the others
+                log.exception("delivery %s failed", delivery.guid)
+            finally:
+                self._queue.task_done()
+                if self._queue.empty():
+                    self._idle.set()
+
+    async def _post(self, delivery: Delivery) -> None:
+        app = self.store.apps[delivery.app_id]
+        url = app.webhook_url
+        if not url or self._session is None:
+            delivery.error = "no webhook URL configured"
+            return
+        started = time.monotonic()
+        try:
+            async with self._session.post(
+                url,
+                data=delivery.body,
+                headers=delivery.request_headers,
+                timeout=aiohttp.ClientTimeout(total=DELIVERY_TIMEOUT),
+            ) as resp:
+                delivery.status_code = resp.status
+                delivery.response_body = (await resp.text(errors="replace"))[:4096]
+        except TimeoutError:
+            delivery.error = "timed out"
+        except aiohttp.ClientError as exc:
+            delivery.error = f"{type(exc).__name__}: {exc}"
+        delivery.duration = time.monotonic() - started
+        log.info(
+            "delivered %s %s to app %s: %s",
+            delivery.event,
+            delivery.guid,
+            app.id,
+            delivery.status_code or delivery.error,
+        )
