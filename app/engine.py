@@ -67,7 +67,6 @@ class Engine:
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task] = {}
         self._stopping = False
-        self._last_poll = 0.0
         self._loop_task: asyncio.Task | None = None
 
     @classmethod
@@ -115,7 +114,7 @@ class Engine:
                 pass
 
     def _schedule_due(self) -> None:
-        from app import intents, runs
+        from app import autofix, intents, landing, runs
 
         now = time.time()
         for intent in self.store.all("intent", Intent, active=True):
@@ -125,15 +124,12 @@ class Engine:
                 self._schedule(run.id, "run", runs.advance_run, run.id)
         for job in self.store.all("job", Job, active=True):
             self._schedule(job.id, "job", runs.advance_job, job.id)
-        if now - self._last_poll >= self.settings.poll_interval_seconds:
-            self._last_poll = now
-            self._poll()
-
-    def _poll(self) -> None:
-        """The slow poll: extension point for rows that wait on GitHub state."""
-        from app import landing
-
-        landing.poll(self)
+        for request in self.store.all("land", landing.LandRequest, active=True):
+            if request.due_at <= now:
+                self._schedule(request.id, "land", landing.advance_land, request.id)
+        for row in self.store.all("autofix", autofix.AutofixRow, active=True):
+            if row.due_at <= now:
+                self._schedule(row.id, "autofix", autofix.advance_autofix, row.id)
 
     def _schedule(
         self, key: str, kind: str, step: Callable[[Engine, str], Awaitable[None]], row_id: str

@@ -169,6 +169,11 @@ class AppAuth:
         claims = {"iat": now - 60, "exp": now + 540, "iss": str(self.app_id)}
         return jwt.encode(claims, self._key, algorithm="RS256")
 
+    async def client_for_app(self) -> GitHubClient:
+        """A client for /app routes; pass `jwt=self.jwt()` with each call."""
+        return GitHubClient(self.session, base_url=self.api_url, metrics=self.metrics,
+                            retry=self.retry)
+
     async def installation_token(self, installation_id: int) -> InstallationToken:
         cached = self._tokens.get(installation_id)
         if cached:
@@ -178,9 +183,7 @@ class AppAuth:
             cached = self._tokens.get(installation_id)
             if cached:
                 return cached
-            gh = GitHubClient(
-                self.session, base_url=self.api_url, metrics=self.metrics, retry=self.retry
-            )
+            gh = await self.client_for_app()
             data = await gh.post(
                 "/app/installations/{installation_id}/access_tokens",
                 url_vars={"installation_id": str(installation_id)},

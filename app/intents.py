@@ -26,7 +26,7 @@ async def process_intent(engine: Engine, intent_id: str) -> None:
     if intent is None or intent.state == "done":
         return
     ops = await engine.repo_ops(intent.thread)
-    own = intent.command in ("usage", "autofix_button")
+    own = intent.command in ("usage", "autofix_button", "review_turn")
     who = "write" if own else commands.spec_for(intent.command).who
     if who != "anyone" and not await engine.may_write(ops, intent.author):
         await reply(ops, intent, refusal_text(intent.author), key=f"refused-{intent.author}")
@@ -117,7 +117,8 @@ def start_job(engine: Engine, intent: Intent, prompt: str, *, attempts: int) -> 
 
 
 async def start_followup(
-    engine: Engine, job: Job, pr_number: int, prompt: str, *, kind: str, requested_by: str
+    engine: Engine, job: Job, pr_number: int, prompt: str, *, kind: str, requested_by: str,
+    label: str | None = None,
 ) -> str:
     runs = engine.runs_of(job.id)
     pr_runs = [r for r in runs if r.pr_number == pr_number and r.kind != "verify"]
@@ -129,7 +130,8 @@ async def start_followup(
     run = Run(
         job_id=job.id, attempt=last.attempt, turn=last.turn + 1, kind=kind, prompt=prompt,
         base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
-        pr_number=pr_number,
+        pr_number=pr_number, label=label or f"follow-up turn {last.turn}: asked by "
+                                              f"@{requested_by}",
     )
     engine.save_run(run)
     if job.state != JobState.ACTIVE:
@@ -209,6 +211,7 @@ ACTIONS = {
     "pick": later,
     "autofix": later,
     "autofix_button": later,
+    "review_turn": later,
 }
 
 NOT_A_HANGAR_PR = ("This pull request was not opened by hangar, so hangar will not push to it. "

@@ -141,6 +141,7 @@ class Run(BaseModel):
     sensitive: list[str] = []
     pr_number: int | None = None
     verification: Verification | None = None
+    label: str | None = None  # what started a later turn, for the status comment
     outcome: str | None = None  # pr | no_changes | failed | cancelled
     error: str | None = None
     warnings: list[str] = []

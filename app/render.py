@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 from app.models import Job, Run, RunStage, RunState, Verification
 
@@ -83,8 +84,8 @@ def run_line(run: Run, queue_position: int | None = None) -> str:
         where = f" (position {queue_position} in the queue)" if queue_position else ""
         return f"⏳ queued{where}: waiting for a free agent slot"
     if run.state == RunState.RUNNING:
-        since = int(time.time() - (run.started_at or time.time()))
-        return f"🛠️ the agent is working in a sandbox ({since}s so far)"
+        started = time.strftime("%H:%M:%S UTC", time.gmtime(run.started_at or time.time()))
+        return f"🛠️ the agent is working in a sandbox (since {started})"
     stage_lines = {
         RunStage.PENDING: "📤 the agent stopped; publishing its branch",
         RunStage.PUBLISHING: "📤 publishing the branch through hangar's push proxy",
@@ -139,12 +140,11 @@ def status_comment(
                 f"| {run.attempt} | {run_line(run, queue.get(run.id))} | `{run.branch}` | {pr} "
                 f"| {verification_line(run.verification) if run.verification else '—'} |"
             )
-    turns = [r for r in runs if r.turn > 1]
+    turns = [r for r in runs if r.turn > 1 and r.kind != "verify"]
     if turns:
         lines += ["", "**Turns on the pull request:**"]
         for run in turns:
-            label = "auto-fix turn" if run.kind == "autofix" else "follow-up turn"
-            lines.append(f"- {label} {run.turn - 1}: {run_line(run)}")
+            lines.append(f"- {_inline(run.label or 'turn ' + str(run.turn))}: {run_line(run)}")
     for note in notes:
         lines += ["", note]
     lines += ["", f"**Next:** {next_step(job, latest)}"]
@@ -206,6 +206,32 @@ def next_step(job: Job, latest: list[Run]) -> str:
                 "`/hangar verify` to run verification again.")
     return ("review the pull request; an approval from someone with write access lands it. "
             "`/hangar <instruction>` on the PR asks for changes.")
+
+
+def land_title(request: Any) -> str:
+    titles = {
+        "queued": "Waiting to land",
+        "updating": "Bringing the branch up to date",
+        "waiting_ci": "Waiting for required checks",
+        "awaiting_approval": "Waiting for an approval of this exact commit",
+        "merging": "Merging",
+        "landed": "Landed",
+        "conflict": "Conflicts with the base branch",
+        "ci_failed": "Required checks failed",
+        "rejected": "GitHub refused the merge",
+        "cancelled": "Landing cancelled",
+        "failed": "Landing failed",
+    }
+    return titles.get(str(request.state), str(request.state))
+
+
+def land_line(request: Any) -> str:
+    text = f"**Landing #{request.pr_number}:** {land_title(request).lower()}"
+    if request.merge_sha:
+        text += f" as `{short(request.merge_sha)}`"
+    elif request.reason:
+        text += f" — {request.reason}"
+    return text
 
 
 def pr_title(job: Job) -> str:

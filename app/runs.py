@@ -115,12 +115,13 @@ async def start_agent(engine: Engine, run: Run) -> None:
     run = engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
     provider = engine.provider(spec.provider)
     sb = await prepare_sandbox(engine, run, job, spec, role="agent", checkout=checkout_for(run))
-    from sandbox.harness import get_harness
+    from sandbox.harness import harness_for
 
-    harness = get_harness(spec.harness)
-    prompt = build_prompt(job, run, spec)
-    argv, env, files = harness.launch(prompt, turn=run.turn, spec=spec,
-                                      secrets=model_credentials(spec))
+    harness = harness_for(spec)
+    argv, env = harness.command(build_prompt(job, run, spec), turn=run.turn)
+    # The model credential goes to the agent process only, never into a file.
+    env = {**env, **model_credentials(spec)}
+    files = harness.files()
     if files:
         await provider.copy_in(sb, files, mode=0o755)
     process_id = await provider.start(sb, argv, env=env, cwd=REPO, log_path=AGENT_LOG)
@@ -232,36 +233,38 @@ async def watch_agent(engine: Engine, run: Run) -> None:
         # A crash between taking the slot and starting the agent: start again.
         engine.patch_run(run.id, state=RunState.QUEUED)
         return
-    spec_minutes = float(run.env.get("max_minutes") or 60)
     provider = engine.provider(run.sandbox["provider"])
     sb = Sandbox.model_validate(run.sandbox)
     watch = RunWatch.model_validate(run.watch) if run.watch else RunWatch(
-        started_at=run.started_at or time.time(), max_seconds=spec_minutes * 60)
+        started_at=run.started_at or time.time(), max_minutes=run.env.get("max_minutes"))
+    now = time.time()
+    status = None
     if run.cancel_requested:
-        await provider.stop(sb, run.process_id)
-        return await agent_stopped(engine, run, sb, RunState.CANCELLED, None)
-    status = await provider.observe(sb, run.process_id)
-    state = watch.observe(status, time.time())
-    engine.patch_run(run.id, watch=watch.model_dump())
-    if state is None or state == "running":
+        state = watch.cancel(now)
+    else:
+        status = await provider.observe(sb, run.process_id)
+        state = watch.observe(status, now)
+    engine.patch_run(run.id, watch=watch.model_dump(mode="json"))
+    if state is None:
         return
-    if state == "timed_out":
+    if watch.needs_stop:
         await provider.stop(sb, run.process_id)
-    await agent_stopped(engine, run, sb, RunState(state), status.exit_code)
+    exit_code = status.exit_code if status is not None and status.state == "exited" else None
+    await agent_stopped(engine, run, sb, RunState(state.value), exit_code)
 
 
 async def agent_stopped(
     engine: Engine, run: Run, sb: Any, state: RunState, exit_code: int | None
 ) -> None:
-    from sandbox.harness import get_harness
+    from sandbox.envspec import EnvSpec
+    from sandbox.harness import harness_for
 
     provider = engine.provider(sb.provider)
     try:
         log_text = (await provider.copy_out(sb, AGENT_LOG)).decode("utf-8", "replace")
     except (FileNotFoundError, OSError):
         log_text = ""
-    facts = get_harness(run.env.get("harness", "script")).parse(log_text)
-    agent = facts.model_dump() if hasattr(facts, "model_dump") else dict(vars(facts))
+    agent = harness_for(EnvSpec.model_validate(run.env)).parse(log_text).model_dump()
     if agent.get("summary"):
         agent["summary"] = redact(agent["summary"], model_credentials_values(run))
     engine.patch_run(
@@ -273,10 +276,9 @@ async def agent_stopped(
 
 
 def model_credentials_values(run: Run) -> list[str]:
-    class _Spec:
-        model_credential_env = run.env.get("model_credential_env")
+    from sandbox.envspec import EnvSpec
 
-    return list(model_credentials(_Spec()).values())
+    return list(model_credentials(EnvSpec.model_validate(run.env)).values())
 
 
 # -- publishing ----------------------------------------------------------------------
@@ -482,7 +484,8 @@ async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) ->
         return
     runs = engine.runs_of(job_id)
     threads = [job.thread.number, *sorted({r.pr_number for r in runs if r.pr_number})]
-    body = render.status_comment(job, runs, queue=queue_positions(engine))
+    body = render.status_comment(job, runs, queue=queue_positions(engine),
+                                 notes=status_notes(engine, job, threads[1:]))
     ops = None
     for number in threads:
         if not force and job.rendered.get(number) == body:
@@ -494,6 +497,23 @@ async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) ->
         job = engine.get_job(job_id)
         engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
                          rendered={**job.rendered, number: body})
+
+
+def status_notes(engine: Engine, job: Job, pr_numbers: list[int]) -> list[str]:
+    """What landing and auto-fix have to say about each of the job's PRs."""
+    from app.autofix import AutofixRow, row_id
+    from app.landing import LandRequest, land_id
+
+    notes = []
+    for number in pr_numbers:
+        request = engine.store.get("land", land_id(job.thread.repo, number), LandRequest)
+        if request:
+            notes.append(render.land_line(request))
+            notes += [f"⚠️ {p}" for p in request.problems]
+        row = engine.store.get("autofix", row_id(job.thread.repo, number), AutofixRow)
+        if row and row.stopped:
+            notes.append(f"**Auto-fix on #{number}:** {row.stopped}")
+    return notes
 
 
 async def reap_orphans(engine: Engine) -> None:

@@ -1,0 +1,51 @@
+"""`hangar doctor OWNER/REPO`: what protects the default branch, and what is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import aiohttp
+
+from app.github import AppAuth, get_or_none
+from app.landing import gate_report
+from app.settings import Settings, SettingsError
+
+
+def doctor_command(repo: str) -> int:
+    if repo.count("/") != 1:
+        print("hangar doctor: give the repository as OWNER/REPO", file=sys.stderr)
+        return 2
+    try:
+        settings = Settings()
+        settings.check_for_serving()
+    except SettingsError as exc:
+        print(f"hangar doctor: {exc}", file=sys.stderr)
+        return 2
+    lines = asyncio.run(inspect(settings, repo))
+    for ok, line in lines:
+        print(f"{'ok     ' if ok else 'missing'}  {line}")
+    return 0 if all(ok for ok, _ in lines) else 1
+
+
+async def inspect(settings: Settings, repo: str) -> list[tuple[bool, str]]:
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(settings.app_id, settings.private_key(), api_url=settings.github_url,
+                       session=session)
+        app_client = await auth.client_for_app()
+        installation = await get_or_none(app_client, f"/repos/{repo}/installation",
+                                         jwt=auth.jwt())
+        if installation is None:
+            return [(False, f"the App is not installed on {repo}: install it from the App's "
+                            "public page and grant it this repository")]
+        gh = await auth.client(installation["id"])
+        info = await gh.getitem(f"/repos/{repo}")
+        branch = info["default_branch"]
+        rules = await gh.getitem(f"/repos/{repo}/rules/branches/{branch}")
+        rulesets = []
+        for ruleset_id in sorted({r["ruleset_id"] for r in rules if r.get("ruleset_id")}):
+            found = await get_or_none(gh, f"/repos/{repo}/rulesets/{ruleset_id}")
+            if found:
+                rulesets.append(found)
+        header = (True, f"{repo}: default branch {branch}, installation {installation['id']}")
+        return [header, *gate_report(rules, rulesets, settings.app_id)]
