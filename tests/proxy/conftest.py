@@ -137,6 +137,7 @@ class World:
     repo: str
     installation_id: int
     tmp: Path
+    upstream: FakehubUpstream
 
     def sandbox(
         self,
@@ -191,4 +192,4 @@ def world(_fakehub_module, tmp_path_factory) -> Iterator[World]:
     registry = TokenRegistry(tmp / "hangar.db")
     upstream = FakehubUpstream(hub.base_url, hub.api_url, app.id, app.private_key_pem)
     with ProxyThread(registry, upstream, max_push_bytes=2**20) as proxy:
-        yield World(hub, registry, proxy, "octo/widgets", installation_id, tmp)
+        yield World(hub, registry, proxy, "octo/widgets", installation_id, tmp, upstream)
