@@ -350,7 +350,7 @@ def _three_way(repo: Path, base: str, ours: str, theirs: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="fakehub-index-") as tmp:
         env = _env()
         env["GIT_INDEX_FILE"] = str(Path(tmp) / "index")
-        args = ("read-tree", "-m", "--aggressive", base, ours, theirs)
+        args = ("read-tree", "-i", "-m", "--aggressive", base, ours, theirs)
         proc = git(repo, *args, env=env, check=False)
         if proc.returncode != 0:
             return None
