@@ -1,0 +1,275 @@
+"""Environment specs: what a sandbox is made of and how its work is checked.
+
+Operators keep them in `envs/*.yaml`; a repository may pick one and override a few parts
+in `.github/hangar.yml` under `environment:`. Every error names the file, the field and
+the fix, because the person reading it is editing YAML, not Python.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+LOCAL_NETWORKS = ("loopback", "host", "none")
+# Fields only the operator's envs/ files may set: they decide how strongly a sandbox is
+# isolated and which credential it receives, so a repository cannot loosen them.
+OPERATOR_ONLY_FIELDS = ("name", "provider", "isolation", "network", "model_credential_env")
+_ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# How to fix each field, shown after the validation message.
+_FIXES: dict[str, str] = {
+    "name": "a short name such as python-3.11",
+    "provider": "one of local, docker, kubernetes",
+    "image": "an image reference, e.g. hangar-base:1",
+    "isolation": "bwrap (default) or none",
+    "harness": "one of script, claude, codex",
+    "agent_script": "a shell script as a string (use a YAML block: `agent_script: |`)",
+    "install": "a shell command as a string, e.g. pip install -e .",
+    "verify": "a mapping with command, timeout_minutes and retries",
+    "verify.command": "a shell command as a string, e.g. python3 -m unittest -q",
+    "verify.timeout_minutes": "must be a positive number of minutes, e.g. 10",
+    "verify.retries": "a whole number from 0 to 5, e.g. 1",
+    "resources": "a mapping with cpus, memory_mb and pids",
+    "resources.cpus": "a positive number of CPUs, e.g. 2",
+    "resources.memory_mb": "a positive whole number of MiB, e.g. 4096",
+    "resources.pids": "a whole number of processes of at least 16, e.g. 512",
+    "network": "loopback, host or none for local; host, none or a network name for docker",
+    "max_minutes": "must be a positive number of minutes, e.g. 60",
+    "model_credential_env": "the name of an environment variable, e.g. ANTHROPIC_API_KEY",
+}
+
+
+class EnvSpecError(ValueError):
+    """An environment spec could not be loaded; str() is a list of sentences with fixes."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VerifySpec(_Strict):
+    command: str = Field(min_length=1)
+    timeout_minutes: float = Field(default=10, gt=0)
+    retries: int = Field(default=1, ge=0, le=5)
+
+
+class Resources(_Strict):
+    cpus: float | None = Field(default=2, gt=0)
+    memory_mb: int | None = Field(default=4096, gt=0)
+    pids: int | None = Field(default=512, ge=16)
+
+
+class EnvSpec(_Strict):
+    name: str = Field(min_length=1)
+    provider: Literal["local", "docker", "kubernetes"] = "local"
+    image: str | None = None
+    isolation: Literal["bwrap", "none"] = "bwrap"
+    harness: Literal["script", "claude", "codex"] = "script"
+    agent_script: str | None = None
+    install: str | None = None
+    verify: VerifySpec | None = None
+    resources: Resources = Field(default_factory=Resources)
+    network: str = ""  # filled in per provider: loopback for local/kubernetes, none for docker
+    max_minutes: float = Field(default=60, gt=0)
+    model_credential_env: str | None = None
+
+    @field_validator("model_credential_env")
+    @classmethod
+    def _env_var_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_VAR_NAME.match(value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_provider(self) -> EnvSpec:
+        network = self.network or ("none" if self.provider == "docker" else "loopback")
+        self.network = network
+        if self.provider == "local" and network not in LOCAL_NETWORKS:
+            raise ValueError(
+                f"network: {network!r} is not available to the local provider; "
+                "use loopback, host or none"
+            )
+        if self.provider == "docker":
+            if network in ("loopback", "bridge", "default"):
+                raise ValueError(
+                    f"network: {network!r} is not allowed for docker; use host (reaches "
+                    "services on 127.0.0.1), none, or the name of a network you created"
+                )
+        if self.provider in ("docker", "kubernetes") and not self.image:
+            raise ValueError(
+                f"image: the {self.provider} provider needs an image, e.g. image: hangar-base:1"
+            )
+        if (
+            self.harness == "script"
+            and self.agent_script is not None
+            and not self.agent_script.strip()
+        ):
+            raise ValueError("agent_script: is empty; give a script or leave the field out")
+        if self.harness in ("claude", "codex") and not self.model_credential_env:
+            default = "ANTHROPIC_API_KEY" if self.harness == "claude" else "OPENAI_API_KEY"
+            self.model_credential_env = default
+        return self
+
+    @property
+    def max_seconds(self) -> float:
+        return self.max_minutes * 60
+
+    def with_overrides(
+        self, mapping: dict[str, Any] | None, source: str = ".github/hangar.yml"
+    ) -> EnvSpec:
+        """This spec with a repository's `environment:` block applied on top.
+
+        Nested mappings (verify, resources) merge field by field. Fields that set isolation
+        or credentials stay the operator's.
+        """
+        if not mapping:
+            return self
+        if not isinstance(mapping, dict):
+            raise EnvSpecError(
+                f"{source}: environment: must be a mapping of fields to override, "
+                "e.g. environment: {verify: {command: pytest -q}}"
+            )
+        refused = [key for key in mapping if key in OPERATOR_ONLY_FIELDS]
+        if refused:
+            raise EnvSpecError(
+                "\n".join(
+                    f"{source}: environment.{key}: only the operator's environment files may "
+                    f"set {key}; remove it here or ask an operator for an environment that has it"
+                    for key in refused
+                )
+            )
+        merged = _deep_merge(self.model_dump(), mapping)
+        return _validate(merged, source, prefix="environment.")
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _validate(data: Any, source: str, *, prefix: str = "") -> EnvSpec:
+    if not isinstance(data, dict):
+        raise EnvSpecError(
+            f"{source}: must be a mapping of fields (name, provider, harness, verify, ...), "
+            f"not {type(data).__name__}"
+        )
+    try:
+        return EnvSpec.model_validate(data)
+    except ValidationError as exc:
+        raise EnvSpecError(_explain(exc, source, prefix)) from None
+
+
+def _explain(exc: ValidationError, source: str, prefix: str) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(sorted(_FIXES)) if "." not in loc else ""
+            hint = f"not a known field; check its spelling{f' (known: {known})' if known else ''}"
+            lines.append(f"{source}: {prefix}{loc}: {hint}")
+            continue
+        if error["type"] == "missing":
+            message = "is required"
+        if not loc:
+            # A whole-spec rule: its message already starts with the field name and a fix.
+            lines.append(f"{source}: {prefix}{message}")
+            continue
+        fix = _FIXES.get(loc)
+        lines.append(f"{source}: {prefix}{loc}: {message}" + (f"; {fix}" if fix else ""))
+    return "\n".join(lines)
+
+
+def load_env_file(path: str | Path) -> EnvSpec:
+    path = Path(path)
+    source = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EnvSpecError(f"{source}: cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise EnvSpecError(f"{source}: is not valid YAML{where}: {exc}") from None
+    if isinstance(data, dict):
+        data.setdefault("name", path.stem)
+    return _validate(data, source)
+
+
+def load_envs(directory: str | Path) -> dict[str, EnvSpec]:
+    """Every *.yaml / *.yml in directory by name. All errors are reported together."""
+    directory = Path(directory)
+    specs: dict[str, EnvSpec] = {}
+    seen: dict[str, str] = {}
+    problems: list[str] = []
+    files = sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+    for path in files:
+        try:
+            spec = load_env_file(path)
+        except EnvSpecError as exc:
+            problems.append(str(exc))
+            continue
+        if spec.name in specs:
+            problems.append(
+                f"{_display(path)}: name: {spec.name!r} is already used by {seen[spec.name]}; "
+                "give each environment its own name"
+            )
+            continue
+        specs[spec.name] = spec
+        seen[spec.name] = _display(path)
+    if problems:
+        raise EnvSpecError("\n".join(problems))
+    return specs
+
+
+def select_environment(
+    envs: dict[str, EnvSpec],
+    block: str | dict[str, Any] | None,
+    *,
+    default: str = "default",
+    source: str = ".github/hangar.yml",
+) -> EnvSpec:
+    """The spec a repository asks for: `environment: name` or `environment: {use: name, ...}`.
+
+    Other keys of the mapping override the chosen spec.
+    """
+    overrides: dict[str, Any] = {}
+    name = default
+    if isinstance(block, str):
+        name = block
+    elif isinstance(block, dict):
+        overrides = dict(block)
+        name = str(overrides.pop("use", default))
+    elif block is not None:
+        raise EnvSpecError(
+            f"{source}: environment: must be an environment name or a mapping, "
+            "e.g. environment: {use: default, verify: {command: pytest -q}}"
+        )
+    if name not in envs:
+        known = ", ".join(sorted(envs)) or "none"
+        raise EnvSpecError(
+            f"{source}: environment.use: no environment named {name!r}; known: {known}"
+        )
+    return envs[name].with_overrides(overrides, source)
+
+
+def default_envs_dir() -> Path:
+    """The `envs/` directory beside the `sandbox` package."""
+    return Path(__file__).resolve().parent.parent / "envs"
+
+
+def _display(path: Path) -> str:
+    # envs/x.yaml rather than a machine-specific absolute path.
+    parts = path.parts
+    return str(Path(*parts[-2:])) if len(parts) >= 2 else str(path)

@@ -1,0 +1,125 @@
+"""The local provider's only way out of a network: loopback sandbox: its push proxy.
+
+A sandbox with its own network namespace has nothing but `lo`. Before the command runs,
+a small relay inside the namespace listens on 127.0.0.1:<proxy port> and forwards each
+connection to a unix socket bound read-only into the sandbox; hangar listens on that
+socket and forwards to the proxy on the host's 127.0.0.1:<proxy port>. The sandbox can
+reach the proxy and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+
+RELAY_SANDBOX_DIR = "/run/hangar-relay"
+SOCKET_NAME = "proxy.sock"
+
+# Runs inside the sandbox with the host's python3 (-I -S: no site, no user paths). Binds
+# first, then forks: the child relays, the parent becomes the command, so the command
+# never starts before the port is open. It dies with the sandbox's pid namespace.
+_IN_SANDBOX = r"""
+import os, socket, sys, threading
+port, path, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port)); srv.listen(64)
+def pump(a, b):
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+    except OSError:
+        pass
+    for s, how in ((b, socket.SHUT_WR), (a, socket.SHUT_RD)):
+        try: s.shutdown(how)
+        except OSError: pass
+def serve(conn):
+    up = socket.socket(socket.AF_UNIX)
+    try: up.connect(path)
+    except OSError: conn.close(); return
+    t = threading.Thread(target=pump, args=(up, conn), daemon=True); t.start()
+    pump(conn, up); t.join(); conn.close(); up.close()
+if os.fork() == 0:
+    fd = os.open(os.devnull, os.O_RDWR)
+    for n in (0, 1, 2): os.dup2(fd, n)
+    os.setsid()
+    while True:
+        c, _ = srv.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+srv.close()
+os.execvp(argv[0], argv)
+"""
+
+
+def relay_argv(python: str, port: int, argv: list[str]) -> list[str]:
+    sock = f"{RELAY_SANDBOX_DIR}/{SOCKET_NAME}"
+    return [python, "-I", "-S", "-c", _IN_SANDBOX, str(port), sock, *argv]
+
+
+class ProxyRelay:
+    """hangar's end: a unix socket in `directory` forwarding to 127.0.0.1:port.
+
+    Started on demand by the provider (also after a restart, when the engine observes a
+    run again), on the running event loop.
+    """
+
+    def __init__(self, directory: Path, port: int) -> None:
+        self.directory = directory
+        self.port = port
+        self._server: asyncio.base_events.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o755)
+
+    @property
+    def socket_path(self) -> Path:
+        return self.directory / SOCKET_NAME
+
+    async def ensure_running(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._server is not None and self._loop is loop and self._server.is_serving():
+            return
+        if self._server is not None and self._loop is loop:
+            self._server.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        # Unix socket paths are limited to 107 bytes; reach long ones through a dir fd.
+        dir_fd = os.open(self.directory, os.O_PATH)
+        try:
+            path = str(self.socket_path)
+            if len(path) > 100:
+                path = f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}"
+            self._server = await asyncio.start_unix_server(self._handle, path=path)
+        finally:
+            os.close(dir_fd)
+        os.chmod(self.socket_path, 0o777)
+        self._loop = loop
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
+        except OSError:
+            writer.close()
+            return
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+                if dst.can_write_eof():
+                    dst.write_eof()
+            except (OSError, RuntimeError):
+                pass
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        for w in (writer, up_writer):
+            w.close()

@@ -1,0 +1,446 @@
+"""The docker provider: one container per sandbox, commands run with exec.
+
+Each container runs a do-nothing init (a shell that sleeps and reaps orphans) with the
+image from the environment spec, never privileged, all capabilities dropped,
+no-new-privileges, a read-only root filesystem, /workspace on a volume of its own and a
+tmpfs /tmp, pids/memory/cpu limits from the spec, and network `host`, `none` or a named
+network from the spec (never the default bridge). Every container carries the label
+hangar.sandbox=<id> and the caller's labels, so `list` can find orphans after a crash.
+
+The docker SDK blocks; every call runs in a worker thread.
+
+Detached processes: the process id is "<name>:<exec id>". <name> names the files in
+/workspace/.hangar (<name>.exit, <name>.pid); the exec id lets `observe` ask the engine
+whether the wrapper still runs, also after hangar restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import secrets
+import tarfile
+import time
+from typing import Any
+
+from sandbox.envspec import EnvSpec
+from sandbox.provider import (
+    DEFAULT_LOG_PATH,
+    HANGAR_DIR,
+    HOME_DIR,
+    REPO_DIR,
+    SANDBOX_LABEL,
+    WORKSPACE,
+    ExecResult,
+    OutputCallback,
+    OutputTail,
+    ProcessStatus,
+    Provider,
+    Sandbox,
+    SandboxError,
+    detached_wrapper,
+    exit_file,
+    new_process_id,
+    new_sandbox_id,
+    sandbox_env,
+)
+from sandbox.providers import _procs
+
+PROVIDER_LABEL = "hangar.provider"
+CREATED_LABEL = "hangar.created_at"
+_INTERNAL_LABELS = (SANDBOX_LABEL, PROVIDER_LABEL, CREATED_LABEL)
+
+# pid 1: sleeps, and reaps orphans whenever one of its children ends.
+CONTAINER_INIT = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
+
+# Signal a process and everything below it, found through /proc (no procps needed).
+# Usage: sh -c KILL_TREE kill-tree SIGNAL SKIP_ROOT(0|1) PID
+KILL_TREE = r"""
+sig="$1"; skip="$2"; todo="$3"; all=""
+while [ -n "$todo" ]; do
+  next=""
+  for s in /proc/[0-9]*/stat; do
+    read -r line < "$s" 2>/dev/null || continue
+    pid=${line%% *}; rest=${line##*) }
+    set -- $rest
+    for t in $todo; do [ "$2" = "$t" ] && next="$next $pid"; done
+  done
+  all="$all $todo"; todo="$next"
+done
+[ "$skip" = 1 ] && all=${all# *[0-9]}
+[ -n "${all# }" ] && kill -s "$sig" $all 2>/dev/null
+exit 0
+"""
+
+
+def _docker_errors():
+    import docker.errors
+
+    return docker.errors
+
+
+class DockerProvider(Provider):
+    name = "docker"
+
+    def __init__(self, client: Any = None) -> None:
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env()
+            except Exception as exc:
+                raise SandboxError(
+                    f"cannot reach a Docker engine ({exc}); start dockerd "
+                    "(scripts/docker-engine.sh) or choose the local provider"
+                ) from None
+        return self._client
+
+    def _container(self, sb: Sandbox) -> Any:
+        errors = _docker_errors()
+        try:
+            return self.client.containers.get(sb.ref.get("container") or f"hangar-{sb.id}")
+        except errors.NotFound:
+            raise SandboxError(f"sandbox {sb.id} does not exist (destroyed?)") from None
+
+    # ---- create / destroy / list ---------------------------------------------------
+
+    async def create(self, spec: EnvSpec, labels: dict[str, str]) -> Sandbox:
+        if not spec.image:
+            raise SandboxError(f"environment {spec.name}: the docker provider needs an image")
+        sb = Sandbox(id=new_sandbox_id(), provider=self.name, labels=dict(labels))
+        all_labels = {
+            **labels,
+            SANDBOX_LABEL: sb.id,
+            PROVIDER_LABEL: self.name,
+            CREATED_LABEL: repr(sb.created_at),
+        }
+        volume = f"hangar-{sb.id}"
+        options: dict[str, Any] = {
+            "name": f"hangar-{sb.id}",
+            "hostname": sb.id,
+            "command": CONTAINER_INIT,
+            "detach": True,
+            "labels": all_labels,
+            "privileged": False,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "read_only": True,
+            "tmpfs": {"/tmp": "rw,nosuid,nodev,size=1g"},
+            "volumes": {volume: {"bind": WORKSPACE, "mode": "rw"}},
+            "working_dir": WORKSPACE,
+            "environment": {},
+        }
+        resources = spec.resources
+        if resources.pids:
+            options["pids_limit"] = resources.pids
+        if resources.memory_mb:
+            options["mem_limit"] = f"{resources.memory_mb}m"
+            options["memswap_limit"] = f"{resources.memory_mb}m"
+        if resources.cpus:
+            options["nano_cpus"] = int(resources.cpus * 1e9)
+        if spec.network in ("host", "none"):
+            options["network_mode"] = spec.network
+        else:
+            options["network"] = spec.network
+
+        def make() -> Any:
+            errors = _docker_errors()
+            self.client.volumes.create(name=volume, labels=all_labels)
+            try:
+                container = self.client.containers.run(spec.image, **options)
+            except errors.ImageNotFound:
+                raise SandboxError(
+                    f"image {spec.image} is not present in the Docker engine; build it "
+                    "(scripts/base-image.sh builds hangar-base:1) or pull it"
+                ) from None
+            except errors.APIError as exc:
+                with contextlib.suppress(errors.APIError):
+                    self.client.volumes.get(volume).remove(force=True)
+                raise SandboxError(f"docker could not create the sandbox: {exc}") from None
+            code, out = container.exec_run(
+                ["mkdir", "-p", HOME_DIR, HANGAR_DIR], workdir="/", environment={}
+            )
+            if code != 0:
+                raise SandboxError(f"could not prepare /workspace in {sb.id}: {out!r}")
+            return container
+
+        container = await asyncio.to_thread(make)
+        sb.ref = {"container": container.id, "volume": volume, "image": spec.image}
+        return sb
+
+    async def destroy(self, sb: Sandbox) -> None:
+        def remove() -> None:
+            errors = _docker_errors()
+            try:
+                container = self.client.containers.get(sb.ref.get("container") or f"hangar-{sb.id}")
+                container.remove(force=True, v=True)
+            except errors.NotFound:
+                pass
+            with contextlib.suppress(errors.NotFound):
+                self.client.volumes.get(sb.ref.get("volume") or f"hangar-{sb.id}").remove(
+                    force=True
+                )
+
+        await asyncio.to_thread(remove)
+
+    async def list(self, labels: dict[str, str]) -> list[Sandbox]:
+        filters = {"label": [SANDBOX_LABEL, *(f"{k}={v}" for k, v in labels.items())]}
+
+        def find() -> list[Sandbox]:
+            found = []
+            for container in self.client.containers.list(all=True, filters=filters):
+                own = container.labels
+                try:
+                    created = float(own.get(CREATED_LABEL, "0"))
+                except ValueError:
+                    created = 0.0
+                found.append(
+                    Sandbox(
+                        id=own[SANDBOX_LABEL],
+                        provider=self.name,
+                        labels={k: v for k, v in own.items() if k not in _INTERNAL_LABELS},
+                        ref={
+                            "container": container.id,
+                            "volume": f"hangar-{own[SANDBOX_LABEL]}",
+                            "image": (container.attrs.get("Config") or {}).get("Image"),
+                        },
+                        created_at=created,
+                    )
+                )
+            return sorted(found, key=lambda s: (s.created_at, s.id))
+
+        return await asyncio.to_thread(find)
+
+    # ---- commands -----------------------------------------------------------------
+
+    async def run(
+        self,
+        sb: Sandbox,
+        argv: list[str],
+        *,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        container = await asyncio.to_thread(self._container, sb)
+        pid_file = f"/tmp/hangar-run-{secrets.token_hex(6)}.pid"
+        wrapped = [
+            "/bin/sh", "-c", 'echo $$ > "$1"; cd "$2" || exit 127; shift 2; exec "$@"',
+            "hangar-run", pid_file, cwd, *argv,
+        ]  # fmt: skip
+        api = self.client.api
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        started = time.monotonic()
+
+        def execute() -> str:
+            created = api.exec_create(
+                container.id, wrapped, environment=sandbox_env(env), workdir=WORKSPACE
+            )
+            exec_id = created["Id"]
+            try:
+                for chunk in api.exec_start(exec_id, stream=True):
+                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+            return exec_id
+
+        worker = asyncio.ensure_future(asyncio.to_thread(execute))
+        tail = OutputTail()
+
+        async def pump() -> None:
+            while (chunk := await queue.get()) is not None:
+                tail.add(chunk)
+                if on_output is not None:
+                    on_output(chunk)
+
+        timed_out = False
+        try:
+            await asyncio.wait_for(pump(), timeout)
+        except TimeoutError:
+            timed_out = True
+            await self._kill_tree_by_pidfile(container, pid_file, "KILL")
+        exec_id = await worker
+        info = await asyncio.to_thread(api.exec_inspect, exec_id)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(container.exec_run, ["rm", "-f", pid_file], environment={})
+        return ExecResult(
+            exit_code=None if timed_out else info.get("ExitCode"),
+            output=tail.text(),
+            timed_out=timed_out,
+            duration_s=time.monotonic() - started,
+        )
+
+    async def _kill_tree_by_pidfile(
+        self, container: Any, pid_file: str, sig: str, *, skip_root: bool = False
+    ) -> None:
+        script = 'pid=$(cat "$1" 2>/dev/null) || exit 0; shift; exec sh -c "$0" kill-tree "$@" $pid'
+        await asyncio.to_thread(
+            container.exec_run,
+            ["/bin/sh", "-c", script, KILL_TREE, pid_file, sig, "1" if skip_root else "0"],
+            environment={},
+            workdir="/",
+        )
+
+    # ---- detached processes -------------------------------------------------------
+
+    async def start(
+        self,
+        sb: Sandbox,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str = REPO_DIR,
+        log_path: str = DEFAULT_LOG_PATH,
+    ) -> str:
+        container = await asyncio.to_thread(self._container, sb)
+        name = new_process_id()
+        inner = detached_wrapper(argv, cwd=cwd, log_path=log_path, process_id=name)
+        # Record the wrapper's pid (inside the container) for stop, then become it.
+        wrapped = [
+            "/bin/sh", "-c", 'echo $$ > "$1"; shift; exec "$@"', "hangar-start",
+            f"{HANGAR_DIR}/{name}.pid", *inner,
+        ]  # fmt: skip
+        api = self.client.api
+
+        def launch() -> str:
+            created = api.exec_create(
+                container.id, wrapped, environment=sandbox_env(env), workdir=WORKSPACE,
+                stdout=False, stderr=False,
+            )  # fmt: skip
+            api.exec_start(created["Id"], detach=True)
+            return created["Id"]
+
+        exec_id = await asyncio.to_thread(launch)
+        return f"{name}:{exec_id}"
+
+    @staticmethod
+    def _split(process_id: str) -> tuple[str, str]:
+        name, _, exec_id = process_id.partition(":")
+        if not name.startswith("p-") or "/" in name or not exec_id:
+            raise ValueError(f"not a docker process id: {process_id!r}")
+        return name, exec_id
+
+    async def _exit_code(self, sb: Sandbox, name: str) -> int | None:
+        try:
+            return int((await self.copy_out(sb, exit_file(name))).decode().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _exec_running(self, exec_id: str) -> tuple[bool, int | None]:
+        """(running, host pid) of an exec; (False, None) when the engine no longer knows it."""
+        errors = _docker_errors()
+        try:
+            info = self.client.api.exec_inspect(exec_id)
+        except errors.NotFound:
+            return False, None
+        pid = info.get("Pid") or None
+        running = bool(info.get("Running"))
+        if running and pid and os.path.exists("/proc"):
+            # The engine may be slow to notice; a zombie counts as gone.
+            running = _procs.is_alive(pid) or not os.path.exists(f"/proc/{pid}")
+        return running, pid
+
+    async def observe(self, sb: Sandbox, process_id: str) -> ProcessStatus:
+        name, exec_id = self._split(process_id)
+        code = await self._exit_code(sb, name)
+        if code is not None:
+            return ProcessStatus(state="exited", exit_code=code)
+        running, _ = await asyncio.to_thread(self._exec_running, exec_id)
+        if running:
+            return ProcessStatus(state="running")
+        code = await self._exit_code(sb, name)
+        if code is not None:
+            return ProcessStatus(state="exited", exit_code=code)
+        return ProcessStatus(state="gone")
+
+    def host_pids(self, sb: Sandbox, process_id: str) -> list[int]:
+        """Host pids of a detached process when the engine runs on this host: the wrapper
+        that records the exit code first, then the agent and all it started."""
+        _, exec_id = self._split(process_id)
+        running, pid = self._exec_running(exec_id)
+        if not running or not pid:
+            return []
+        return [pid, *_procs.descendants(pid)]
+
+    async def stop(self, sb: Sandbox, process_id: str, grace_s: float = 5) -> None:
+        name, exec_id = self._split(process_id)
+        try:
+            container = await asyncio.to_thread(self._container, sb)
+        except SandboxError:
+            return
+        running, _ = await asyncio.to_thread(self._exec_running, exec_id)
+        if not running:
+            return
+        pid_file = f"{HANGAR_DIR}/{name}.pid"
+        # TERM the agent beneath the wrapper so the wrapper can record how it ended.
+        await self._kill_tree_by_pidfile(container, pid_file, "TERM", skip_root=True)
+        deadline = time.monotonic() + grace_s
+        while (await asyncio.to_thread(self._exec_running, exec_id))[0]:
+            if time.monotonic() >= deadline:
+                await self._kill_tree_by_pidfile(container, pid_file, "KILL")
+                break
+            await asyncio.sleep(0.05)
+
+    # ---- files --------------------------------------------------------------------
+
+    async def copy_in(self, sb: Sandbox, files: dict[str, bytes], mode: int = 0o644) -> None:
+        container = await asyncio.to_thread(self._container, sb)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            made_dirs: set[str] = set()
+            for path, data in files.items():
+                rel = _workspace_relative(path)
+                parts = rel.split("/")
+                for depth in range(1, len(parts)):
+                    directory = "/".join(parts[:depth])
+                    if directory not in made_dirs:
+                        made_dirs.add(directory)
+                        info = tarfile.TarInfo(directory)
+                        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, time.time()
+                        tar.addfile(info)
+                info = tarfile.TarInfo(rel)
+                info.size, info.mode, info.mtime = len(data), mode, time.time()
+                tar.addfile(info, io.BytesIO(data))
+        ok = await asyncio.to_thread(container.put_archive, WORKSPACE, buffer.getvalue())
+        if not ok:
+            raise SandboxError(f"docker refused to copy files into {sb.id}")
+
+    async def copy_out(self, sb: Sandbox, path: str) -> bytes:
+        _workspace_relative(path)
+        container = await asyncio.to_thread(self._container, sb)
+
+        def fetch() -> bytes:
+            errors = _docker_errors()
+            try:
+                stream, _ = container.get_archive(path)
+            except errors.NotFound:
+                raise FileNotFoundError(path) from None
+            raw = b"".join(stream)
+            with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+                member = tar.next()
+                if member is None or not member.isfile():
+                    raise (
+                        IsADirectoryError(path)
+                        if member and member.isdir()
+                        else (FileNotFoundError(path))
+                    )
+                extracted = tar.extractfile(member)
+                assert extracted is not None
+                return extracted.read()
+
+        return await asyncio.to_thread(fetch)
+
+
+def _workspace_relative(path: str) -> str:
+    norm = os.path.normpath(path)
+    if not path.startswith("/") or not norm.startswith(WORKSPACE + "/"):
+        raise ValueError(f"{path}: only paths under {WORKSPACE} can be copied in or out")
+    return norm[len(WORKSPACE) + 1 :]

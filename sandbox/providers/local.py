@@ -1,0 +1,536 @@
+"""The local provider: one host directory per sandbox, processes under bubblewrap.
+
+Inside a sandbox the host's /usr, the bits of /etc that programs need, and the host's
+python3 prefix are visible read-only; the sandbox's own directory is bound at /workspace
+and is the only writable place besides a private /tmp. The process runs as uid 1000 in
+its own user, pid, ipc, uts, cgroup and mount namespaces, may not create further user
+namespaces, and (network: loopback or none) has its own network namespace. With
+network: loopback and a proxy_port, a relay inside the sandbox listens on
+127.0.0.1:<proxy_port> and forwards to hangar's push proxy through a unix socket, so the
+proxy is the only thing the sandbox can reach.
+
+Host layout under root: <id>/meta.json (the Sandbox record), <id>/workspace (bound at
+/workspace), <id>/etc (passwd and group for the sandbox user), <id>/procs/<process>.json
+(what `observe` needs after a restart). The agent can touch only <id>/workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sandbox.envspec import EnvSpec
+from sandbox.provider import (
+    BASE_PATH,
+    DEFAULT_LOG_PATH,
+    HANGAR_DIR,
+    HOME_DIR,
+    REPO_DIR,
+    WORKSPACE,
+    ExecResult,
+    OutputCallback,
+    OutputTail,
+    ProcessStatus,
+    Provider,
+    Sandbox,
+    SandboxError,
+    detached_wrapper,
+    exit_file,
+    new_process_id,
+    new_sandbox_id,
+    sandbox_env,
+)
+from sandbox.providers import _procs
+from sandbox.providers._relay import RELAY_SANDBOX_DIR, ProxyRelay, relay_argv
+
+log = logging.getLogger(__name__)
+
+SANDBOX_UID = 1000
+BWRAP_MISSING = (
+    "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, "
+    "or set isolation: none in the environment spec"
+)
+# Files and directories of the host's /etc that ordinary tools read. Nothing else of /etc.
+ETC_ALLOWED = (
+    "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "protocols",
+    "services", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl",
+    "ca-certificates", "ca-certificates.conf", "gitconfig", "localtime", "timezone",
+    "mime.types", "os-release", "debian_version", "profile", "bash.bashrc", "inputrc",
+)  # fmt: skip
+
+
+def host_python_prefix() -> Path | None:
+    """Where the host's python3 lives when it is not under /usr (pyenv, /opt, ...)."""
+    candidates = [Path(sys.base_prefix)]
+    found = shutil.which("python3")
+    if found:
+        real = Path(found).resolve()
+        if real.parent.name == "bin":
+            candidates.append(real.parent.parent)
+    for prefix in candidates:
+        if (prefix / "bin" / "python3").exists() and not str(prefix).startswith("/usr/"):
+            return prefix
+    return None
+
+
+class LocalProvider(Provider):
+    name = "local"
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        proxy_port: int | None = None,
+        hidden_paths: list[Path | str] | tuple[Path | str, ...] = (),
+        bwrap: str | None = None,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        self.proxy_port = proxy_port
+        # Paths that must never be visible even if they sit under something bound (e.g.
+        # hangar's data dir inside the python prefix): a tmpfs is mounted over them.
+        self.hidden_paths = [Path(p).resolve() for p in hidden_paths]
+        self.bwrap = bwrap or shutil.which("bwrap")
+        self.python_prefix = host_python_prefix()
+        self._relay = ProxyRelay(self.root / ".relay", proxy_port) if proxy_port else None
+        self._running: dict[str, set[asyncio.subprocess.Process]] = {}
+
+    # ---- records -------------------------------------------------------------------
+
+    def _dir(self, sb: Sandbox) -> Path:
+        return self.root / sb.id
+
+    def _host_path(self, sb: Sandbox, path: str) -> Path:
+        """The host path of a sandbox path under /workspace; refuses anything that escapes."""
+        if not path.startswith("/"):
+            raise ValueError(f"sandbox paths are absolute, e.g. {WORKSPACE}/file; got {path!r}")
+        norm = os.path.normpath(path)
+        if norm != WORKSPACE and not norm.startswith(WORKSPACE + "/"):
+            raise ValueError(f"{path}: only paths under {WORKSPACE} can be copied in or out")
+        ws = (self._dir(sb) / "workspace").resolve()
+        host = ws / os.path.relpath(norm, WORKSPACE)
+        # The agent owns /workspace and may plant symlinks; hangar writes as itself.
+        real = Path(os.path.realpath(host))
+        if real != ws and ws not in real.parents:
+            raise ValueError(f"{path}: leads outside {WORKSPACE} through a symlink; refusing")
+        return real
+
+    def _require(self, sb: Sandbox) -> dict[str, Any]:
+        meta = self._dir(sb) / "meta.json"
+        try:
+            return json.loads(meta.read_text())
+        except FileNotFoundError:
+            raise SandboxError(f"sandbox {sb.id} does not exist (destroyed?)") from None
+
+    # ---- create / destroy / list ---------------------------------------------------
+
+    async def create(self, spec: EnvSpec, labels: dict[str, str]) -> Sandbox:
+        if spec.isolation == "bwrap" and not self.bwrap:
+            raise SandboxError(BWRAP_MISSING)
+        if spec.network == "loopback" and self._relay and not self.python_prefix:
+            if not shutil.which("python3"):
+                raise SandboxError(
+                    "network: loopback with a push proxy needs python3 on the host for the "
+                    "in-sandbox relay: apt-get install python3"
+                )
+        sb = Sandbox(id=new_sandbox_id(), provider=self.name, labels=dict(labels))
+        base = self._dir(sb)
+        ws = base / "workspace"
+        for sub in (ws / "home", ws / ".hangar", base / "procs", base / "etc"):
+            sub.mkdir(parents=True, exist_ok=True)
+        (base / "etc" / "passwd").write_text(
+            f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+            f"hangar:x:{SANDBOX_UID}:{SANDBOX_UID}:hangar sandbox:{HOME_DIR}:/bin/sh\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        )
+        (base / "etc" / "group").write_text(
+            f"root:x:0:\nhangar:x:{SANDBOX_UID}:\nnogroup:x:65534:\n"
+        )
+        sb.ref = {
+            "dir": str(base),
+            "isolation": spec.isolation,
+            "network": spec.network,
+        }
+        (base / "meta.json").write_text(sb.model_dump_json())
+        if spec.isolation == "none":
+            log.warning(
+                "sandbox %s runs WITHOUT isolation (isolation: none): its processes see the "
+                "host as hangar's user does",
+                sb.id,
+                extra={"sandbox": sb.id},
+            )
+        return sb
+
+    async def destroy(self, sb: Sandbox) -> None:
+        base = self._dir(sb)
+        for proc in list(self._running.pop(sb.id, ())):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        records = []
+        for path in (base / "procs").glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                records.append(json.loads(path.read_text()))
+        for record in records:
+            self._kill_all(record)
+        # SIGKILL is not instant: wait until the processes are really gone.
+        deadline = time.monotonic() + 5
+        while any(_procs.is_alive(r["pid"], r.get("started")) for r in records):
+            if time.monotonic() >= deadline:
+                log.warning("sandbox %s: processes survived SIGKILL for 5 s", sb.id)
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(shutil.rmtree, base, True)
+
+    async def list(self, labels: dict[str, str]) -> list[Sandbox]:
+        found = []
+        for meta in sorted(self.root.glob("sb-*/meta.json")):
+            try:
+                sb = Sandbox.model_validate_json(meta.read_text())
+            except (OSError, ValueError):
+                continue
+            if all(sb.labels.get(k) == v for k, v in labels.items()):
+                found.append(sb)
+        return found
+
+    # ---- commands -----------------------------------------------------------------
+
+    def _path_var(self) -> str:
+        if self.python_prefix:
+            return f"{self.python_prefix}/bin:{BASE_PATH}"
+        return BASE_PATH
+
+    def _command(
+        self, sb: Sandbox, argv: list[str], meta: dict[str, Any], *, detached: bool
+    ) -> tuple[list[str], str | None]:
+        """(full argv, host cwd) for argv in sb: bwrap around it, or path rewriting for none."""
+        ref = meta.get("ref", {})
+        if ref.get("isolation") == "none":
+            ws = str(self._dir(sb) / "workspace")
+            return [_rewrite(a, ws) for a in argv], ws
+        return [*self._bwrap_args(sb, ref, detached=detached), "--", *argv], None
+
+    def _bwrap_args(self, sb: Sandbox, ref: dict[str, Any], *, detached: bool) -> list[str]:
+        base = self._dir(sb)
+        args = [
+            self.bwrap or "bwrap",
+            "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--disable-userns",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", sb.id,
+            "--new-session",
+            "--ro-bind", "/usr", "/usr",
+        ]  # fmt: skip
+        network = ref.get("network", "loopback")
+        if network != "host":
+            args.append("--unshare-net")
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), f"/{top}"]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), f"/{top}"]
+        for name in ETC_ALLOWED:
+            if (Path("/etc") / name).exists():
+                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        for etc in sorted(Path("/etc").glob("python3*")):
+            args += ["--ro-bind", str(etc), str(etc)]
+        args += [
+            "--ro-bind", str(base / "etc" / "passwd"), "/etc/passwd",
+            "--ro-bind", str(base / "etc" / "group"), "/etc/group",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--bind", str(base / "workspace"), WORKSPACE,
+        ]  # fmt: skip
+        if self.python_prefix:
+            args += ["--ro-bind", str(self.python_prefix), str(self.python_prefix)]
+        if network == "loopback" and self._relay:
+            args += ["--ro-bind", str(self._relay.directory), RELAY_SANDBOX_DIR]
+        bound = [Path(args[i + 1]) for i, a in enumerate(args) if a == "--ro-bind"]
+        for hidden in self.hidden_paths:
+            if hidden.exists() and any(hidden.is_relative_to(b) for b in bound):
+                args += ["--tmpfs", str(hidden)]
+        # The root bwrap builds is a tmpfs: make it read-only once everything is mounted.
+        args += ["--remount-ro", "/", "--chdir", WORKSPACE]
+        if not detached:
+            # A command run to completion dies with hangar; a detached agent must not.
+            args.append("--die-with-parent")
+        return args
+
+    def _wrap_network(self, ref: dict[str, Any], argv: list[str]) -> list[str]:
+        """Start the in-sandbox relay to the push proxy first, when the sandbox needs one."""
+        if ref.get("isolation") == "none" or ref.get("network") != "loopback" or not self._relay:
+            return argv
+        python = f"{self.python_prefix}/bin/python3" if self.python_prefix else "python3"
+        return relay_argv(python, self._relay.port, argv)
+
+    async def _ensure_relay(self, ref: dict[str, Any]) -> None:
+        if self._relay and ref.get("network") == "loopback" and ref.get("isolation") != "none":
+            await self._relay.ensure_running()
+
+    async def run(
+        self,
+        sb: Sandbox,
+        argv: list[str],
+        *,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        on_output: OutputCallback | None = None,
+    ) -> ExecResult:
+        meta = self._require(sb)
+        ref = meta.get("ref", {})
+        await self._ensure_relay(ref)
+        inner = ["/bin/sh", "-c", 'cd "$1" || exit 127; shift; exec "$@"', "hangar-run", cwd]
+        full, host_cwd = self._command(
+            sb, [*inner, *self._wrap_network(ref, argv)], meta, detached=False
+        )
+        proc_env = sandbox_env(env, path=self._path_var())
+        if host_cwd:
+            proc_env = _none_env(proc_env, host_cwd)
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *full,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=proc_env,
+                cwd=host_cwd or str(self.root),
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise SandboxError(f"cannot start {exc.filename}: not found") from None
+        self._running.setdefault(sb.id, set()).add(proc)
+        tail = OutputTail()
+
+        async def pump() -> None:
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(65536):
+                tail.add(chunk)
+                if on_output is not None:
+                    on_output(chunk)
+
+        timed_out = False
+        try:
+            pump_task = asyncio.ensure_future(pump())
+            await asyncio.wait_for(asyncio.shield(pump_task), timeout)
+            await proc.wait()
+        except TimeoutError:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(pump_task, 2)
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            self._running.get(sb.id, set()).discard(proc)
+        return ExecResult(
+            exit_code=None if timed_out else proc.returncode,
+            output=tail.text(),
+            timed_out=timed_out,
+            duration_s=time.monotonic() - started,
+        )
+
+    # ---- detached processes -------------------------------------------------------
+
+    async def start(
+        self,
+        sb: Sandbox,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str = REPO_DIR,
+        log_path: str = DEFAULT_LOG_PATH,
+    ) -> str:
+        meta = self._require(sb)
+        ref = meta.get("ref", {})
+        await self._ensure_relay(ref)
+        process_id = new_process_id()
+        wrapped = detached_wrapper(
+            self._wrap_network(ref, argv), cwd=cwd, log_path=log_path, process_id=process_id
+        )
+        full, host_cwd = self._command(sb, wrapped, meta, detached=True)
+        proc_env = sandbox_env(env, path=self._path_var())
+        if host_cwd:
+            proc_env = _none_env(proc_env, host_cwd)
+        record_path = self._dir(sb) / "procs" / f"{process_id}.json"
+        info_path = self._dir(sb) / "procs" / f"{process_id}.info"
+        record = await asyncio.to_thread(
+            _spawn_detached, full, proc_env, host_cwd or str(self.root), info_path
+        )
+        record["isolation"] = ref.get("isolation")
+        record_path.write_text(json.dumps(record))
+        return process_id
+
+    def _record(self, sb: Sandbox, process_id: str) -> dict[str, Any] | None:
+        if "/" in process_id or not process_id:
+            raise ValueError(f"not a process id: {process_id!r}")
+        try:
+            return json.loads((self._dir(sb) / "procs" / f"{process_id}.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _exit_code(self, sb: Sandbox, process_id: str) -> int | None:
+        try:
+            path = self._host_path(sb, exit_file(process_id))
+            return int(path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    async def observe(self, sb: Sandbox, process_id: str) -> ProcessStatus:
+        self._require(sb)
+        await self._ensure_relay(self._require(sb).get("ref", {}))
+        code = self._exit_code(sb, process_id)
+        if code is not None:
+            return ProcessStatus(state="exited", exit_code=code)
+        record = self._record(sb, process_id)
+        if record and _procs.is_alive(record["pid"], record.get("started")):
+            return ProcessStatus(state="running")
+        # The exit file is written before the process ends: look once more.
+        code = self._exit_code(sb, process_id)
+        if code is not None:
+            return ProcessStatus(state="exited", exit_code=code)
+        return ProcessStatus(state="gone")
+
+    def host_pids(self, sb: Sandbox, process_id: str) -> list[int]:
+        """Host pids of a detached process: its anchor (the sandbox's init) first, then the
+        wrapper that records the exit code, then the agent and all it started."""
+        record = self._record(sb, process_id)
+        if not record or not _procs.is_alive(record["pid"], record.get("started")):
+            return []
+        return [record["pid"], *_procs.descendants(record["pid"])]
+
+    async def stop(self, sb: Sandbox, process_id: str, grace_s: float = 5) -> None:
+        record = self._record(sb, process_id)
+        if not record or not _procs.is_alive(record["pid"], record.get("started")):
+            return
+        anchor = record["pid"]
+        below = _procs.descendants(anchor)
+        if record.get("isolation") == "none":
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(anchor, signal.SIGTERM)
+        else:
+            # The wrapper is the init's child; TERM the agent beneath it so the wrapper
+            # can record how it ended.
+            wrapper = below[0] if below else None
+            _procs.signal_pids([p for p in below if p != wrapper], signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while _procs.is_alive(anchor, record.get("started")):  # polling /proc: nothing to await
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.05)
+        if _procs.is_alive(anchor, record.get("started")):
+            self._kill_all(record)
+
+    def _kill_all(self, record: dict[str, Any]) -> None:
+        pid, started = record["pid"], record.get("started")
+        if not _procs.is_alive(pid, started):
+            return
+        if record.get("isolation") == "none":
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            _procs.signal_pids(_procs.descendants(pid))
+        else:
+            # Killing a pid namespace's init kills everything in it.
+            _procs.signal_pids([pid])
+
+    # ---- files --------------------------------------------------------------------
+
+    async def copy_in(self, sb: Sandbox, files: dict[str, bytes], mode: int = 0o644) -> None:
+        self._require(sb)
+        for path, data in files.items():
+            host = self._host_path(sb, path)
+            await asyncio.to_thread(_write_file, host, data, mode)
+
+    async def copy_out(self, sb: Sandbox, path: str) -> bytes:
+        self._require(sb)
+        host = self._host_path(sb, path)
+        return await asyncio.to_thread(_read_file, host)
+
+
+def _write_file(host: Path, data: bytes, mode: int) -> None:
+    host.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.chmod(host, mode)
+
+
+def _read_file(host: Path) -> bytes:
+    fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as src:
+        return src.read()
+
+
+def _spawn_detached(
+    argv: list[str], env: dict[str, str], cwd: str, info_path: Path
+) -> dict[str, Any]:
+    """Start argv so it outlives hangar: a shell starts it in the background and exits, so
+    the process is adopted by init (no zombie left in hangar) in a session of its own.
+
+    Returns the anchor to observe: bwrap's sandbox init (from --info-fd) or, without
+    isolation, the shell that runs the wrapper.
+    """
+    is_bwrap = bool(argv) and os.path.basename(argv[0]) == "bwrap"
+    with open(info_path, "wb") as info:
+        if is_bwrap:
+            argv = [argv[0], "--info-fd", str(info.fileno()), *argv[1:]]
+        launcher = subprocess.Popen(
+            ["/bin/sh", "-c", '"$@" </dev/null >/dev/null 2>&1 & echo $!', "hangar-launch", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=(info.fileno(),) if is_bwrap else (),
+        )
+        out, _ = launcher.communicate(timeout=10)
+    launched = int(out.strip())
+    pid = launched
+    if is_bwrap:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                pid = int(json.loads(info_path.read_text())["child-pid"])
+                break
+            except (ValueError, KeyError):
+                if not _procs.is_alive(launched):
+                    raise SandboxError(
+                        "bwrap exited before the sandbox started; run the same command with "
+                        "`run` to see its error"
+                    ) from None
+                time.sleep(0.005)
+        else:
+            raise SandboxError("bwrap did not report its sandbox within 10 s")
+    return {"pid": pid, "started": _procs.start_time(pid), "launcher": launched}
+
+
+def _rewrite(value: str, ws: str) -> str:
+    """Without isolation there is no /workspace: point sandbox paths at the host dir."""
+    if value == WORKSPACE or value.startswith(WORKSPACE + "/"):
+        return ws + value[len(WORKSPACE) :]
+    return value.replace(f" {WORKSPACE}/", f" {ws}/").replace(f"'{WORKSPACE}/", f"'{ws}/")
+
+
+def _none_env(env: dict[str, str], ws: str) -> dict[str, str]:
+    out = {k: _rewrite(v, ws) for k, v in env.items()}
+    out["HANGAR_WORKSPACE"] = ws
+    return out
+
+
+__all__ = ["BWRAP_MISSING", "HANGAR_DIR", "LocalProvider"]

@@ -1,0 +1,129 @@
+"""Environment specs load, and bad ones are rejected with the file, the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox.envspec import (
+    EnvSpec,
+    EnvSpecError,
+    default_envs_dir,
+    load_env_file,
+    load_envs,
+    select_environment,
+)
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def test_shipped_envs_load():
+    envs = load_envs(default_envs_dir())
+    assert default_envs_dir().name == "envs"
+    default = envs["default"]
+    assert (default.provider, default.harness, default.isolation) == ("local", "script", "bwrap")
+    assert default.network == "loopback"
+    assert default.verify is not None and default.verify.command == "python3 -m unittest -q"
+    assert default.agent_script and "demo agent" in default.agent_script
+    claude = envs["claude-python"]
+    assert (claude.provider, claude.harness, claude.image) == ("docker", "claude", "hangar-base:1")
+    assert claude.model_credential_env == "ANTHROPIC_API_KEY"
+
+
+def test_defaults_fill_in(tmp_path):
+    spec = load_env_file(write(tmp_path / "envs", "mini.yaml", "verify: {command: make test}\n"))
+    assert spec.name == "mini"  # from the file name
+    assert spec.max_minutes == 60 and spec.max_seconds == 3600
+    assert spec.verify.timeout_minutes == 10 and spec.verify.retries == 1
+    assert spec.network == "loopback"
+    docker = EnvSpec(name="d", provider="docker", image="hangar-base:1")
+    assert docker.network == "none"
+    codex = EnvSpec(name="c", harness="codex")
+    assert codex.model_credential_env == "OPENAI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "verify: {command: make, timeout_minutes: -1}\n",
+            "envs/x.yaml: verify.timeout_minutes: Input should be greater than 0; "
+            "must be a positive number of minutes, e.g. 10",
+        ),
+        ("provider: podman\n", "envs/x.yaml: provider: Input should be 'local', 'docker'"),
+        ("harness: gemini\n", "one of script, claude, codex"),
+        ("provider: docker\n", "envs/x.yaml: image: the docker provider needs an image"),
+        ("provider: docker\nimage: i\nnetwork: bridge\n", "not allowed for docker"),
+        ("network: internet\n", "not available to the local provider; use loopback, host or none"),
+        ("verfy: {command: make}\n", "envs/x.yaml: verfy: not a known field; check its spelling"),
+        ("verify: {command: make, timeout: 3}\n", "envs/x.yaml: verify.timeout: not a known field"),
+        ("resources: {pids: 2}\n", "resources.pids: Input should be greater than or equal to 16"),
+        ("max_minutes: soon\n", "max_minutes: Input should be a valid number"),
+        ("model_credential_env: 'MY KEY'\n", "is not an environment variable name"),
+        ("- a list\n", "envs/x.yaml: must be a mapping of fields"),
+        ("verify: [unclosed\n", "envs/x.yaml: is not valid YAML at line"),
+    ],
+)
+def test_bad_specs_are_rejected_with_file_field_and_fix(tmp_path, text, expected):
+    path = write(tmp_path / "envs", "x.yaml", text)
+    with pytest.raises(EnvSpecError) as raised:
+        load_env_file(path)
+    assert expected in str(raised.value)
+
+
+def test_load_envs_reports_every_bad_file_and_duplicate_names(tmp_path):
+    envs = tmp_path / "envs"
+    write(envs, "a.yaml", "name: same\n")
+    write(envs, "b.yml", "name: same\n")
+    write(envs, "c.yaml", "max_minutes: 0\n")
+    with pytest.raises(EnvSpecError) as raised:
+        load_envs(envs)
+    message = str(raised.value)
+    assert "envs/b.yml: name: 'same' is already used by envs/a.yaml" in message
+    assert "envs/c.yaml: max_minutes:" in message
+
+
+def test_repo_overrides_merge_and_validate():
+    base = load_envs(default_envs_dir())["default"]
+    spec = base.with_overrides(
+        {"verify": {"command": "pytest -q"}, "max_minutes": 30, "install": "pip install -e ."},
+        source="octo/app/.github/hangar.yml",
+    )
+    assert spec.verify.command == "pytest -q"
+    assert spec.verify.timeout_minutes == 10  # kept from the base
+    assert spec.max_minutes == 30 and spec.install == "pip install -e ."
+    assert base.max_minutes == 60  # the base is untouched
+    with pytest.raises(EnvSpecError) as raised:
+        base.with_overrides(
+            {"verify": {"timeout_minutes": 0}}, source="octo/app/.github/hangar.yml"
+        )
+    assert str(raised.value).startswith(
+        "octo/app/.github/hangar.yml: environment.verify.timeout_minutes:"
+    )
+    assert "e.g. 10" in str(raised.value)
+
+
+@pytest.mark.parametrize("field", ["isolation", "network", "provider", "model_credential_env"])
+def test_repo_cannot_loosen_isolation_or_credentials(field):
+    base = load_envs(default_envs_dir())["default"]
+    with pytest.raises(EnvSpecError) as raised:
+        base.with_overrides({field: "none"}, source=".github/hangar.yml")
+    assert f".github/hangar.yml: environment.{field}: only the operator's" in str(raised.value)
+
+
+def test_select_environment_by_name_or_mapping():
+    envs = load_envs(default_envs_dir())
+    assert select_environment(envs, None).name == "default"
+    assert select_environment(envs, "claude-python").harness == "claude"
+    chosen = select_environment(envs, {"use": "claude-python", "max_minutes": 5})
+    assert chosen.name == "claude-python" and chosen.max_minutes == 5
+    with pytest.raises(EnvSpecError, match="no environment named 'gpu'; known: claude-python"):
+        select_environment(envs, "gpu")
+    with pytest.raises(EnvSpecError, match="must be an environment name or a mapping"):
+        select_environment(envs, 3)

@@ -1,0 +1,157 @@
+"""What only the local provider does: refusing without bubblewrap, isolation: none, the
+loopback relay to the push proxy, and picking up detached processes after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import socket
+import time
+
+import pytest
+from sandbox_helpers import wait_for
+
+from sandbox.envspec import EnvSpec
+from sandbox.provider import SandboxError
+from sandbox.providers import get_provider
+from sandbox.providers import local as local_module
+from sandbox.providers.local import BWRAP_MISSING, LocalProvider
+
+pytestmark = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+
+
+def test_get_provider_by_name(tmp_path):
+    assert isinstance(get_provider("local", root=tmp_path), LocalProvider)
+    with pytest.raises(ValueError, match="unknown sandbox provider 'lxc'; use one of local"):
+        get_provider("lxc")
+
+
+async def test_refuses_without_bubblewrap_unless_isolation_none(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(local_module.shutil, "which", lambda name: None)
+    provider = LocalProvider(root=tmp_path / "sb")
+    with pytest.raises(SandboxError) as raised:
+        await provider.create(EnvSpec(name="d"), {})
+    assert str(raised.value) == BWRAP_MISSING
+    assert "apt-get install bubblewrap" in BWRAP_MISSING
+    with caplog.at_level(logging.WARNING, logger="sandbox.providers.local"):
+        sb = await provider.create(EnvSpec(name="d", isolation="none"), {})
+    assert "WITHOUT isolation" in caplog.text and sb.id in caplog.text
+
+
+async def test_isolation_none_runs_plain_processes_in_the_sandbox_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_must_not_leak")
+    provider = LocalProvider(root=tmp_path / "sb")
+    sb = await provider.create(EnvSpec(name="d", isolation="none"), {})
+    await provider.copy_in(sb, {"/workspace/repo/agent.sh": b"echo $HOME; exit 4\n"})
+    result = await provider.run(sb, ["sh", "-c", "pwd; env"], cwd="/workspace/repo")
+    assert result.output.splitlines()[0].endswith(f"{sb.id}/workspace/repo")
+    assert "ghs_must_not_leak" not in result.output
+    pid = await provider.start(sb, ["sh", "/workspace/repo/agent.sh"])
+
+    async def exited() -> bool:
+        return (await provider.observe(sb, pid)).state == "exited"
+
+    assert await wait_for(exited)
+    assert (await provider.observe(sb, pid)).exit_code == 4
+    log = await provider.copy_out(sb, "/workspace/.hangar/agent.log")
+    assert log.decode().strip().endswith(f"{sb.id}/workspace/home")
+    await provider.destroy(sb)
+
+
+async def test_detached_process_outlives_the_provider_object(tmp_path):
+    first = LocalProvider(root=tmp_path / "sb")
+    sb = await first.create(EnvSpec(name="d"), {"job": "1"})
+    pid = await first.start(sb, ["sh", "-c", "sleep 0.5; exit 5"], cwd="/workspace")
+    del first  # hangar restarts: a new provider, the stored Sandbox record and the id
+    second = LocalProvider(root=tmp_path / "sb")
+    stored = type(sb).model_validate_json(sb.model_dump_json())
+    assert (await second.observe(stored, pid)).state == "running"
+
+    async def exited() -> bool:
+        return (await second.observe(stored, pid)).state == "exited"
+
+    assert await wait_for(exited)
+    assert (await second.observe(stored, pid)).exit_code == 5
+    assert [s.id for s in await second.list({"job": "1"})] == [sb.id]
+    await second.destroy(stored)
+
+
+def _serve_once(reply: bytes) -> tuple[socket.socket, int]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    return server, server.getsockname()[1]
+
+
+async def _answer(server: socket.socket, reply: bytes) -> None:
+    loop = asyncio.get_running_loop()
+    server.setblocking(False)
+    while True:
+        conn, _ = await loop.sock_accept(server)
+        data = await loop.sock_recv(conn, 1024)
+        await loop.sock_sendall(conn, reply + data)
+        conn.close()
+
+
+async def test_loopback_reaches_the_proxy_port_and_nothing_else(tmp_path):
+    proxy, proxy_port = _serve_once(b"proxy:")
+    other, other_port = _serve_once(b"other:")
+    tasks = [asyncio.create_task(_answer(proxy, b"proxy:")),
+             asyncio.create_task(_answer(other, b"other:"))]  # fmt: skip
+    provider = LocalProvider(root=tmp_path / "sb", proxy_port=proxy_port)
+    try:
+        sb = await provider.create(EnvSpec(name="d", network="loopback"), {})
+        client = (
+            "import socket, sys\n"
+            "port = int(sys.argv[1])\n"
+            "try:\n"
+            "    s = socket.create_connection(('127.0.0.1', port), timeout=3)\n"
+            "    s.sendall(b'ping'); print(s.recv(100).decode())\n"
+            "except OSError as e:\n"
+            "    print('refused', type(e).__name__)\n"
+        )
+        started = time.monotonic()
+        result = await provider.run(sb, ["python3", "-c", client, str(proxy_port)])
+        assert result.output.strip() == "proxy:ping", result.output
+        assert time.monotonic() - started < 5
+        result = await provider.run(sb, ["python3", "-c", client, str(other_port)])
+        assert result.output.strip().startswith("refused"), result.output
+        # A detached agent reaches the proxy too.
+        pid = await provider.start(sb, ["python3", "-c", client, str(proxy_port)], cwd="/workspace")
+
+        async def exited() -> bool:
+            return (await provider.observe(sb, pid)).state == "exited"
+
+        assert await wait_for(exited)
+        assert b"proxy:ping" in await provider.copy_out(sb, "/workspace/.hangar/agent.log")
+        # network: none reaches nothing, not even the proxy.
+        closed = await provider.create(EnvSpec(name="d", network="none"), {})
+        result = await provider.run(closed, ["python3", "-c", client, str(proxy_port)])
+        assert result.output.strip().startswith("refused"), result.output
+    finally:
+        for task in tasks:
+            task.cancel()
+        proxy.close()
+        other.close()
+        for sb in await provider.list({}):
+            await provider.destroy(sb)
+
+
+async def test_copy_refuses_paths_outside_workspace_and_symlink_escapes(tmp_path):
+    provider = LocalProvider(root=tmp_path / "sb")
+    sb = await provider.create(EnvSpec(name="d"), {})
+    secret = tmp_path / "host-secret"
+    secret.write_text("host only")
+    with pytest.raises(ValueError, match="only paths under /workspace"):
+        await provider.copy_in(sb, {"/etc/passwd": b"x"})
+    with pytest.raises(ValueError, match="only paths under /workspace"):
+        await provider.copy_out(sb, "/workspace/../etc/passwd")
+    # The agent plants a symlink to a host path; hangar must not follow it.
+    await provider.run(sb, ["ln", "-s", str(secret), "/workspace/link"])
+    with pytest.raises(ValueError, match="through a symlink"):
+        await provider.copy_out(sb, "/workspace/link")
+    with pytest.raises(ValueError, match="through a symlink"):
+        await provider.copy_in(sb, {"/workspace/link": b"overwritten"})
+    assert secret.read_text() == "host only"
+    await provider.destroy(sb)
