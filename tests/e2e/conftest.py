@@ -1,0 +1,232 @@
+"""End-to-end fixtures: fakehub, a repository, people, and hangar serving on loopback.
+
+Everything crosses real HTTP and real git. hangar runs either on its own thread
+(`world.start_hangar()`) or as a separate process (`process=True`) that a test may
+kill -9 and start again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.service import ServiceThread
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+REPO_FILES = {
+    "README.md": "# widgets\n",
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "test_calc.py": (
+        "import unittest\n\nfrom calc import add\n\n\n"
+        "class AddTest(unittest.TestCase):\n"
+        "    def test_adds(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n"
+    ),
+}
+
+# An agent that fixes the bug and commits: the happy path.
+FIX_AGENT = """\
+set -e
+sed -i 's/return a - b/return a + b/' calc.py
+git commit -qam "Fix add()"
+echo "Fixed add()."
+"""
+
+VERIFY = "python3 -m unittest -q"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HangarProcess:
+    """`hangar serve` as its own process, for kill -9 tests."""
+
+    def __init__(self, settings: Settings, log_path: Path):
+        self.settings = settings
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.port}"
+
+    def environment(self) -> dict[str, str]:
+        s = self.settings
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HANGAR_")}
+        env.update({
+            "HANGAR_APP_ID": str(s.app_id), "HANGAR_PRIVATE_KEY_FILE": str(s.private_key_file),
+            "HANGAR_WEBHOOK_SECRET": s.secret(), "HANGAR_DATA_DIR": str(s.data_dir),
+            "HANGAR_GITHUB_URL": s.github_url, "HANGAR_PORT": str(s.port),
+            "HANGAR_ENVS_DIR": str(s.envs_dir),
+            "HANGAR_MAX_CONCURRENT_AGENTS": str(s.max_concurrent_agents),
+            "HANGAR_RUN_WATCH_INTERVAL_SECONDS": str(s.run_watch_interval_seconds),
+            "HANGAR_POLL_INTERVAL_SECONDS": str(s.poll_interval_seconds),
+        })
+        return env
+
+    def start(self) -> HangarProcess:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"], env=self.environment(), cwd=ROOT,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.settings.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("hangar serve did not start; see " + str(self.log_path))
+
+    def kill9(self) -> None:
+        """kill -9 hangar itself; sandboxed agents are its children only by accident."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+
+@dataclass
+class World:
+    hub: Any
+    tmp: Path
+    repo: str = "acme/widgets"
+    maintainer: str = "mona"
+    reviewer: str = "rita"
+    reader: str = "rick"
+    app: Any = None
+    settings: Settings | None = None
+    hangar: Any = None
+    running: list[Any] = field(default_factory=list)
+
+    def start_hangar(
+        self, agent_script: str = FIX_AGENT, *, verify: str | None = VERIFY,
+        max_agents: int = 3, provider: str = "local", process: bool = False,
+        verify_retries: int = 1, max_minutes: float = 10,
+    ) -> Any:
+        envs = self.tmp / "envs"
+        envs.mkdir(exist_ok=True)
+        spec: dict[str, Any] = {"name": "default", "provider": provider, "harness": "script",
+                                "agent_script": agent_script, "max_minutes": max_minutes}
+        if verify:
+            spec["verify"] = {"command": verify, "timeout_minutes": 2, "retries": verify_retries}
+        if provider == "docker":
+            spec.update(image="hangar-base:1", network="host")
+        (envs / "default.yaml").write_text(yaml.safe_dump(spec))
+        port = free_port()
+        self.hub.set_webhook_url(self.app.id, f"http://127.0.0.1:{port}/webhook")
+        self.settings = Settings(
+            app_id=self.app.id, private_key_file=self.app.private_key_path,
+            webhook_secret=self.app.webhook_secret, data_dir=self.tmp / "hangar",
+            github_url=self.hub.api_url, port=port, envs_dir=envs,
+            max_concurrent_agents=max_agents, run_watch_interval_seconds=0.5,
+            poll_interval_seconds=3, shutdown_grace_seconds=2,
+        )
+        if process:
+            self.hangar = HangarProcess(self.settings, self.tmp / "hangar.log").start()
+        else:
+            self.hangar = ServiceThread(self.settings).start()
+        self.running.append(self.hangar)
+        return self.hangar
+
+    def restart(self) -> None:
+        """Start hangar again on the same data directory and port."""
+        assert isinstance(self.hangar, HangarProcess)
+        self.hangar.start()
+
+    # -- acting as people ---------------------------------------------------------
+
+    def ask(self, comment: str, *, title: str = "add() is wrong", body: str = "It subtracts.",
+            as_user: str | None = None) -> tuple[int, int]:
+        issue = self.hub.create_issue(self.repo, title, body, as_user=self.maintainer)
+        comment_id = self.hub.comment(self.repo, issue, comment, as_user=as_user or self.maintainer)
+        return issue, comment_id
+
+    # -- reading what people see --------------------------------------------------
+
+    def status_comments(self, number: int) -> list[dict]:
+        return [c for c in self.hub.issue_comments(self.repo, number)
+                if "<!-- hangar:status" in c["body"]]
+
+    def status(self, number: int) -> str:
+        found = self.status_comments(number)
+        return found[0]["body"] if found else ""
+
+    def replies(self, number: int) -> list[str]:
+        return [c["body"] for c in self.hub.issue_comments(self.repo, number)
+                if "<!-- hangar:reply" in c["body"]]
+
+    def hangar_prs(self) -> list[dict]:
+        return [p for p in self.hub.list_prs(self.repo) if p["head"]["ref"].startswith("hangar/")]
+
+    def pr_for(self, issue: int) -> dict | None:
+        for pr in self.hangar_prs():
+            if pr["head"]["ref"].startswith(f"hangar/{issue}-"):
+                return self.hub.get_pr(self.repo, pr["number"])
+        return None
+
+    def checks(self, sha: str) -> dict[str, dict]:
+        return {c["name"]: c for c in self.hub.check_runs(self.repo, sha)}
+
+    def verified(self, issue: int) -> dict | None:
+        """The PR for issue once `hangar / verify` completed on its head."""
+        pr = self.pr_for(issue)
+        if pr is None:
+            return None
+        check = self.checks(pr["head"]["sha"]).get("hangar / verify")
+        return pr if check and check["status"] == "completed" else None
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "condition",
+               interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+@pytest.fixture
+def world(fakehub, tmp_path) -> Iterator[World]:
+    hub = fakehub
+    w = World(hub=hub, tmp=tmp_path)
+    w.app = hub.create_app(name="hangar")
+    for login in ("acme", w.maintainer, w.reviewer, w.reader):
+        hub.create_user(login)
+    hub.create_user("dependabot[bot]", bot=True)
+    hub.create_repo("acme", "widgets", dict(REPO_FILES))
+    hub.grant(w.repo, w.maintainer, "write")
+    hub.grant(w.repo, w.reviewer, "write")
+    hub.grant(w.repo, w.reader, "read")
+    hub.install(w.app.id, "acme", [w.repo])
+    yield w
+    for service in w.running:
+        service.stop()

@@ -1,0 +1,238 @@
+"""The core loop end to end: `/hangar <prompt>` → sandboxed agent → verified PR.
+
+Through fakehub over real HTTP, real git through hangar's push proxy, and the local
+(bubblewrap) provider.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from tests.e2e.conftest import FIX_AGENT, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def test_happy_path_reacts_reports_opens_a_verified_pr(world):
+    world.start_hangar()
+    issue, comment = world.ask("/hangar fix the failing test")
+    reactions = lambda: world.hub.reactions(world.repo, comment)  # noqa: E731
+    wait_until(lambda: any(r["content"] == "eyes" for r in reactions()), 10, "the 👀 reaction")
+    pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
+
+    assert pr["user"]["login"] == world.app.bot_login  # opened as the App
+    assert pr["head"]["ref"].startswith(f"hangar/{issue}-")
+    assert pr["base"]["ref"] == "main"
+    body = pr["body"]
+    assert f"Closes #{issue}" in body
+    assert "Fix add()" in body  # the commit list comes from GitHub's compare
+    assert "1 commit(s), 1 file(s) changed, +1 −1" in body
+    assert "Agent says (unverified)" in body and "Fixed add()." in body
+    checks = world.checks(pr["head"]["sha"])
+    assert checks["hangar / verify"]["conclusion"] == "success"
+    assert checks["hangar / agent"]["conclusion"] == "success"
+    assert checks["hangar / verify"]["external_id"].startswith("run-")
+    # exactly one status comment, edited in place, ending with the PR and the facts
+    status = wait_until(lambda: "passed" in world.status(issue) and world.status(issue), 10)
+    assert len(world.status_comments(issue)) == 1
+    assert f"#{pr['number']}" in status and "✅ done" in status
+    # the PR thread gets the same status comment, once
+    assert len(world.status_comments(pr["number"])) == 1
+    # main is untouched until someone lands it
+    assert world.hub.get_pr(world.repo, pr["number"])["merged"] is False
+
+
+def test_agent_that_commits_nothing_gets_a_clear_status_and_no_pr(world):
+    world.start_hangar("echo 'I looked around and changed nothing.'\n")
+    issue, _ = world.ask("/hangar fix the failing test")
+    status = wait_until(lambda: "no pull request" in world.status(issue) and world.status(issue),
+                        60, "the no-changes status")
+    assert "made no commits" in status
+    assert world.hangar_prs() == []
+
+
+def test_agent_that_breaks_a_test_but_claims_success(world):
+    liar = """\
+set -e
+printf 'def add(a, b):\\n    return a * b\\n' > calc.py
+git commit -qam "Rewrite add()"
+echo "All tests pass now, everything is green."
+"""
+    world.start_hangar(liar)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "verification")
+    check = world.checks(pr["head"]["sha"])["hangar / verify"]
+    assert check["conclusion"] == "failure"
+    assert "AssertionError" in check["output"]["text"] or "FAILED" in check["output"]["text"]
+    # the Fix-with-hangar button is offered on a failed verification
+    assert {a["identifier"] for a in check["actions"]} == {"verify", "autofix"}
+    body = world.hub.get_pr(world.repo, pr["number"])["body"]
+    assert "failed on" in body  # the verification line, from hangar's sandbox
+    claim_block = body[body.index("Agent says (unverified)"):]
+    assert "everything is green" in claim_block
+    assert "everything is green" not in body[: body.index("Agent says (unverified)")]
+
+
+def test_a_pr_number_in_the_agents_words_is_ignored(world):
+    boaster = FIX_AGENT + 'echo "Opened PR #999: https://example.invalid/pull/999"\n'
+    world.start_hangar(boaster)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "verification")
+    assert pr["number"] != 999
+    status = wait_until(lambda: "✅ done" in world.status(issue) and world.status(issue), 10)
+    assert f"#{pr['number']}" in status and "#999" not in status
+
+
+def test_lost_agent_still_has_its_pushed_commits_collected(world):
+    # The agent commits, pushes its own branch (allowed), then hangs until killed.
+    pusher = FIX_AGENT + """\
+git push -q origin HEAD:refs/heads/$(git rev-parse --abbrev-ref HEAD)
+echo ready > /workspace/.hangar/pushed
+exec sleep 3021
+"""
+    world.start_hangar(pusher)
+    issue, _ = world.ask("/hangar fix the failing test")
+    wait_until(lambda: world.hub.list_prs(world.repo) == [] and _branch_pushed(world, issue),
+               60, "the agent's own push")
+    pids = wait_until(lambda: _pids_with("sleep 3021"), 30, "the agent's process")
+    wrappers = _pids_with("hangar-agent")
+    for pid in pids + wrappers:
+        os.kill(pid, signal.SIGKILL)
+    pr = wait_until(lambda: world.verified(issue), 60, "collection after the loss")
+    assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
+    status = wait_until(lambda: "lost" in world.status(issue) and world.status(issue), 10)
+    assert "lost" in status
+
+
+def test_follow_up_turn_on_the_pr(world):
+    followup = """\
+set -e
+if [ "$HANGAR_TURN" = 1 ]; then
+  sed -i 's/return a - b/return a + b/' calc.py
+  git commit -qam "Fix add()"
+else
+  printf '\\n\\ndef sub(a, b):\\n    return a - b\\n' >> calc.py
+  git commit -qam "Add sub() as asked: $HANGAR_PROMPT" -q
+fi
+echo "turn $HANGAR_TURN done"
+"""
+    world.start_hangar(followup)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first turn")
+    first_head = pr["head"]["sha"]
+    world.hub.comment(world.repo, pr["number"], "/hangar also add sub()",
+                      as_user=world.maintainer)
+
+    def second_turn_verified():
+        now = world.hub.get_pr(world.repo, pr["number"])
+        if now["head"]["sha"] == first_head:
+            return None
+        check = world.checks(now["head"]["sha"]).get("hangar / verify")
+        return now if check and check["status"] == "completed" else None
+
+    pr2 = wait_until(second_turn_verified, 60, "the follow-up turn")
+    assert len(world.hangar_prs()) == 1  # the same PR, a new head
+    assert "Add sub()" in pr2["body"] and "2 commit(s)" in pr2["body"]
+    status = wait_until(lambda: "follow-up turn 1" in world.status(issue)
+                        and world.status(issue), 10)
+    assert "follow-up turn 1" in status
+
+
+def test_cancel_stops_the_agent(world):
+    world.start_hangar("echo starting; exec sleep 3022\n")
+    issue, _ = world.ask("/hangar fix the failing test")
+    wait_until(lambda: _pids_with("sleep 3022"), 30, "the agent running")
+    world.hub.comment(world.repo, issue, "/hangar cancel", as_user=world.maintainer)
+    status = wait_until(lambda: "cancelled" in world.status(issue) and world.status(issue),
+                        30, "cancelled")
+    assert "cancelled" in status
+    wait_until(lambda: not _pids_with("sleep 3022"), 15, "the agent's process to be gone")
+    assert world.hangar_prs() == []
+
+
+def test_user_without_write_access_gets_one_polite_reply(world):
+    world.start_hangar()
+    issue, comment = world.ask("/hangar fix the failing test", as_user=world.reader)
+    reply = wait_until(lambda: world.replies(issue), 30, "the reply")
+    assert len(reply) == 1 and "write access" in reply[0] and f"@{world.reader}" in reply[0]
+    # a second try by the same person does not add a second reply
+    world.hub.comment(world.repo, issue, "/hangar please fix it", as_user=world.reader)
+    world.hub.settle()
+    wait_until(lambda: True, 1)
+    assert len(world.replies(issue)) == 1
+    assert world.status_comments(issue) == [] and world.hangar_prs() == []
+    assert not any(r["content"] == "eyes" for r in world.hub.reactions(world.repo, comment))
+
+
+def test_bot_comments_are_ignored(world):
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test", as_user="dependabot[bot]")
+    world.hub.settle()
+    wait_until(lambda: True, 1.5)
+    assert world.replies(issue) == [] and world.status_comments(issue) == []
+
+
+def test_usage_reply_for_a_malformed_command(world):
+    world.start_hangar()
+    issue, _ = world.ask("/hangar try 0 fix it")
+    reply = wait_until(lambda: world.replies(issue), 30, "the usage reply")
+    assert "from 1 to 10" in reply[0] and "/hangar help" in reply[0]
+
+
+def test_concurrency_cap_queues_the_fourth_job(world):
+    slow = "sleep 2\n" + FIX_AGENT
+    world.start_hangar(slow, max_agents=3)
+    issues = [world.ask("/hangar fix the failing test", title=f"bug {i}")[0] for i in range(4)]
+    queued = wait_until(
+        lambda: [i for i in issues if "queued (position 1" in world.status(i)], 30,
+        "one job shown as queued")
+    assert len(queued) == 1
+    for issue in issues:
+        wait_until(lambda issue=issue: world.verified(issue), 90, f"PR for #{issue}")
+    assert len(world.hangar_prs()) == 4
+
+
+@pytest.mark.parametrize("stage", ["running", "verifying", "pr-opened"])
+def test_kill_9_at_each_stage_then_restart_finishes_once(world, stage):
+    agent = "sleep 2\n" + FIX_AGENT
+    world.start_hangar(agent, process=True, verify="sleep 2 && python3 -m unittest -q")
+    issue, _ = world.ask("/hangar fix the failing test")
+
+    def reached():
+        if stage == "running":
+            return "the agent is working" in world.status(issue)
+        pr = world.pr_for(issue)
+        if pr is None:
+            return False
+        if stage == "pr-opened":
+            return True
+        check = world.checks(pr["head"]["sha"]).get("hangar / verify")
+        return check is not None and check["status"] == "in_progress"
+
+    wait_until(reached, 60, stage)
+    world.hangar.kill9()
+    world.restart()
+    pr = wait_until(lambda: world.verified(issue), 90, "the job to finish after the restart")
+    wait_until(lambda: "✅ done" in world.status(issue), 15, "the final status")
+    assert len(world.hangar_prs()) == 1
+    assert len(world.status_comments(issue)) == 1
+    names = [c["name"] for c in world.hub.check_runs(world.repo, pr["head"]["sha"])]
+    assert sorted(names) == ["hangar / agent", "hangar / verify"]
+    assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
+
+
+def _branch_pushed(world, issue: int) -> bool:
+    from fakehub import gitrepo
+
+    repo = world.hub.hub.repo(world.repo)
+    return any(ref.startswith(f"refs/heads/hangar/{issue}-")
+               for ref in gitrepo.list_refs(repo.path))
+
+
+def _pids_with(marker: str) -> list[int]:
+    result = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return [int(p) for p in result.stdout.split() if int(p) != os.getpid()]
