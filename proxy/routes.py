@@ -35,6 +35,8 @@ MAX_COMMAND_BYTES = 64 * 2**10
 # it gets to read our answer, but not forever.
 DRAIN_SECONDS = 120.0
 
+# Pushes may stream for minutes; only silence ends them.
+UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
 RECEIVE_RESULT = "application/x-git-receive-pack-result"
 SERVICES = ("git-upload-pack", "git-receive-pack")
 _REQUEST_HEADERS = (
@@ -117,7 +119,8 @@ class _Proxy:
         if commands is None:
             await _drain(request)
             return _Refused(400, head_error or "hangar: the push request is malformed").response()
-        if commands.is_probe and request.content.at_eof():
+        if commands.is_probe and not (head_bytes[4:] or await request.content.readany()):
+            # git's `0000` probe before a large push: no command, nothing to check.
             return await self._relay(
                 request, "git-receive-pack", body=_once(head_bytes), grant=grant
             )
@@ -233,6 +236,7 @@ class _Proxy:
                 headers=headers,
                 allow_redirects=False,
                 auto_decompress=True,
+                timeout=aiohttp.ClientTimeout(total=60),
             ) as resp:
                 if resp.status != 200:
                     return None
@@ -296,6 +300,7 @@ class _Proxy:
                 headers=headers,
                 allow_redirects=False,
                 auto_decompress=False,
+                timeout=UPSTREAM_TIMEOUT,
             )
         )
         if push is not None:
@@ -564,8 +569,9 @@ def _session_ctx(
     key: web.AppKey[aiohttp.ClientSession],
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
-        async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session:
+        async with aiohttp.ClientSession(
+            timeout=UPSTREAM_TIMEOUT, auto_decompress=False
+        ) as session:
             app[key] = session
             yield
 
