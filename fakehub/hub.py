@@ -197,7 +197,6 @@ class Hub:
                 "action": "created",
                 "installation": self.shapes.installation_webhook(inst),
                 "repositories": [self._repo_brief(r) for r in self.store.installation_repos(inst)],
-                "requester": None,
                 "sender": self.shapes.user(owner),
             },
             inst,
@@ -1040,6 +1039,7 @@ class Hub:
         commit = self.shapes.commit(repo, info)
         commit.pop("files", None)
         commit.pop("stats", None)
+        commit["commit"]["verification"].pop("verified_at")  # not in the webhook's shape
         branches = [
             {"name": name.removeprefix("refs/heads/"),
              "commit": {"sha": tip, "url": f"{self.api_url}/repos/{repo.full_name}/commits/{tip}"},

@@ -117,7 +117,8 @@ class Shapes:
             "created_at": iso(app.created_at),
             "updated_at": iso(app.created_at),
             "permissions": dict(app.permissions),
-            "events": list(app.events),
+            # installation events reach every App; GitHub does not list them as subscribed.
+            "events": [e for e in app.events if not e.startswith("installation")],
         }
 
     def app_webhook(self, app: App) -> dict[str, Any]:
@@ -139,7 +140,7 @@ class Shapes:
             "target_id": inst.account.id,
             "target_type": inst.account.type if inst.account.type != "Bot" else "User",
             "permissions": dict(inst.permissions),
-            "events": list(app.events),
+            "events": [e for e in app.events if not e.startswith("installation")],
             "created_at": iso(inst.created_at),
             "updated_at": iso(inst.created_at),
             "single_file_name": None,
@@ -269,7 +270,6 @@ class Shapes:
                 "allow_update_branch": True,
                 "network_count": 0,
                 "subscribers_count": 0,
-                "temp_clone_token": None,
             }
         )
         if viewer is not None:

@@ -1,0 +1,343 @@
+"""Contract tests: fakehub's REST and webhooks against GitHub's own descriptions.
+
+One representative flow calls every REST route fakehub serves and causes every webhook
+event it sends. Then each recorded exchange is checked against the official OpenAPI
+description (path and method exist, the status is documented, request and response
+bodies validate), and each delivery against @octokit/webhooks-schemas.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from fakehub_helpers import app_jwt, call
+
+from fakehub.server import API_PREFIX
+
+REFERENCE = Path(__file__).resolve().parents[1] / "reference" / "node_modules" / "@octokit"
+OPENAPI = REFERENCE / "openapi" / "generated" / "api.github.com.deref.json"
+WEBHOOK_SCHEMAS = REFERENCE / "webhooks-schemas" / "schema.json"
+
+pytestmark = pytest.mark.skipif(
+    not OPENAPI.exists() or not WEBHOOK_SCHEMAS.exists(),
+    reason="the @octokit reference packages are not installed (tests/reference)",
+)
+
+
+@pytest.fixture(scope="session")
+def openapi() -> dict[str, Any]:
+    return json.loads(OPENAPI.read_text())
+
+
+@pytest.fixture(scope="session")
+def webhook_schema() -> dict[str, Any]:
+    return json.loads(WEBHOOK_SCHEMAS.read_text())
+
+
+# -- OpenAPI 3.0 schemas as JSON Schema -----------------------------------------------
+
+
+def as_json_schema(node: Any) -> Any:
+    """OpenAPI 3.0's `nullable: true` becomes JSON Schema's null type."""
+    if isinstance(node, list):
+        return [as_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: as_json_schema(value) for key, value in node.items()}
+    titles = {part.get("title") for part in node.get("allOf", []) if isinstance(part, dict)}
+    if titles == {"Simple User", "Enterprise"}:
+        # A known quirk of the description: an installation's account is a user *or* an
+        # enterprise (GitHub's docs say so), but the schema joins them with allOf.
+        out["anyOf"] = out.pop("allOf")
+    if node.get("nullable") is True:
+        if isinstance(out.get("type"), str):
+            out["type"] = [out["type"], "null"]
+            if "enum" in out and None not in out["enum"]:
+                out["enum"] = [*out["enum"], None]
+        else:
+            out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def _shape(path: str) -> str:
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+@cache
+def _openapi_index(spec_id: int) -> dict[str, str]:
+    return {}
+
+
+def find_operation(openapi: dict, route: str, method: str) -> tuple[str, dict] | None:
+    wanted = _shape(route)
+    for path, item in openapi["paths"].items():
+        if _shape(path) == wanted and method.lower() in item:
+            return path, item[method.lower()]
+    return None
+
+
+def served_routes(fakehub) -> list[tuple[str, str]]:
+    app = fakehub._server.app
+    api = next(iter(app._subapps))
+    found = []
+    for route in api.router.routes():
+        canonical = route.resource.canonical.removeprefix(API_PREFIX)
+        if route.method in ("HEAD", "*"):
+            continue
+        found.append((route.method, canonical))
+    return found
+
+
+# -- the representative flow ----------------------------------------------------------
+
+
+def exercise_every_route(world, tmp_path: Path) -> None:
+    """Call each REST route once or more and cause each webhook event."""
+    hub, repo = world.hub, world.repo
+    api = hub.api_url
+    jwt_token = app_jwt(world.app.id, world.app.private_key_pem)
+
+    def app_call(method: str, path: str, body: Any = None):
+        return call(api, method, path, jwt_token, body, scheme="Bearer")
+
+    assert app_call("GET", "/app").status == 200
+    assert app_call("GET", "/app/installations").status == 200
+    assert app_call("GET", f"/app/installations/{world.installation_id}").status == 200
+    assert app_call("GET", f"/repos/{repo}/installation").status == 200
+    minted = app_call("POST", f"/app/installations/{world.installation_id}/access_tokens",
+                      {"repositories": ["widgets"]})
+    assert minted.status == 201
+    token = minted.body["token"]
+
+    def ok(method: str, path: str, body: Any = None, status: int | tuple = (200, 201)):
+        resp = call(api, method, path, token, body)
+        expected = status if isinstance(status, tuple) else (status,)
+        assert resp.status in expected, (method, path, resp.status, resp.body)
+        return resp.body
+
+    # A second repository for the installation: installation_repositories.added.
+    hub.create_repo("acme", "gears", {"a.txt": "a\n"})
+    hub.install(world.app.id, "acme", ["gears"])
+
+    ok("GET", "/installation/repositories")
+    ok("GET", f"/repos/{repo}")
+    ok("GET", f"/repos/{repo}/branches")
+    ok("GET", f"/repos/{repo}/branches/main")
+    ok("GET", f"/repos/{repo}/contents/README.md")
+    ok("GET", f"/repos/{repo}/contents/")
+    call(api, "GET", f"/repos/{repo}/contents/missing.yml", token)
+    ok("GET", f"/repos/{repo}/git/ref/heads/main")
+    ok("GET", f"/repos/{repo}/git/matching-refs/heads/")
+    main_sha = hub.ref_sha(repo, "main")
+    ok("POST", f"/repos/{repo}/git/refs", {"ref": "refs/heads/scratch", "sha": main_sha})
+    ok("DELETE", f"/repos/{repo}/git/refs/heads/scratch", status=204)
+    ok("GET", f"/repos/{repo}/commits/main")
+    ok("GET", f"/repos/{repo}/collaborators/dev/permission")
+
+    # Issues, comments, reactions.
+    issue = ok("POST", f"/repos/{repo}/issues", {"title": "Flaky", "body": "it flakes"})
+    ok("GET", f"/repos/{repo}/issues")
+    ok("GET", f"/repos/{repo}/issues/{issue['number']}")
+    ok("POST", f"/repos/{repo}/issues/{issue['number']}/reactions", {"content": "eyes"})
+    human = hub.comment(repo, issue["number"], "/hangar fix the flaky test", as_user="dev")
+    hub.edit_comment(repo, human, "/hangar fix the flaky test please", as_user="dev")
+    ok("POST", f"/repos/{repo}/issues/comments/{human}/reactions", {"content": "eyes"})
+    ok("GET", f"/repos/{repo}/issues/comments/{human}/reactions")
+    status_comment = ok("POST", f"/repos/{repo}/issues/{issue['number']}/comments",
+                        {"body": "<!-- hangar:status --> working"})
+    ok("GET", f"/repos/{repo}/issues/comments/{status_comment['id']}")
+    ok("PATCH", f"/repos/{repo}/issues/comments/{status_comment['id']}", {"body": "done"})
+    ok("GET", f"/repos/{repo}/issues/{issue['number']}/comments")
+    ok("PATCH", f"/repos/{repo}/issues/{issue['number']}", {"state": "closed"})
+
+    # Rules: a ruleset through the API, read back.
+    # Rulesets are an admin's business: the owner's token, not the App's.
+    ruleset = call(api, "POST", f"/repos/{repo}/rulesets", world.owner.token, {
+        "name": "main", "target": "branch", "enforcement": "active",
+        "conditions": {"ref_name": {"include": ["~DEFAULT_BRANCH"], "exclude": []}},
+        "rules": [{"type": "non_fast_forward"}, {"type": "deletion"},
+                  {"type": "pull_request", "parameters": {
+                      "required_approving_review_count": 1,
+                      "dismiss_stale_reviews_on_push": True,
+                      "require_code_owner_review": False,
+                      "require_last_push_approval": False,
+                      "required_review_thread_resolution": False}},
+                  {"type": "required_status_checks", "parameters": {
+                      "strict_required_status_checks_policy": False,
+                      "required_status_checks": [{"context": "ci / test"}]}}]}).body
+    ok("GET", f"/repos/{repo}/rulesets")
+    ok("GET", f"/repos/{repo}/rulesets/{ruleset['id']}")
+    ok("GET", f"/repos/{repo}/rules/branches/main")
+
+    # A pull request through its life.
+    hub.set_ci(repo, "test -f widgets.py")
+    hub.push_files(repo, "hangar/1-abc", {"widgets.py": "def answer():\n    return 42\n\n",
+                                          "docs/notes.md": "notes\n"}, "work", as_user="dev")
+    pr = ok("POST", f"/repos/{repo}/pulls", {"title": "Fix", "head": "hangar/1-abc",
+                                             "base": "main", "body": "body"})
+    number = pr["number"]
+    ok("GET", f"/repos/{repo}/pulls?head=acme:hangar/1-abc&state=open")
+    ok("PATCH", f"/repos/{repo}/pulls/{number}", {"title": "Fix the flaky test"})
+    ok("GET", f"/repos/{repo}/pulls/{number}/commits")
+    ok("GET", f"/repos/{repo}/pulls/{number}/files")
+    ok("GET", f"/repos/{repo}/compare/main...hangar/1-abc")
+    head = hub.get_pr(repo, number)["head"]["sha"]
+
+    # Checks and statuses on the head.
+    run = ok("POST", f"/repos/{repo}/check-runs", {
+        "name": "hangar / verify", "head_sha": head, "status": "in_progress",
+        "external_id": "run-1", "details_url": "http://127.0.0.1/runs/1",
+        "output": {"title": "Verifying", "summary": "started",
+                   "annotations": [{"path": "widgets.py", "start_line": 1, "end_line": 1,
+                                    "annotation_level": "notice", "message": "ok"}]}})
+    ok("GET", f"/repos/{repo}/check-runs/{run['id']}")
+    ok("GET", f"/repos/{repo}/check-runs/{run['id']}/annotations")
+    ok("PATCH", f"/repos/{repo}/check-runs/{run['id']}", {
+        "status": "completed", "conclusion": "success",
+        "output": {"title": "Verified", "summary": "all good", "text": "details"},
+        "actions": [{"label": "Re-run", "description": "Verify again", "identifier": "rerun"}]})
+    ok("POST", f"/repos/{repo}/statuses/{head}", {"state": "success", "context": "lint",
+                                                   "description": "clean"})
+    ok("GET", f"/repos/{repo}/commits/{head}/statuses")
+    ok("GET", f"/repos/{repo}/commits/{head}/status")
+    hub.settle()
+    ok("GET", f"/repos/{repo}/commits/{head}/check-runs")
+    suites = ok("GET", f"/repos/{repo}/commits/{head}/check-suites")
+    ok("GET", f"/repos/{repo}/check-suites/{suites['check_suites'][0]['id']}")
+
+    # Review, refusals, update-branch, merge.
+    assert call(api, "PUT", f"/repos/{repo}/pulls/{number}/merge", token,
+                {"sha": head}).status == 405
+    hub.review(repo, number, "reviewer", "REQUEST_CHANGES", body="please rename")
+    hub.review(repo, number, "reviewer", "APPROVE")
+    ok("GET", f"/repos/{repo}/pulls/{number}/reviews")
+    ok("POST", f"/repos/{repo}/pulls/{number}/reviews", {"event": "COMMENT", "body": "noted"})
+    assert call(api, "PUT", f"/repos/{repo}/pulls/{number}/merge", token,
+                {"sha": "f" * 40}).status == 409
+    hub.push_files(repo, "main", {"CHANGES.md": "main moved\n"}, "main moves", as_user="acme",
+                   bypass_rules=True)
+    ok("PUT", f"/repos/{repo}/pulls/{number}/update-branch", {"expected_head_sha": head},
+       status=202)
+    hub.settle()
+    head = hub.get_pr(repo, number)["head"]["sha"]
+    hub.review(repo, number, "reviewer", "APPROVE")
+    ok("GET", f"/repos/{repo}/pulls/{number}")
+    merged = ok("PUT", f"/repos/{repo}/pulls/{number}/merge",
+                {"sha": head, "merge_method": "merge", "commit_title": "Land #1"})
+    assert merged["merged"] is True
+    ok("GET", f"/repos/{repo}/pulls/{number}/merge", status=204)
+
+    # A PR closed and reopened.
+    hub.push_files(repo, "side", {"side.txt": "side\n"}, "side", as_user="dev")
+    side = hub.open_pr(repo, "side", "Side", as_user="dev")
+    ok("PATCH", f"/repos/{repo}/pulls/{side}", {"state": "closed"})
+    ok("PATCH", f"/repos/{repo}/pulls/{side}", {"state": "open"})
+    ok("GET", f"/repos/{repo}/pulls")
+
+    hub.settle()
+    deliveries = app_call("GET", "/app/hook/deliveries")
+    assert deliveries.status == 200 and deliveries.body
+    assert app_call("POST", f"/app/hook/deliveries/{deliveries.body[0]['id']}/attempts"
+                    ).status == 202
+    hub.settle()
+
+
+@pytest.fixture
+def flow(world, tmp_path: Path):
+    world.hub.record_exchanges(True)
+    exercise_every_route(world, tmp_path)
+    return world
+
+
+# -- the checks ------------------------------------------------------------------------
+
+
+def test_every_served_route_is_in_the_openapi_description(fakehub, openapi):
+    missing = [(m, p) for m, p in served_routes(fakehub) if find_operation(openapi, p, m) is None]
+    assert missing == []
+
+
+def test_rest_exchanges_match_the_openapi_description(flow, openapi):
+    exchanges = flow.hub.exchanges()
+    exercised = {(e["method"], e["route"].removeprefix(API_PREFIX)) for e in exchanges
+                 if e["route"]}
+    not_exercised = set(served_routes(flow.hub)) - exercised
+    assert not_exercised == set(), "the flow must call every route fakehub serves"
+
+    problems: list[str] = []
+    for exchange in exchanges:
+        problems.extend(_check_exchange(openapi, exchange))
+    assert problems == [], "\n".join(problems[:40])
+
+
+def _check_exchange(openapi: dict, exchange: dict) -> list[str]:
+    route = (exchange["route"] or "").removeprefix(API_PREFIX)
+    where = f"{exchange['method']} {exchange['path']} -> {exchange['status']}"
+    found = find_operation(openapi, route, exchange["method"])
+    if found is None:
+        return [f"{where}: no such operation in the description"]
+    _, operation = found
+    problems = []
+    responses = operation["responses"]
+    status = str(exchange["status"])
+    if status not in responses and "default" not in responses:
+        problems.append(f"{where}: status not documented ({sorted(responses)})")
+    body_spec = (operation.get("requestBody") or {}).get("content", {}).get("application/json")
+    if exchange["request"] is not None and body_spec:
+        problems.extend(_validate(where + " request", body_spec["schema"], exchange["request"]))
+    content = (responses.get(status) or {}).get("content", {}).get("application/json")
+    if exchange["response"] is not None and content and "schema" in content:
+        problems.extend(_validate(where + " response", content["schema"], exchange["response"]))
+    return problems
+
+
+def _validate(where: str, schema: dict, instance: Any) -> list[str]:
+    validator = jsonschema.Draft4Validator(as_json_schema(schema))
+    return [f"{where}: {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
+            for e in validator.iter_errors(instance)]
+
+
+def test_every_webhook_payload_matches_its_schema(flow, webhook_schema):
+    deliveries = flow.hub.deliveries()
+    events = {(d.event, d.action) for d in deliveries}
+    for expected in [("installation", "created"), ("installation_repositories", "added"),
+                     ("issues", "opened"), ("issues", "closed"),
+                     ("issue_comment", "created"), ("issue_comment", "edited"),
+                     ("pull_request", "opened"), ("pull_request", "synchronize"),
+                     ("pull_request", "edited"), ("pull_request", "closed"),
+                     ("pull_request", "reopened"), ("pull_request_review", "submitted"),
+                     ("check_run", "created"), ("check_run", "completed"),
+                     ("check_suite", "completed"), ("status", None), ("push", None)]:
+        assert expected in events, f"the flow sent no {expected} delivery"
+    definitions = webhook_schema["definitions"]
+    problems = []
+    for delivery in deliveries:
+        name = f"{delivery.event}${delivery.action}"
+        if name not in definitions:
+            name = f"{delivery.event}$event"
+        validator = jsonschema.Draft7Validator({"$ref": f"#/definitions/{name}",
+                                                "definitions": definitions})
+        for error in validator.iter_errors(delivery.payload):
+            problems.append(f"{name}: {'/'.join(map(str, error.absolute_path))}: "
+                            f"{error.message[:300]}")
+    assert problems == [], "\n".join(sorted(set(problems))[:60])
+
+
+def test_every_delivery_is_signed_and_described(flow):
+    for delivery in flow.hub.deliveries():
+        headers = delivery.headers
+        assert headers["X-GitHub-Event"] == delivery.event
+        assert re.fullmatch(r"[0-9a-f-]{36}", headers["X-GitHub-Delivery"])
+        assert headers["X-GitHub-Hook-Installation-Target-Type"] == "integration"
+        assert headers["User-Agent"].startswith("GitHub-Hookshot/")
+        from fakehub.webhooks import signature
+
+        assert headers["X-Hub-Signature-256"] == signature(flow.app.webhook_secret,
+                                                           delivery.body)
+        assert delivery.payload["installation"]["id"]
