@@ -8,6 +8,7 @@ import base64
 import gzip
 import hashlib
 import os
+import random
 import zlib
 
 import pytest
@@ -514,3 +515,40 @@ async def test_upstream_unreachable(make_client, upstream, token):
     )
     assert resp.status == 502
     assert "could not reach GitHub" in await resp.text()
+
+
+async def test_mutated_push_bodies_never_reach_upstream_for_another_ref(
+    make_client, upstream, token
+):
+    """Random edits of real command lists, posted to the proxy: a refusal or a relay of
+    exactly the sandbox's own branch, never an error and never another ref upstream."""
+    rng = random.Random(5)
+    client = await make_client()
+    seeds = [
+        push_body(f"{OLD} {NEW} {OWN}", pack=b"PACK"),
+        push_body(f"{OLD} {NEW} refs/heads/main", pack=b"PACK"),
+        push_body(f"{OLD} {NEW} {OWN}", f"{OLD} {NEW} refs/heads/main"),
+        push_body(f"{ZERO} {NEW} refs/tags/v1"),
+    ]
+    statuses = set()
+    for _ in range(300):
+        body = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(body) + 1)
+            how = rng.choice(["flip", "insert", "delete", "truncate"])
+            if how == "flip" and at < len(body):
+                body[at] = rng.randrange(256)
+            elif how == "insert":
+                body[at:at] = rng.choice([b"0000", b"\0", b" ", b"\n", bytes([rng.randrange(256)])])
+            elif how == "delete":
+                del body[at : at + rng.randint(1, 4)]
+            else:
+                del body[at:]
+        resp = await client.post(RP, data=bytes(body), headers={**basic(token), **RESULT})
+        await resp.read()
+        statuses.add(resp.status)
+        assert resp.status in (200, 400)
+    for seen in upstream.posts("git-receive-pack"):
+        parsed = pktline.parse_commands(seen["body"])
+        assert parsed.refs in ((), (OWN,))
+    assert statuses == {200, 400}
