@@ -13,7 +13,8 @@ def get_provider(name: str, **options: Any) -> Provider:
     """A provider by name. Options go to its constructor:
 
     - local: root (Path, required), proxy_port, hidden_paths
-    - docker: client (a docker.DockerClient; default docker.from_env())
+    - docker: client (a docker.DockerClient; default docker.from_env()), instance (the
+      hangar.instance label that scopes list(); default "default")
     - kubernetes: namespace, api_client, proxy_host, proxy_port
     """
     if name == "local":

@@ -50,7 +50,10 @@ from sandbox.providers import _procs
 
 PROVIDER_LABEL = "hangar.provider"
 CREATED_LABEL = "hangar.created_at"
-_INTERNAL_LABELS = (SANDBOX_LABEL, PROVIDER_LABEL, CREATED_LABEL)
+# Scopes `list` (and so a reaper) to one hangar: deployments and test runs sharing an
+# engine never see, let alone destroy, each other's sandboxes.
+INSTANCE_LABEL = "hangar.instance"
+_INTERNAL_LABELS = (SANDBOX_LABEL, PROVIDER_LABEL, CREATED_LABEL, INSTANCE_LABEL)
 
 # pid 1: sleeps, and reaps orphans whenever one of its children ends.
 CONTAINER_INIT = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
@@ -84,8 +87,9 @@ def _docker_errors():
 class DockerProvider(Provider):
     name = "docker"
 
-    def __init__(self, client: Any = None) -> None:
+    def __init__(self, client: Any = None, *, instance: str = "default") -> None:
         self._client = client
+        self.instance = instance
 
     @property
     def client(self) -> Any:
@@ -118,6 +122,7 @@ class DockerProvider(Provider):
             **labels,
             SANDBOX_LABEL: sb.id,
             PROVIDER_LABEL: self.name,
+            INSTANCE_LABEL: self.instance,
             CREATED_LABEL: repr(sb.created_at),
         }
         volume = f"hangar-{sb.id}"
@@ -151,14 +156,17 @@ class DockerProvider(Provider):
 
         def make() -> Any:
             errors = _docker_errors()
-            self.client.volumes.create(name=volume, labels=all_labels)
+            # Never pull implicitly: images are built or pulled by the operator.
             try:
-                container = self.client.containers.run(spec.image, **options)
+                self.client.images.get(spec.image)
             except errors.ImageNotFound:
                 raise SandboxError(
                     f"image {spec.image} is not present in the Docker engine; build it "
                     "(scripts/base-image.sh builds hangar-base:1) or pull it"
                 ) from None
+            self.client.volumes.create(name=volume, labels=all_labels)
+            try:
+                container = self.client.containers.run(spec.image, **options)
             except errors.APIError as exc:
                 with contextlib.suppress(errors.APIError):
                     self.client.volumes.get(volume).remove(force=True)
@@ -190,7 +198,8 @@ class DockerProvider(Provider):
         await asyncio.to_thread(remove)
 
     async def list(self, labels: dict[str, str]) -> list[Sandbox]:
-        filters = {"label": [SANDBOX_LABEL, *(f"{k}={v}" for k, v in labels.items())]}
+        wanted = {**labels, INSTANCE_LABEL: self.instance}
+        filters = {"label": [SANDBOX_LABEL, *(f"{k}={v}" for k, v in wanted.items())]}
 
         def find() -> list[Sandbox]:
             found = []

@@ -3,6 +3,7 @@ that can run here (local with real bubblewrap; docker against a real engine)."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -42,7 +43,7 @@ async def provider(request, tmp_path: Path, data_dir: Path) -> AsyncIterator[Pro
             pytest.skip(reason)
         from sandbox.providers.docker import DockerProvider
 
-        made = DockerProvider()
+        made = DockerProvider(instance=f"test-{secrets.token_hex(4)}")
     yield made
     for sb in await made.list({"hangar.test": "1"}):
         await made.destroy(sb)

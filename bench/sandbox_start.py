@@ -1,0 +1,105 @@
+"""How much a sandbox costs: create → run `git --version` → destroy, per provider.
+
+Prints median and p90 over N rounds (default 20) beside the same command run directly
+on the host (the floor), as a ratio.
+
+    .venv/bin/python bench/sandbox_start.py [--rounds 20] [--providers local,docker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sandbox.envspec import EnvSpec
+from sandbox.providers import get_provider
+
+COMMAND = ["git", "--version"]
+
+
+def p90(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+async def host_round() -> float:
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *COMMAND, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0 and out.startswith(b"git version"), out
+    return time.perf_counter() - started
+
+
+async def sandbox_round(provider, spec: EnvSpec) -> float:
+    started = time.perf_counter()
+    sb = await provider.create(spec, {"hangar.bench": "1"})
+    try:
+        result = await provider.run(sb, COMMAND, timeout=60)
+        assert result.exit_code == 0 and result.output.startswith("git version"), result
+    finally:
+        await provider.destroy(sb)
+    return time.perf_counter() - started
+
+
+def docker_ready() -> str | None:
+    if not shutil.which("docker"):
+        return "no docker CLI"
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return "no Docker engine answers"
+    if subprocess.run(
+        ["docker", "image", "inspect", "hangar-base:1"], capture_output=True
+    ).returncode:
+        return "hangar-base:1 missing (scripts/base-image.sh)"
+    return None
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--providers", default="local,docker")
+    args = parser.parse_args()
+
+    floor = [await host_round() for _ in range(args.rounds)]
+    floor_median = statistics.median(floor)
+    rows = [("host (floor)", statistics.median(floor), p90(floor))]
+    with tempfile.TemporaryDirectory(prefix="hangar-bench-") as tmp:
+        for name in args.providers.split(","):
+            if name == "local":
+                provider = get_provider("local", root=Path(tmp) / "sandboxes")
+                spec = EnvSpec(name="bench", provider="local", network="loopback")
+            elif name == "docker":
+                reason = docker_ready()
+                if reason:
+                    print(f"docker: skipped ({reason})")
+                    continue
+                provider = get_provider("docker", instance="bench")
+                spec = EnvSpec(name="bench", provider="docker", image="hangar-base:1",
+                               network="none")  # fmt: skip
+            else:
+                print(f"{name}: not benchmarked here (no cluster)")
+                continue
+            await sandbox_round(provider, spec)  # warm-up: page cache, image layers
+            samples = [await sandbox_round(provider, spec) for _ in range(args.rounds)]
+            rows.append((name, statistics.median(samples), p90(samples)))
+
+    print(f"create -> {' '.join(COMMAND)} -> destroy, {args.rounds} rounds")
+    print(f"{'':14} {'median':>10} {'p90':>10} {'median / floor':>15}")
+    for label, median, ninety in rows:
+        print(f"{label:14} {median * 1000:8.1f}ms {ninety * 1000:8.1f}ms "
+              f"{median / floor_median:14.1f}x")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))

@@ -1,0 +1,92 @@
+"""What only the docker provider does: how its containers are locked down, its networks,
+and its errors. Against a real engine, like the shared behaviour tests."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+
+import pytest
+from sandbox_helpers import docker_reason, spec_for
+
+from sandbox.provider import SandboxError
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+async def docker_provider():
+    reason = docker_reason()
+    if reason:
+        pytest.skip(reason)
+    from sandbox.providers.docker import DockerProvider
+
+    provider = DockerProvider(instance=f"test-{secrets.token_hex(4)}")
+    yield provider
+    for sb in await provider.list({"hangar.test": "docker-only"}):
+        await provider.destroy(sb)
+
+
+async def test_container_is_locked_down_and_labelled(docker_provider):
+    spec = spec_for("docker", resources={"cpus": 1, "memory_mb": 256, "pids": 64})
+    sb = await docker_provider.create(spec, {"hangar.test": "docker-only", "job": "j-9"})
+    container = docker_provider.client.containers.get(sb.ref["container"])
+    host = container.attrs["HostConfig"]
+    assert host["Privileged"] is False
+    assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["PidsLimit"] == 64
+    assert host["Memory"] == 256 * 1024 * 1024
+    assert host["NanoCpus"] == 1_000_000_000
+    assert host["NetworkMode"] == "host"
+    assert container.labels["hangar.sandbox"] == sb.id
+    assert container.labels["job"] == "j-9"
+    assert container.labels["hangar.instance"] == docker_provider.instance
+    # Another hangar on the same engine does not see this sandbox.
+    from sandbox.providers.docker import DockerProvider
+
+    assert await DockerProvider(instance="someone-else").list({"job": "j-9"}) == []
+    assert [s.id for s in await docker_provider.list({"job": "j-9"})] == [sb.id]
+    result = await docker_provider.run(sb, ["sh", "-c", "id -u; grep CapEff /proc/self/status"])
+    caps = result.output.split("\n")[1]
+    assert caps.split()[1] == "0000000000000000"  # no capabilities at all, even as root
+
+
+async def test_network_none_reaches_nothing_and_host_reaches_loopback(docker_provider):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    probe = [
+        "python3", "-c",
+        "import socket, sys\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3)\n"
+        "    print('reached')\n"
+        "except OSError:\n"
+        "    print('unreachable')",
+        str(port),
+    ]  # fmt: skip
+    try:
+        host = await docker_provider.create(
+            spec_for("docker", network="host"), {"hangar.test": "docker-only"}
+        )
+        closed = await docker_provider.create(
+            spec_for("docker", network="none"), {"hangar.test": "docker-only"}
+        )
+        assert (await docker_provider.run(host, probe)).output.strip() == "reached"
+        assert (await docker_provider.run(closed, probe)).output.strip() == "unreachable"
+        inspect = docker_provider.client.containers.get(closed.ref["container"]).attrs
+        assert inspect["HostConfig"]["NetworkMode"] == "none"
+    finally:
+        server.close()
+
+
+async def test_missing_image_says_how_to_build_it(docker_provider):
+    spec = spec_for("docker", image="hangar-base:does-not-exist")
+    with pytest.raises(SandboxError, match="is not present in the Docker engine"):
+        await docker_provider.create(spec, {"hangar.test": "docker-only"})
+    # Nothing is left behind: no container, no volume.
+    assert await docker_provider.list({"hangar.test": "docker-only"}) == []
+    assert docker_provider.client.volumes.list(filters={"label": "hangar.test=docker-only"}) == []
