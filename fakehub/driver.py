@@ -220,6 +220,26 @@ class Driver:
 
         return self._call(create)
 
+    def delay_mergeability(self, reads: int = 1) -> None:
+        """The next `reads` GETs of an open PR answer mergeable null, state "unknown",
+        as GitHub does while it computes mergeability in the background."""
+        def set_reads() -> None:
+            self._hub.unknown_mergeability_reads = reads
+
+        self._call(set_reads)
+
+    def press_check_button(
+        self, repo: str, check_run_id: int, identifier: str | None, as_user: str
+    ) -> None:
+        """A person presses a check run's action button, or "Re-run" when identifier is
+        None; the owning App gets check_run requested_action / rerequested."""
+        def press() -> None:
+            target = self._repo(repo)
+            run = self._hub.store.check_runs[check_run_id]
+            self._hub.request_check_action(target, run, identifier, self._user(as_user))
+
+        self._call(press)
+
     def close_pr(self, repo: str, number: int, as_user: str) -> None:
         def close() -> None:
             target = self._repo(repo)

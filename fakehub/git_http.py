@@ -275,3 +275,6 @@ def _pre_receive(hub: Hub, repo: Repo, actor: Identity, commands: list[dict]) ->
 def add_git_routes(app: web.Application) -> None:
     app.router.add_post("/_fakehub/hooks/{mode}", handle_hook)
     app.router.add_route("*", "/{owner}/{repo}.git/{tail:.*}", handle_git)
+    # GitHub also serves git without the .git suffix.
+    services = "info/refs|git-upload-pack|git-receive-pack"
+    app.router.add_route("*", "/{owner}/{repo}/{tail:(" + services + ")}", handle_git)

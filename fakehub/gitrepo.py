@@ -142,8 +142,12 @@ def commit_files(
     files: dict[str, str | bytes | None],
     message: str,
     author: Signature,
+    executable: set[str] | None = None,
 ) -> str:
-    """A commit on top of `parent` with `files` written (None deletes a path)."""
+    """A commit on top of `parent` with `files` written (None deletes a path).
+
+    Paths in `executable`, and `*.sh`, get mode 100755.
+    """
     with tempfile.TemporaryDirectory(prefix="fakehub-index-") as tmp:
         env = _env(author)
         env["GIT_INDEX_FILE"] = str(Path(tmp) / "index")
@@ -155,10 +159,18 @@ def commit_files(
                 continue
             data = content.encode() if isinstance(content, str) else content
             blob = out(repo, "hash-object", "-w", "--stdin", input=data, env=env)
-            mode = "100755" if name.endswith(".sh") else "100644"
+            mode = "100755" if name.endswith(".sh") or name in (executable or ()) else "100644"
             git(repo, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{name}", env=env)
         tree = out(repo, "write-tree", env=env)
     return commit_tree(repo, tree, [parent] if parent else [], message, author)
+
+
+def executables_in_dir(root: Path) -> set[str]:
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and os.access(p, os.X_OK) and ".git" not in p.relative_to(root).parts
+    }
 
 
 def files_from_dir(root: Path) -> dict[str, bytes]:

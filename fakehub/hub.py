@@ -78,6 +78,9 @@ class Hub:
         self.hook_secret = secrets.token_hex(16)
         self.ci: Any = None  # fakehub.ci.CIRunner, attached by the server
         self.record_exchanges = False
+        # GitHub computes mergeability in the background; reads before it is done see
+        # mergeable null and mergeable_state "unknown". Tests can ask for that.
+        self.unknown_mergeability_reads = 0
         self.exchanges: list[dict[str, Any]] = []
         self._background: set[asyncio.Task] = set()
 
@@ -279,8 +282,9 @@ class Hub:
         self.store.repos[repo.full_name.lower()] = repo
         if files is not None:
             content = gitrepo.files_from_dir(files) if isinstance(files, Path) else files
+            executable = gitrepo.executables_in_dir(files) if isinstance(files, Path) else set()
             author = self.signature(owner_user)
-            sha = gitrepo.commit_files(path, None, dict(content), message, author)
+            sha = gitrepo.commit_files(path, None, dict(content), message, author, executable)
             gitrepo.update_ref(path, f"refs/heads/{default_branch}", sha)
         for inst in self.store.installations.values():
             if inst.account.id == owner_user.id and inst.repo_ids is None:
@@ -975,6 +979,21 @@ class Hub:
         if "actions" in fields:
             run.actions = list(fields["actions"] or [])
 
+    def request_check_action(
+        self, repo: Repo, run: CheckRun, identifier: str | None, actor: User
+    ) -> None:
+        """A person pressed a check run's button (identifier) or "Re-run" (None).
+
+        Like GitHub, only the App that owns the run hears about it.
+        """
+        payload: dict[str, Any] = {"check_run": self.shapes.check_run(run, webhook=True)}
+        if identifier is None:
+            payload = {"action": "rerequested", **payload}
+        else:
+            payload = {"action": "requested_action", **payload,
+                       "requested_action": {"identifier": identifier}}
+        self._emit_repo(repo, "check_run", payload, actor, only_app_id=run.app_id)
+
     def _check_run_completed(self, repo: Repo, run: CheckRun, actor: User) -> None:
         self._emit_repo(repo, "check_run",
                         {"action": "completed",
@@ -1082,11 +1101,20 @@ class Hub:
 
     # -- webhooks -------------------------------------------------------------------
 
-    def _emit_repo(self, repo: Repo, event: str, payload: dict[str, Any], sender: User) -> None:
+    def _emit_repo(
+        self,
+        repo: Repo,
+        event: str,
+        payload: dict[str, Any],
+        sender: User,
+        only_app_id: int | None = None,
+    ) -> None:
         """Send an event to every App installed on the repo that subscribes to it."""
         for app in self.store.apps.values():
             inst = self.store.installation_for(app.id, repo)
             if inst is None or event not in app.events:
+                continue
+            if only_app_id is not None and app.id != only_app_id:
                 continue
             body = dict(payload)
             body["repository"] = self.shapes.repo(repo)

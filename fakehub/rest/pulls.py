@@ -81,7 +81,12 @@ def _pull(request: web.Request, repo):
 @routes.get("/repos/{owner}/{repo}/pulls/{pull_number}")
 async def get_pull(request: web.Request) -> web.Response:
     repo = repo_for(request, "pull_requests", "read")
-    return reply(hub(request).shapes.pull(_pull(request, repo)))
+    h = hub(request)
+    shaped = h.shapes.pull(_pull(request, repo))
+    if h.unknown_mergeability_reads > 0 and shaped["state"] == "open":
+        h.unknown_mergeability_reads -= 1
+        shaped.update(mergeable=None, rebaseable=None, mergeable_state="unknown")
+    return reply(shaped)
 
 
 @routes.patch("/repos/{owner}/{repo}/pulls/{pull_number}")

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from fakehub_helpers import app_jwt, call
+from fakehub_helpers import app_jwt, build_world, call, serving_receiver
 
 from fakehub.server import API_PREFIX
+from fakehub.testing import running_fakehub
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reference" / "node_modules" / "@octokit"
 OPENAPI = REFERENCE / "openapi" / "generated" / "api.github.com.deref.json"
@@ -67,11 +67,6 @@ def as_json_schema(node: Any) -> Any:
 
 def _shape(path: str) -> str:
     return re.sub(r"\{[^}]*\}", "{}", path)
-
-
-@cache
-def _openapi_index(spec_id: int) -> dict[str, str]:
-    return {}
 
 
 def find_operation(openapi: dict, route: str, method: str) -> tuple[str, dict] | None:
@@ -202,6 +197,8 @@ def exercise_every_route(world, tmp_path: Path) -> None:
         "status": "completed", "conclusion": "success",
         "output": {"title": "Verified", "summary": "all good", "text": "details"},
         "actions": [{"label": "Re-run", "description": "Verify again", "identifier": "rerun"}]})
+    hub.press_check_button(repo, run["id"], "rerun", as_user="dev")
+    hub.press_check_button(repo, run["id"], None, as_user="dev")
     ok("POST", f"/repos/{repo}/statuses/{head}", {"state": "success", "context": "lint",
                                                    "description": "clean"})
     ok("GET", f"/repos/{repo}/commits/{head}/statuses")
@@ -248,11 +245,15 @@ def exercise_every_route(world, tmp_path: Path) -> None:
     hub.settle()
 
 
-@pytest.fixture
-def flow(world, tmp_path: Path):
-    world.hub.record_exchanges(True)
-    exercise_every_route(world, tmp_path)
-    return world
+@pytest.fixture(scope="module")
+def flow(tmp_path_factory: pytest.TempPathFactory):
+    """The flow runs once; each check below reads what it recorded."""
+    with serving_receiver() as receiver, \
+            running_fakehub(tmp_path_factory.mktemp("contract")) as hub:
+        world = build_world(hub, receiver)
+        hub.record_exchanges(True)
+        exercise_every_route(world, tmp_path_factory.mktemp("flow"))
+        yield world
 
 
 # -- the checks ------------------------------------------------------------------------
@@ -313,6 +314,7 @@ def test_every_webhook_payload_matches_its_schema(flow, webhook_schema):
                      ("pull_request", "edited"), ("pull_request", "closed"),
                      ("pull_request", "reopened"), ("pull_request_review", "submitted"),
                      ("check_run", "created"), ("check_run", "completed"),
+                     ("check_run", "requested_action"), ("check_run", "rerequested"),
                      ("check_suite", "completed"), ("status", None), ("push", None)]:
         assert expected in events, f"the flow sent no {expected} delivery"
     definitions = webhook_schema["definitions"]

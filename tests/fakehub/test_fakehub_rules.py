@@ -267,3 +267,31 @@ def test_user_push_over_git_emits_synchronize(protected, tmp_path: Path):
     sync = world.hub.wait_for_delivery("pull_request", "synchronize")
     assert sync.payload["after"] == sha and sync.payload["sender"]["login"] == "dev"
     assert world.hub.get_pr(world.repo, pr["number"])["head"]["sha"] == sha
+
+
+def test_mergeability_can_be_unknown_for_a_while(world):
+    pr = _open_pr(world)
+    world.hub.delay_mergeability(reads=1)
+    path = f"/repos/{world.repo}/pulls/{pr['number']}"
+    first = call(world.hub.api_url, "GET", path, _token(world)).body
+    assert first["mergeable"] is None and first["mergeable_state"] == "unknown"
+    second = call(world.hub.api_url, "GET", path, _token(world)).body
+    assert second["mergeable"] is True
+
+
+def test_check_buttons_reach_only_the_owning_app(world):
+    other = world.hub.create_app("watcher", webhook_url=None)
+    world.hub.install(other.id, "acme", ["widgets"])
+    sha = world.hub.ref_sha(world.repo, "main")
+    created = call(world.hub.api_url, "POST", f"/repos/{world.repo}/check-runs", _token(world), {
+        "name": "hangar / agent", "head_sha": sha, "conclusion": "failure",
+        "output": {"title": "failed", "summary": "s"},
+        "actions": [{"label": "Retry", "description": "Try again", "identifier": "retry"}]})
+    world.hub.press_check_button(world.repo, created.body["id"], "retry", as_user="dev")
+    world.hub.press_check_button(world.repo, created.body["id"], None, as_user="dev")
+    pressed = world.hub.wait_for_delivery("check_run", "requested_action")
+    assert pressed.payload["requested_action"] == {"identifier": "retry"}
+    assert world.hub.wait_for_delivery("check_run", "rerequested").app_id == world.app.id
+    heard = {(d.action, d.app_id) for d in world.hub.deliveries(event="check_run")}
+    assert ("requested_action", other.id) not in heard
+    assert ("completed", other.id) in heard  # everyone with checks access sees completions

@@ -1,0 +1,78 @@
+"""Git smart HTTP details: big streamed pushes, gzipped requests, URL forms, modes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fakehub_helpers import clone, git
+
+from fakehub import gitrepo
+from fakehub.gitrepo import Signature
+
+
+def test_big_push_streams_through_chunked_transfer(world, tmp_path: Path):
+    work = clone(world.hub.git_url(world.repo, world.dev.token), tmp_path / "w")
+    # Random bytes do not compress: the pack is as big as the file, far above git's
+    # 1 MiB post buffer, so git sends it with chunked transfer encoding.
+    (work / "blob.bin").write_bytes(os.urandom(12 * 1024 * 1024))
+    git(work, "add", "blob.bin")
+    git(work, "commit", "--quiet", "-m", "big")
+    git(work, "push", "--quiet", "origin", "HEAD:refs/heads/big")
+    sha = git(work, "rev-parse", "HEAD").stdout.strip()
+    assert world.hub.ref_sha(world.repo, "big") == sha
+    again = clone(world.hub.git_url(world.repo, world.dev.token), tmp_path / "again")
+    git(again, "fetch", "--quiet", "origin", "big")
+    assert (git(again, "cat-file", "-s", f"{sha}:blob.bin").stdout.strip()
+            == str(12 * 1024 * 1024))
+
+
+def test_clone_with_many_wants_survives_a_gzipped_request(world, tmp_path: Path):
+    bare = world.hub.repo_path(world.repo)
+    tip = gitrepo.ref_sha(bare, "main")
+    who = Signature("Setup", "setup@example.com")
+    for i in range(60):  # 60 distinct wants make a request body git sends gzipped
+        sha = gitrepo.commit_files(bare, tip, {f"f{i}.txt": str(i)}, f"c{i}", who)
+        gitrepo.update_ref(bare, f"refs/heads/b{i}", sha)
+    work = clone(world.hub.git_url(world.repo, world.dev.token), tmp_path / "w")
+    branches = git(work, "branch", "-r").stdout
+    assert "origin/b59" in branches
+    git(work, "fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*")
+
+
+def test_git_urls_without_dot_git_work(world, tmp_path: Path):
+    url = world.hub.git_url(world.repo, world.dev.token).removesuffix(".git")
+    proc = git(tmp_path, "ls-remote", url)
+    assert "refs/heads/main" in proc.stdout
+
+
+def test_missing_credentials_get_a_basic_challenge(world, tmp_path: Path):
+    import urllib.error
+    import urllib.request
+
+    world.hub.create_repo("acme", "vault", {"a": "a"}, private=True)
+    url = f"{world.hub.base_url}/acme/vault.git/info/refs?service=git-upload-pack"
+    try:
+        urllib.request.urlopen(url, timeout=10)
+        raise AssertionError("expected 401")
+    except urllib.error.HTTPError as err:
+        assert err.code == 401
+        assert err.headers["WWW-Authenticate"] == 'Basic realm="GitHub"'
+    push = f"{world.hub.base_url}/acme/widgets.git/info/refs?service=git-receive-pack"
+    try:
+        urllib.request.urlopen(push, timeout=10)
+        raise AssertionError("expected 401")
+    except urllib.error.HTTPError as err:
+        assert err.code == 401
+
+
+def test_repo_from_a_directory_keeps_executable_bits(fakehub, tmp_path: Path):
+    src = tmp_path / "src"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "run").write_text("#!/bin/sh\necho hi\n")
+    (src / "bin" / "run").chmod(0o755)
+    (src / "README.md").write_text("hi\n")
+    fakehub.create_repo("acme", "tools", src)
+    listing = gitrepo.out(fakehub.repo_path("acme/tools"), "ls-tree", "-r", "main")
+    modes = {line.split("\t")[1]: line.split()[0] for line in listing.splitlines()}
+    assert modes == {"README.md": "100644", "bin/run": "100755"}
