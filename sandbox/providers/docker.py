@@ -72,8 +72,9 @@ while [ -n "$todo" ]; do
   done
   all="$all $todo"; todo="$next"
 done
-[ "$skip" = 1 ] && all=${all# *[0-9]}
-[ -n "${all# }" ] && kill -s "$sig" $all 2>/dev/null
+set -- $all
+[ "$skip" = 1 ] && shift
+[ "$#" -gt 0 ] && kill -s "$sig" "$@" 2>/dev/null
 exit 0
 """
 
