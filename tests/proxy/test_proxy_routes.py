@@ -1,7 +1,7 @@
 """The proxy's HTTP behaviour against a recording stand-in for the upstream.
 
 The stand-in only records what reached it and answers canned bytes; real git against
-fakehub is in test_git_e2e.py.
+fakehub is in test_proxy_git.py.
 """
 
 import base64
