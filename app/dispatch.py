@@ -1,8 +1,11 @@
 """Hands stored deliveries to the handlers, in the order they arrived.
 
-The webhook route only stores; this loop does the rest. Deliveries stored but not
-dispatched when the process stopped are dispatched on the next start, because the loop
-reads from the store, not from memory.
+The webhook route stores a delivery and then passes it here in memory, so the common
+path never reads the database back. The database stays the truth: at start, and
+whenever the in-memory queue runs dry, the loop also picks up deliveries stored but not
+dispatched (after a crash, say). Outcomes are recorded in one transaction per batch;
+a crash before that re-dispatches the batch, which handlers tolerate (intents are keyed
+by comment id).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from app.store import Delivery, Store
 
 log = logging.getLogger(__name__)
 
+RESCAN_S = 5.0
+
 
 class Dispatcher:
     def __init__(
@@ -31,29 +36,59 @@ class Dispatcher:
         self.router = router
         self.metrics = metrics
         self.handler_kwargs = handler_kwargs
-        self._wake = asyncio.Event()
+        self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
+        self._queued: set[str] = set()
         self._stopping = False
 
+    def submit(self, delivery: Delivery) -> None:
+        """A freshly stored delivery, parsed already."""
+        self._queued.add(delivery.id)
+        self._queue.put_nowait(delivery)
+
     def wake(self) -> None:
-        self._wake.set()
+        """Look at the database now (for deliveries stored by someone else)."""
+        self._queue.put_nowait(_RESCAN)
 
     async def run(self) -> None:
+        self._rescan()
         while not self._stopping:
-            self._wake.clear()
-            batch = self.store.pending_deliveries()
-            for delivery in batch:
-                await self.dispatch(delivery)
-            if not batch:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=5.0)
-                except TimeoutError:
-                    pass
+            try:
+                first = await asyncio.wait_for(self._queue.get(), timeout=RESCAN_S)
+            except TimeoutError:
+                self._rescan()
+                continue
+            batch = [first]
+            while not self._queue.empty() and len(batch) < 256:
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._dispatch_batch(batch)
+            except Exception:
+                # The store is the truth: what was not marked is dispatched again later.
+                log.exception("dispatching a batch failed")
+                self._queued.clear()
+
+    async def _dispatch_batch(self, batch: list[Delivery]) -> None:
+        outcomes = []
+        for delivery in batch:
+            if delivery is _RESCAN:
+                self._rescan()
+                continue
+            outcomes.append(await self.dispatch(delivery))
+            self._queued.discard(delivery.id)
+        if outcomes:
+            self.store.mark_deliveries(outcomes)
 
     async def stop(self) -> None:
         self._stopping = True
-        self._wake.set()
+        self._queue.put_nowait(_RESCAN)
 
-    async def dispatch(self, delivery: Delivery) -> None:
+    def _rescan(self) -> None:
+        for delivery in self.store.pending_deliveries():
+            if delivery.id not in self._queued:
+                self.submit(delivery)
+
+    async def dispatch(self, delivery: Delivery) -> tuple[str, str, str | None]:
+        """Run every handler for one delivery; (id, state, error) to record."""
         event = sansio.Event(delivery.payload, event=delivery.event, delivery_id=delivery.id)
         fields = {"delivery_id": delivery.id, "event": delivery.event, "repo": delivery.repo,
                   "action": delivery.action}
@@ -66,8 +101,10 @@ class Dispatcher:
                 self.metrics.handler_errors.inc(handler=handler.__name__)
                 errors.append(f"{handler.__name__}: {exc!r}"[:2000])
                 log.exception("handler %s failed", handler.__name__, extra=fields)
+        log.debug("dispatched", extra=fields)
         if errors:
-            self.store.mark_delivery(delivery.id, "failed", "; ".join(errors))
-        else:
-            self.store.mark_delivery(delivery.id, "dispatched")
-        log.info("dispatched", extra=fields)
+            return delivery.id, "failed", "; ".join(errors)
+        return delivery.id, "dispatched", None
+
+
+_RESCAN: Any = object()

@@ -9,6 +9,7 @@ slow poll catches what a missed webhook would have said.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -61,6 +62,9 @@ class Engine:
         self.metrics = metrics
         self.tokens = tokens
         self.envs = load_envs(settings.envs_dir or default_envs_dir())
+        # Labels every sandbox this hangar makes, so its reaper never touches another's.
+        self.instance_id = hashlib.sha256(
+            str(Path(settings.data_dir).resolve()).encode()).hexdigest()[:12]
         self._providers: dict[str, Any] = {}
         self._provider_factory = providers or self._make_provider
         self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)

@@ -184,7 +184,8 @@ async def prepare_sandbox(
     from proxy import sandbox_git_files
 
     provider = engine.provider(spec.provider)
-    labels = {"hangar.run": run.id, "hangar.job": job.id, "hangar.role": role}
+    labels = {"hangar.instance": engine.instance_id, "hangar.run": run.id,
+              "hangar.job": job.id, "hangar.role": role}
     for leftover in await provider.list(labels):
         await provider.destroy(leftover)
         engine.tokens.revoke(leftover.id)
@@ -521,7 +522,7 @@ async def reap_orphans(engine: Engine) -> None:
     for name in {"local", *(s.provider for s in engine.envs.values())}:
         try:
             provider = engine.provider(name)
-            sandboxes = await provider.list({})
+            sandboxes = await provider.list({"hangar.instance": engine.instance_id})
         except Exception:
             continue
         for sb in sandboxes:

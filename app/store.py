@@ -103,29 +103,36 @@ class Store:
         event: str,
         payload: dict[str, Any],
         *,
+        raw: str | None = None,
         received_at: float | None = None,
         state: str = "stored",
     ) -> bool:
-        """Store a delivery once; False when this delivery id was stored before."""
-        repo = (payload.get("repository") or {}).get("full_name")
-        installation = (payload.get("installation") or {}).get("id")
+        """Store a delivery once; False when this delivery id was stored before.
+
+        `raw` is the payload's JSON as received, stored as is to save encoding it again.
+        """
+        delivery = Delivery(
+            id=delivery_id, event=event, action=payload.get("action"),
+            repo=(payload.get("repository") or {}).get("full_name"),
+            installation_id=(payload.get("installation") or {}).get("id"),
+            received_at=received_at or time.time(), payload=payload, state=state, error=None,
+        )
+        return self.add_deliveries([(delivery, raw)])[0]
+
+    def add_deliveries(self, items: list[tuple[Delivery, str | None]]) -> list[bool]:
+        """Store many deliveries in one transaction; for each, whether it was new."""
+        fresh = []
         with self._tx() as db:
-            cur = db.execute(
-                "INSERT OR IGNORE INTO deliveries"
-                " (id, event, action, repo, installation_id, received_at, payload, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    delivery_id,
-                    event,
-                    payload.get("action"),
-                    repo,
-                    installation,
-                    received_at or time.time(),
-                    json.dumps(payload),
-                    state,
-                ),
-            )
-            return cur.rowcount == 1
+            for d, raw in items:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO deliveries"
+                    " (id, event, action, repo, installation_id, received_at, payload, state)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (d.id, d.event, d.action, d.repo, d.installation_id, d.received_at,
+                     raw if raw is not None else json.dumps(d.payload), d.state),
+                )
+                fresh.append(cur.rowcount == 1)
+        return fresh
 
     def pending_deliveries(self, limit: int = 100) -> list[Delivery]:
         with self._lock:
@@ -136,10 +143,15 @@ class Store:
         return [_delivery(r) for r in rows]
 
     def mark_delivery(self, delivery_id: str, state: str, error: str | None = None) -> None:
+        self.mark_deliveries([(delivery_id, state, error)])
+
+    def mark_deliveries(self, outcomes: list[tuple[str, str, str | None]]) -> None:
+        """Record (id, state, error) for many deliveries in one transaction."""
+        at = time.time()
         with self._tx() as db:
-            db.execute(
+            db.executemany(
                 "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ? WHERE id = ?",
-                (state, error, time.time(), delivery_id),
+                [(state, error, at, delivery_id) for delivery_id, state, error in outcomes],
             )
 
     def delivery(self, delivery_id: str) -> Delivery | None:

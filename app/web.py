@@ -15,9 +15,10 @@ from gidgethub import ValidationFailure, sansio
 
 from app.dispatch import Dispatcher
 from app.github import AppAuth
+from app.intake import DeliveryWriter
 from app.metrics import Metrics
 from app.settings import Settings
-from app.store import Store
+from app.store import Delivery, Store
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ SESSION = web.AppKey("session", aiohttp.ClientSession)
 AUTH = web.AppKey("auth", AppAuth)
 DISPATCHER = web.AppKey("dispatcher", Dispatcher)
 ENGINE = web.AppKey("engine", object)
+WRITER = web.AppKey("writer", DeliveryWriter)
 
 # GitHub caps webhook payloads at 25 MB.
 MAX_WEBHOOK_BYTES = 25 * 2**20 + 4096
@@ -56,6 +58,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     app[STORE] = Store(settings.db_path)
+    app[WRITER] = DeliveryWriter(app[STORE])
     yield
     app[STORE].close()
 
@@ -135,39 +138,44 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
     if not event or not delivery_id:
         return "rejected", _reason(400, "X-GitHub-Event and X-GitHub-Delivery are required")
     try:
-        payload = _decode(headers.get("Content-Type", ""), body)
+        raw, payload = _decode(headers.get("Content-Type", ""), body)
     except ValueError as exc:
         return "rejected", _reason(400, str(exc))
-    fresh = app[STORE].add_delivery(
-        delivery_id, event, payload, state="ignored" if event == "ping" else "stored"
-    )
-    fields = {"delivery_id": delivery_id, "event": event,
-              "repo": (payload.get("repository") or {}).get("full_name")}
+    delivery = Delivery(
+        id=delivery_id, event=event, action=payload.get("action"),
+        repo=(payload.get("repository") or {}).get("full_name"),
+        installation_id=(payload.get("installation") or {}).get("id"),
+        received_at=time.time(), payload=payload,
+        state="ignored" if event == "ping" else "stored", error=None)
+    fresh = await app[WRITER].add(delivery, raw)
+    fields = {"delivery_id": delivery_id, "event": event, "repo": delivery.repo}
     if not fresh:
         log.info("duplicate delivery", extra=fields)
         return "duplicate", web.json_response({"ok": True, "duplicate": True}, status=200)
     log.info("delivery stored", extra=fields)
     if event == "ping":
         return "accepted", web.json_response({"ok": True, "pong": True}, status=200)
-    app[DISPATCHER].wake()
+    app[DISPATCHER].submit(delivery)
     return "accepted", web.json_response({"ok": True}, status=202)
 
 
-def _decode(content_type: str, body: bytes) -> dict:
+def _decode(content_type: str, body: bytes) -> tuple[str, dict]:
+    """(the payload's JSON text, the payload) from either content type GitHub sends."""
     mime = content_type.split(";")[0].strip().lower()
     try:
         if mime == "application/json":
-            payload = json.loads(body)
+            raw = body.decode()
         elif mime == "application/x-www-form-urlencoded":
-            payload = json.loads(parse_qs(body.decode())["payload"][0])
+            raw = parse_qs(body.decode())["payload"][0]
         else:
             raise ValueError("Content-Type must be application/json or "
                              "application/x-www-form-urlencoded")
+        payload = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError) as exc:
         raise ValueError(f"the body is not a webhook payload: {exc}") from None
     if not isinstance(payload, dict):
         raise ValueError("the body must be a JSON object")
-    return payload
+    return raw, payload
 
 
 def _reason(status: int, message: str) -> web.Response:

@@ -91,7 +91,7 @@ async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
 
     async def counting(delivery):
         calls.append(delivery.id)
-        await original(delivery)
+        return await original(delivery)
 
     dispatcher.dispatch = counting
     body = json.dumps({"action": "created", "starred_at": None}).encode()

@@ -1,0 +1,230 @@
+"""Webhook intake: hangar's POST /webhook against a bare endpoint that only checks the
+signature, both in their own processes, driven from this one over loopback.
+
+Prints deliveries per second at full speed (64 in flight) and p50/p99 acknowledgement
+latency at a fixed 200 deliveries/s, for both, and hangar's ratio to the bare endpoint.
+Rounds alternate between the two so that a noisy machine hurts both alike.
+
+    .venv/bin/python bench/webhook_intake.py [--deliveries 3000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "bench-secret"
+EXAMPLES = ROOT / "tests/reference/node_modules/@octokit/webhooks-examples/api.github.com"
+
+BARE_SERVER = """
+import hmac, hashlib, sys
+from aiohttp import web
+secret = sys.argv[2].encode()
+async def hook(request):
+    body = await request.read()
+    sig = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(sig, request.headers.get("X-Hub-Signature-256", "")):
+        return web.json_response({"ok": False}, status=401)
+    return web.json_response({"ok": True}, status=202)
+app = web.Application(client_max_size=26 * 2**20)
+app.router.add_post("/webhook", hook)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def payload() -> bytes:
+    index = json.loads((EXAMPLES / "index.json").read_text())
+    for entry in index:
+        if entry["name"] == "issue_comment":
+            example = dict(entry["examples"][0])
+            example["comment"] = {**example["comment"], "body": "Looks good to me."}
+            return json.dumps(example).encode()
+    raise SystemExit("the issue_comment example is missing; run scripts/setup.sh")
+
+
+def wait_port(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("server did not start")
+
+
+def start_hangar(tmp: Path) -> tuple[subprocess.Popen, int]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = tmp / "app.pem"
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    port = free_port()
+    env = {
+        **os.environ,
+        "HANGAR_APP_ID": "1",
+        "HANGAR_PRIVATE_KEY_FILE": str(pem),
+        "HANGAR_WEBHOOK_SECRET": SECRET,
+        "HANGAR_DATA_DIR": str(tmp / "data"),
+        "HANGAR_GITHUB_URL": "http://127.0.0.1:9/api/v3",
+        "HANGAR_PORT": str(port),
+        "HANGAR_LOG_LEVEL": "WARNING",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(port, proc)
+    return proc, port
+
+
+def start_bare() -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BARE_SERVER, str(port), SECRET],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_port(port, proc)
+    return proc, port
+
+
+def headers(body: bytes) -> dict[str, str]:
+    return {
+        "X-GitHub-Event": "issue_comment",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": "sha256="
+        + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+        "Content-Type": "application/json",
+    }
+
+
+async def full_speed(url: str, body: bytes, count: int, in_flight: int = 64) -> float:
+    """Deliveries per second with `in_flight` requests outstanding."""
+    queue = list(range(count))
+    async with aiohttp.ClientSession() as session:
+
+        async def worker() -> None:
+            while queue:
+                queue.pop()
+                async with session.post(url, data=body, headers=headers(body)) as r:
+                    assert r.status in (200, 202), r.status
+                    await r.read()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        return count / (time.perf_counter() - started)
+
+
+async def fixed_rate(url: str, body: bytes, rate: float, seconds: float) -> list[float]:
+    """Acknowledgement latencies (s) at a steady `rate` deliveries per second."""
+    latencies: list[float] = []
+    async with aiohttp.ClientSession() as session:
+
+        async def one() -> None:
+            started = time.perf_counter()
+            async with session.post(url, data=body, headers=headers(body)) as r:
+                await r.read()
+                assert r.status in (200, 202), r.status
+            latencies.append(time.perf_counter() - started)
+
+        tasks = []
+        start = time.perf_counter()
+        for i in range(int(rate * seconds)):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one()))
+        await asyncio.gather(*tasks)
+    return latencies
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--deliveries", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=200)
+    parser.add_argument("--seconds", type=float, default=5)
+    args = parser.parse_args()
+    body = payload()
+    results: dict[str, dict[str, list[float]]] = {
+        name: {"throughput": [], "latency": []} for name in ("hangar", "bare")
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        hangar, hangar_port = start_hangar(Path(tmp))
+        bare, bare_port = start_bare()
+        try:
+            urls = {
+                "hangar": f"http://127.0.0.1:{hangar_port}/webhook",
+                "bare": f"http://127.0.0.1:{bare_port}/webhook",
+            }
+            for name in urls:  # warm up both
+                asyncio.run(full_speed(urls[name], body, 200))
+            for _ in range(args.rounds):
+                for name, url in urls.items():
+                    results[name]["throughput"].append(
+                        asyncio.run(full_speed(url, body, args.deliveries))
+                    )
+                    results[name]["latency"] += asyncio.run(
+                        fixed_rate(url, body, args.rate, args.seconds)
+                    )
+        finally:
+            hangar.terminate()
+            bare.terminate()
+    print(f"payload: issue_comment, {len(body)} bytes; {args.rounds} rounds, alternating")
+    for name, r in results.items():
+        tput = statistics.median(r["throughput"])
+        print(
+            f"{name:7s} {tput:8.0f} deliveries/s at full speed;  at {args.rate:g}/s: "
+            f"p50 {pct(r['latency'], 50) * 1000:6.2f} ms  p99 {pct(r['latency'], 99) * 1000:6.2f} ms"
+        )
+    ratio = statistics.median(results["hangar"]["throughput"]) / statistics.median(
+        results["bare"]["throughput"]
+    )
+    p99 = pct(results["hangar"]["latency"], 99) * 1000
+    print(
+        f"ratio hangar/bare throughput: {ratio:.2f} (target >= 0.70); "
+        f"hangar p99 at {args.rate:g}/s: {p99:.1f} ms (target < 25 ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()
