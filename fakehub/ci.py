@@ -40,10 +40,10 @@ class CIRunner:
                 return app
         return self.hub.create_app(CI_APP_NAME, webhook_url=None, events=[])
 
-    def schedule(self, repo: Repo, issue: Issue) -> None:
+    def schedule(self, repo: Repo, issue: Issue, *, again: bool = False) -> None:
         assert issue.pull is not None
         key = (repo.id, issue.pull.head_sha)
-        if key in self._seen:
+        if key in self._seen and not again:
             return
         self._seen.add(key)
         self.hub.spawn(self.run(repo, issue.pull.head_sha, issue.pull.head_ref))

@@ -440,6 +440,10 @@ class Driver:
     def redeliver(self, delivery_guid: str) -> DeliveryInfo:
         return self._call(lambda: _delivery_info(self._hub.deliverer.redeliver(delivery_guid)))
 
+    def delivery_mark(self) -> int:
+        """The id of the newest delivery so far (0 if none): pass it as `since`."""
+        return self._call(lambda: max((d.id for d in self._hub.store.deliveries), default=0))
+
     def wait_for_delivery(
         self,
         event: str,
@@ -447,12 +451,15 @@ class Driver:
         *,
         app_id: int | None = None,
         where: Callable[[dict[str, Any]], bool] | None = None,
+        since: int = 0,
         timeout: float = 10.0,
     ) -> DeliveryInfo:
-        """The first recorded delivery matching; polls until `timeout`."""
+        """The first recorded delivery matching (newer than `since`); polls until `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
             for d in self.deliveries(app_id, event):
+                if d.id <= since:
+                    continue
                 if (action is None or d.action == action) and (where is None or where(d.payload)):
                     return d
             if time.monotonic() > deadline:

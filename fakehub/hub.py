@@ -370,7 +370,33 @@ class Hub:
                     },
                     pusher,
                 )
+                self._dismiss_stale_approvals(repo, issue, pusher)
                 self._start_ci(repo, issue)
+
+    def _dismiss_stale_approvals(self, repo: Repo, issue: Issue, actor: User) -> None:
+        """With dismiss_stale_reviews_on_push, a new head dismisses older approvals."""
+        pr = issue.pull
+        assert pr is not None
+        dismisses = any(
+            a.type == "pull_request" and a.parameters.get("dismiss_stale_reviews_on_push")
+            for a in rulesets.active_rules(repo, pr.base_ref)
+        )
+        if not dismisses:
+            return
+        for review in self.store.reviews_for(repo, issue.number):
+            if review.state != "APPROVED" or review.commit_id == pr.head_sha:
+                continue
+            review.state = "DISMISSED"
+            self._emit_repo(
+                repo,
+                "pull_request_review",
+                {
+                    "action": "dismissed",
+                    "review": self.shapes.review(review, webhook=True),
+                    "pull_request": self.shapes.pull_simple(issue),
+                },
+                actor,
+            )
 
     def _emit_push(self, repo: Repo, ref: str, old: str, new: str, pusher: User) -> None:
         created, deleted = old == ZERO_SHA, new == ZERO_SHA
@@ -993,6 +1019,16 @@ class Hub:
             payload = {"action": "requested_action", **payload,
                        "requested_action": {"identifier": identifier}}
         self._emit_repo(repo, "check_run", payload, actor, only_app_id=run.app_id)
+        if identifier is None and self.ci is not None and run.app_id == self.ci.app.id:
+            self._rerun_ci_for(repo, run.head_sha)
+
+    def _rerun_ci_for(self, repo: Repo, sha: str) -> None:
+        """fakehub's CI answers "Re-run" on its own runs by running the head again."""
+        for issue in self.store.pulls(repo):
+            if issue.state == "open" and issue.pull and issue.pull.head_sha == sha:
+                if repo.ci_command:
+                    self.ci.schedule(repo, issue, again=True)
+                return
 
     def _check_run_completed(self, repo: Repo, run: CheckRun, actor: User) -> None:
         self._emit_repo(repo, "check_run",

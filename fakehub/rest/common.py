@@ -108,6 +108,8 @@ def repo_for(request: web.Request, category: str = "metadata", level: str = "rea
         raise ApiError(401, "Requires authentication")
     if ident.kind == "installation":
         covered = auth.installation_covers(h.store, ident, repo)
+        if not covered and not repo.private and level == "read":
+            return repo  # public data is readable with any token, as on GitHub
         have = auth.installation_permission(ident, category)
         if not covered or not permission_at_least(have, level):
             if not covered and repo.private:

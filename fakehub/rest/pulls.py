@@ -187,6 +187,54 @@ async def list_reviews(request: web.Request) -> web.Response:
     return reply(chunk, headers=headers)
 
 
+@routes.get("/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments")
+async def list_review_comments(request: web.Request) -> web.Response:
+    """The comments one review left on lines of the diff (given to submit_review)."""
+    repo = repo_for(request, "pull_requests", "read")
+    h = hub(request)
+    issue = _pull(request, repo)
+    review = h.store.reviews.get(int_param(request, "review_id"))
+    if review is None or review.repo_id != repo.id or review.pr_number != issue.number:
+        raise ApiError(404, "Not Found")
+    chunk, headers = page(request, [_review_comment(h, repo, review, i, c)
+                                    for i, c in enumerate(review.comments)])
+    return reply(chunk, headers=headers)
+
+
+def _review_comment(h, repo, review, index: int, comment: dict) -> dict:
+    from fakehub.state import iso
+
+    comment_id = review.id * 1000 + index + 1  # stable, and apart from other ids
+    api = f"{h.api_url}/repos/{repo.full_name}/pulls"
+    html = f"{h.base_url}/{repo.full_name}/pull/{review.pr_number}#discussion_r{comment_id}"
+    line = comment.get("line")
+    return {
+        "id": comment_id,
+        "node_id": f"PRRC_{comment_id}",
+        "url": f"{api}/comments/{comment_id}",
+        "pull_request_review_id": review.id,
+        "diff_hunk": comment.get("diff_hunk", ""),
+        "path": comment.get("path", ""),
+        "position": comment.get("position", line),
+        "original_position": comment.get("position", line),
+        "commit_id": review.commit_id,
+        "original_commit_id": review.commit_id,
+        "user": h.shapes.user(review.user),
+        "body": comment.get("body", ""),
+        "created_at": iso(review.submitted_at),
+        "updated_at": iso(review.submitted_at),
+        "html_url": html,
+        "pull_request_url": f"{api}/{review.pr_number}",
+        "author_association": h.shapes.author_association(repo, review.user),
+        "_links": {"self": {"href": f"{api}/comments/{comment_id}"},
+                   "html": {"href": html},
+                   "pull_request": {"href": f"{api}/{review.pr_number}"}},
+        "line": line,
+        "original_line": line,
+        "side": comment.get("side", "RIGHT"),
+    }
+
+
 @routes.post("/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
 async def create_review(request: web.Request) -> web.Response:
     repo = repo_for(request, "pull_requests", "write")

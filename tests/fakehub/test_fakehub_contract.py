@@ -214,7 +214,10 @@ def exercise_every_route(world, tmp_path: Path) -> None:
     hub.review(repo, number, "reviewer", "REQUEST_CHANGES", body="please rename")
     hub.review(repo, number, "reviewer", "APPROVE")
     ok("GET", f"/repos/{repo}/pulls/{number}/reviews")
-    ok("POST", f"/repos/{repo}/pulls/{number}/reviews", {"event": "COMMENT", "body": "noted"})
+    commented = ok("POST", f"/repos/{repo}/pulls/{number}/reviews", {
+        "event": "COMMENT", "body": "noted",
+        "comments": [{"path": "widgets.py", "line": 2, "body": "why 42?"}]})
+    ok("GET", f"/repos/{repo}/pulls/{number}/reviews/{commented['id']}/comments")
     assert call(api, "PUT", f"/repos/{repo}/pulls/{number}/merge", token,
                 {"sha": "f" * 40}).status == 409
     hub.push_files(repo, "main", {"CHANGES.md": "main moved\n"}, "main moves", as_user="acme",
@@ -313,6 +316,7 @@ def test_every_webhook_payload_matches_its_schema(flow, webhook_schema):
                      ("pull_request", "opened"), ("pull_request", "synchronize"),
                      ("pull_request", "edited"), ("pull_request", "closed"),
                      ("pull_request", "reopened"), ("pull_request_review", "submitted"),
+                     ("pull_request_review", "dismissed"),
                      ("check_run", "created"), ("check_run", "completed"),
                      ("check_run", "requested_action"), ("check_run", "rerequested"),
                      ("check_suite", "completed"), ("status", None), ("push", None)]:

@@ -125,6 +125,9 @@ def test_stale_approval_and_failing_check_block_the_merge(protected):
                                     "break it", as_user="dev")
     sync = world.hub.wait_for_delivery("pull_request", "synchronize")
     assert sync.payload["after"] == new_head
+    dismissed = world.hub.wait_for_delivery("pull_request_review", "dismissed")
+    assert dismissed.payload["review"]["state"] == "dismissed"
+    assert [r["state"] for r in world.hub.reviews(world.repo, number)] == ["DISMISSED"]
     assert _wait_ci(world, new_head)["conclusion"] == "failure"
     refused = _merge(world, number, new_head)
     assert refused.status == 405
@@ -295,3 +298,24 @@ def test_check_buttons_reach_only_the_owning_app(world):
     heard = {(d.action, d.app_id) for d in world.hub.deliveries(event="check_run")}
     assert ("requested_action", other.id) not in heard
     assert ("completed", other.id) in heard  # everyone with checks access sees completions
+
+
+def test_rerun_on_a_ci_check_runs_the_head_again(protected):
+    world = protected
+    pr = _open_pr(world)
+    head = pr["head"]["sha"]
+    first = _wait_ci(world, head)
+    world.hub.press_check_button(world.repo, first["id"], None, as_user="dev")
+    world.hub.settle()
+    runs = [r for r in world.hub.check_runs(world.repo, head) if r["name"] == "ci / test"]
+    assert len(runs) == 2 and runs[-1]["conclusion"] == "success"
+
+
+def test_installation_tokens_read_public_repos_outside_the_installation(world):
+    world.hub.create_user("elsewhere")
+    world.hub.create_repo("elsewhere", "lib", {"a.txt": "a"})
+    token = _token(world)
+    assert call(world.hub.api_url, "GET", "/repos/elsewhere/lib", token).status == 200
+    write = call(world.hub.api_url, "POST", "/repos/elsewhere/lib/issues/1/comments", token,
+                 {"body": "x"})
+    assert write.status == 403
