@@ -192,6 +192,35 @@ async def status(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return "status refreshed"
 
 
+async def pick(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    """Keep one attempt of `/hangar try N`: close the other attempts' pull requests."""
+    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    n = intent.args["n"]
+    if job is None or job.attempts < 2:
+        await reply(ops, intent, "`/hangar pick N` chooses among the attempts of "
+                                 "`/hangar try N`; there are none on this thread.")
+        return "nothing to pick from"
+    latest = {r.attempt: r for r in render.latest_turns(engine.runs_of(job.id))}
+    chosen = latest.get(n)
+    if chosen is None or chosen.pr_number is None:
+        have = ", ".join(str(a) for a, r in sorted(latest.items()) if r.pr_number) or "none"
+        await reply(ops, intent, f"Attempt {n} has no pull request to keep; attempts with "
+                                 f"one: {have}.")
+        return "no such attempt"
+    for attempt, run in latest.items():
+        if attempt != n and run.pr_number:
+            await ops.upsert_comment(
+                run.pr_number, render.reply_marker(f"picked-{job.id}"),
+                f"{render.reply_marker(f'picked-{job.id}')}\nClosed: @{intent.author} kept "
+                f"attempt {n} (#{chosen.pr_number}) instead.")
+            await ops.update_pr(run.pr_number, state="closed")
+    engine.patch_job(job.id, winner=n)
+    from app import runs
+
+    await runs.refresh_status(engine, job.id)
+    return f"picked attempt {n}"
+
+
 async def later(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     from app import landing
 
@@ -208,7 +237,7 @@ ACTIONS = {
     "status": status,
     "land": later,
     "land_cancel": later,
-    "pick": later,
+    "pick": pick,
     "autofix": later,
     "autofix_button": later,
     "review_turn": later,

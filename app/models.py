@@ -76,6 +76,7 @@ class Job(BaseModel):
     status_comments: dict[int, int] = {}
     rendered: dict[int, str] = {}  # what each status comment last said, to skip no-op edits
     winner: int | None = None  # the attempt kept by `/hangar pick`
+    ranking: list[dict[str, Any]] = []  # attempts best first, once all have finished
     autofix: bool = True
     created_at: float = Field(default_factory=now)
 

@@ -126,32 +126,38 @@ def status_comment(
         quote_prompt(job.prompt),
         "",
     ]
-    latest = _latest_turns(runs)
+    latest = latest_turns(runs)
     if len(latest) == 1:
         run = latest[0]
         lines.append(f"**Now:** {run_line(run, queue.get(run.id))}")
         lines.append("")
         lines += _facts(run)
     else:
-        lines += ["| attempt | now | branch | PR | verification |", "|---|---|---|---|---|"]
+        lines += ["| attempt | branch | PR | now |", "|---|---|---|---|"]
         for run in latest:
             pr = f"#{run.pr_number}" if run.pr_number else "—"
-            lines.append(
-                f"| {run.attempt} | {run_line(run, queue.get(run.id))} | `{run.branch}` | {pr} "
-                f"| {verification_line(run.verification) if run.verification else '—'} |"
-            )
+            lines.append(f"| {run.attempt} | `{run.branch}` | {pr} "
+                         f"| {run_line(run, queue.get(run.id))} |")
     turns = [r for r in runs if r.turn > 1 and r.kind != "verify"]
     if turns:
         lines += ["", "**Turns on the pull request:**"]
         for run in turns:
             lines.append(f"- {_inline(run.label or 'turn ' + str(run.turn))}: {run_line(run)}")
+    if job.ranking:
+        lines += ["", "**Ranking** (verification, then CI, then the smaller diff):", "",
+                  "| place | attempt | PR | why |", "|---|---|---|---|"]
+        for entry in job.ranking:
+            pr = f"#{entry['pr']}" if entry.get("pr") else "—"
+            kept = " ✅ picked" if job.winner == entry["attempt"] else ""
+            lines.append(f"| {entry['place']} | {entry['attempt']}{kept} | {pr} "
+                         f"| {entry['why']} |")
     for note in notes:
         lines += ["", note]
     lines += ["", f"**Next:** {next_step(job, latest)}"]
     return "\n".join(lines)
 
 
-def _latest_turns(runs: list[Run]) -> list[Run]:
+def latest_turns(runs: list[Run]) -> list[Run]:
     by_attempt: dict[int, Run] = {}
     for run in runs:
         if run.kind == "verify":
@@ -198,6 +204,9 @@ def next_step(job: Job, latest: list[Run]) -> str:
     if any(not r.finished for r in latest):
         return "nothing yet; this comment updates as the work moves. `/hangar cancel` stops it."
     prs = [r for r in latest if r.pr_number]
+    if len(latest) > 1 and job.winner is None and prs:
+        return ("`/hangar pick N` keeps attempt N and closes the other pull requests; "
+                "the ranking above is only advice.")
     if not prs:
         return ("rephrase the request with more detail and comment `/hangar <instruction>` "
                 "again, or see `/hangar help`.")

@@ -470,6 +470,8 @@ async def advance_job(engine: Engine, job_id: str) -> None:
     if job is None or job.state != JobState.ACTIVE:
         return
     runs = engine.runs_of(job_id)
+    if job.attempts > 1 and not job.ranking and runs and all(r.finished for r in runs):
+        await rank_attempts(engine, job)
     if runs and all(r.finished for r in runs):
         failed = all(r.stage == RunStage.ERROR for r in runs)
         cancelled = all(r.outcome == "cancelled" for r in runs)
@@ -498,6 +500,23 @@ async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) ->
         job = engine.get_job(job_id)
         engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
                          rendered={**job.rendered, number: body})
+
+
+async def rank_attempts(engine: Engine, job: Job) -> None:
+    """Rank the finished attempts of `/hangar try N`, with CI read from GitHub."""
+    from app.ranking import ci_verdict, rank
+
+    ops = await engine.repo_ops(job.thread)
+    latest = render.latest_turns(engine.runs_of(job.id))
+    ci = {}
+    for run in latest:
+        if run.pr_number and run.head_sha:
+            checks = await ops.gh.getitem(f"{ops.base}/commits/{run.head_sha}/check-runs")
+            status = await ops.gh.getitem(f"{ops.base}/commits/{run.head_sha}/status")
+            ci[run.attempt] = ci_verdict(checks.get("check_runs", []), status.get("statuses", []))
+    ranking = [{"place": r.place, "attempt": r.run.attempt, "pr": r.run.pr_number,
+                "why": r.why} for r in rank(latest, ci)]
+    engine.patch_job(job.id, ranking=ranking)
 
 
 def status_notes(engine: Engine, job: Job, pr_numbers: list[int]) -> list[str]:
