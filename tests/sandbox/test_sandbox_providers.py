@@ -4,6 +4,7 @@ docker: a real engine, host network). The `provider` fixture runs each test per 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -110,7 +111,8 @@ async def test_killed_from_outside_is_lost_within_two_ticks(provider, make_sandb
     assert watch.observe(await provider.observe(sb, pid), time.time()) is None
     # As an OOM killer or a crash would: SIGKILL from the host, outermost first.
     for host_pid in provider.host_pids(sb, pid):
-        os.kill(host_pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # gone with its parent already
+            os.kill(host_pid, signal.SIGKILL)
 
     async def not_running() -> bool:
         return (await provider.observe(sb, pid)).state != "running"
