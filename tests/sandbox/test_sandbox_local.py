@@ -155,3 +155,34 @@ async def test_copy_refuses_paths_outside_workspace_and_symlink_escapes(tmp_path
         await provider.copy_in(sb, {"/workspace/link": b"overwritten"})
     assert secret.read_text() == "host only"
     await provider.destroy(sb)
+
+
+async def test_default_env_demo_agent_runs_and_commits(tmp_path):
+    from sandbox.envspec import default_envs_dir, load_envs
+    from sandbox.harness import harness_for
+
+    spec = load_envs(default_envs_dir())["default"]
+    provider = LocalProvider(root=tmp_path / "sb")
+    sb = await provider.create(spec, {})
+    setup = await provider.run(sb, ["sh", "-c", (
+        "set -e; git init -q -b main /workspace/repo; cd /workspace/repo; "
+        "git -c user.name=t -c user.email=t@example.invalid commit -q --allow-empty -m base"
+    )])  # fmt: skip
+    assert setup.exit_code == 0, setup.output
+    harness = harness_for(spec)
+    await provider.copy_in(sb, harness.files(), mode=0o755)
+    argv, env = harness.command("fix the flaky test", turn=1)
+    pid = await provider.start(sb, argv, env=env)
+
+    async def exited() -> bool:
+        return (await provider.observe(sb, pid)).state == "exited"
+
+    assert await wait_for(exited)
+    assert (await provider.observe(sb, pid)).exit_code == 0
+    log = (await provider.copy_out(sb, "/workspace/.hangar/agent.log")).decode()
+    assert "demo agent" in harness.parse(log).summary
+    demo = await provider.copy_out(sb, "/workspace/repo/HANGAR_DEMO.md")
+    assert b"fix the flaky test" in demo
+    count = await provider.run(sb, ["git", "rev-list", "--count", "HEAD"], cwd="/workspace/repo")
+    assert count.output.strip() == "2"
+    await provider.destroy(sb)

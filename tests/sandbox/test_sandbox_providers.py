@@ -243,3 +243,18 @@ async def test_python3_runs_inside(provider, make_sandbox):
     result = await provider.run(sb, ["python3", "-c", "import sys; print(sys.version_info[0])"])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == "3"
+
+
+async def test_git_works_in_the_workspace(provider, make_sandbox):
+    # The engine clones, commits and pushes inside sandboxes: git must work as the
+    # sandbox's user with whatever capabilities the provider leaves.
+    sb = await make_sandbox()
+    script = (
+        "set -e; git init -q -b main /workspace/repo; cd /workspace/repo; "
+        "echo hi > a.txt; git add a.txt; "
+        "git -c user.name=t -c user.email=t@example.invalid commit -q -m first; "
+        "git rev-list --count HEAD; git status --porcelain | wc -l"
+    )
+    result = await provider.run(sb, ["sh", "-c", script])
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == ["1", "0"]
