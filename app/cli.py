@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     doctor = sub.add_parser("doctor", help="check what protects a repository's default branch")
     doctor.add_argument("repo", metavar="OWNER/REPO")
 
+    sub.add_parser("mcp", help="an MCP server on stdio for orchestrator agents "
+                              "(HANGAR_API_URL, HANGAR_API_TOKEN)")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
@@ -41,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         from fakehub.cli import main as fakehub_main
 
         return fakehub_main(args.rest)
+    if args.command == "mcp":
+        from app.mcp_server import main as mcp_main
+
+        return mcp_main()
     if args.command == "doctor":
         from app.doctor import doctor_command
 

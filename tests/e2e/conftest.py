@@ -124,6 +124,7 @@ class World:
     settings: Settings | None = None
     hangar: Any = None
     running: list[Any] = field(default_factory=list)
+    api_token: str | None = None
 
     def start_hangar(
         self, agent_script: str = FIX_AGENT, *, verify: str | None = VERIFY,
@@ -146,7 +147,7 @@ class World:
             webhook_secret=self.app.webhook_secret, data_dir=self.tmp / "hangar",
             github_url=self.hub.api_url, port=port, envs_dir=envs,
             max_concurrent_agents=max_agents, run_watch_interval_seconds=0.5,
-            poll_interval_seconds=3, shutdown_grace_seconds=2,
+            poll_interval_seconds=3, shutdown_grace_seconds=2, api_token=self.api_token,
         )
         if process:
             self.hangar = HangarProcess(self.settings, self.tmp / "hangar.log").start()
