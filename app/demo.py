@@ -117,10 +117,9 @@ class Timeline:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from fakehub.testing import running_fakehub
-
     from app.service import ServiceThread
     from app.settings import Settings
+    from fakehub.testing import running_fakehub
 
     workdir = args.data_dir or Path(tempfile.mkdtemp(prefix="hangar-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)

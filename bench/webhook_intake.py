@@ -212,10 +212,9 @@ def main() -> None:
     print(f"payload: issue_comment, {len(body)} bytes; {args.rounds} rounds, alternating")
     for name, r in results.items():
         tput = statistics.median(r["throughput"])
-        print(
-            f"{name:7s} {tput:8.0f} deliveries/s at full speed;  at {args.rate:g}/s: "
-            f"p50 {pct(r['latency'], 50) * 1000:6.2f} ms  p99 {pct(r['latency'], 99) * 1000:6.2f} ms"
-        )
+        p50, p99 = pct(r["latency"], 50) * 1000, pct(r["latency"], 99) * 1000
+        print(f"{name:7s} {tput:8.0f} deliveries/s at full speed;  at {args.rate:g}/s: "
+              f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms")
     ratio = statistics.median(results["hangar"]["throughput"]) / statistics.median(
         results["bare"]["throughput"]
     )
