@@ -35,7 +35,6 @@ class Settings(BaseSettings):
     port: int = 8787
     # Where sandboxes reach hangar's /git/ proxy; defaults to http://127.0.0.1:<port>.
     git_proxy_url: str | None = None
-    provider: str = "local"
     envs_dir: Path | None = None
     max_concurrent_agents: int = Field(3, ge=1)
     run_watch_interval_seconds: float = Field(2.0, gt=0)
