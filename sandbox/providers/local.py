@@ -60,12 +60,15 @@ BWRAP_MISSING = (
     "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, "
     "or set isolation: none in the environment spec"
 )
-# Files and directories of the host's /etc that ordinary tools read. Nothing else of /etc.
+# Files and directories of the host's /etc that ordinary tools read. Nothing else of /etc:
+# when hangar runs as root, the sandbox's uid maps to host root, so owner-only files in a
+# mount (/etc/ssl/private, /etc/shadow) would be readable. Only world-readable paths here.
 ETC_ALLOWED = (
     "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "protocols",
-    "services", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl",
-    "ca-certificates", "ca-certificates.conf", "gitconfig", "localtime", "timezone",
-    "mime.types", "os-release", "debian_version", "profile", "bash.bashrc", "inputrc",
+    "services", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
+    "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "gitconfig",
+    "localtime", "timezone", "mime.types", "os-release", "debian_version", "profile",
+    "bash.bashrc", "inputrc",
 )  # fmt: skip
 
 

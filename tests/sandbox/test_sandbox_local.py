@@ -186,3 +186,15 @@ async def test_default_env_demo_agent_runs_and_commits(tmp_path):
     count = await provider.run(sb, ["git", "rev-list", "--count", "HEAD"], cwd="/workspace/repo")
     assert count.output.strip() == "2"
     await provider.destroy(sb)
+
+
+async def test_host_secrets_in_etc_stay_hidden(tmp_path):
+    provider = LocalProvider(root=tmp_path / "sb")
+    sb = await provider.create(EnvSpec(name="d"), {})
+    script = (
+        "ls /etc/ssl/private /etc/shadow /etc/sudoers 2>/dev/null; "
+        "test -r /etc/ssl/certs/ca-certificates.crt -o ! -e /etc/ssl/certs && echo certs-ok"
+    )
+    result = await provider.run(sb, ["sh", "-c", script])
+    assert result.output.strip() == "certs-ok"
+    await provider.destroy(sb)
