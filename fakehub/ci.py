@@ -104,9 +104,11 @@ class CIRunner:
                 out, _ = await asyncio.wait_for(proc.communicate(), timeout)
             except TimeoutError:
                 _kill_group(proc)
-                out = b""
                 await proc.wait()
                 return -1, "(timed out)", True
+            except asyncio.CancelledError:  # fakehub is stopping: leave no stray process
+                _kill_group(proc)
+                raise
             return proc.returncode or 0, out.decode(errors="replace"), False
         finally:
             await asyncio.to_thread(shutil.rmtree, workdir, True)

@@ -75,8 +75,6 @@ class ServerThread:
             return
 
         async def shutdown() -> None:
-            for task in list(self.hub._background):
-                task.cancel()
             if self._runner:
                 await self._runner.cleanup()
 
