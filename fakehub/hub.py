@@ -10,7 +10,7 @@ import asyncio
 import logging
 import re
 import secrets
-from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from fakehub.state import (
     Store,
     Token,
     User,
+    iso,
     now,
     permission_at_least,
 )
@@ -780,6 +781,8 @@ class Hub:
             raise HubError(405, "Pull Request is not mergeable")
         if sha and sha != pr.head_sha:
             raise HubError(409, "Head branch was modified. Review and try the merge again.")
+        if pr.draft:
+            raise HubError(405, "Draft pull requests cannot be merged.")
         if method not in ("merge", "squash", "rebase"):
             raise HubError(422, "Validation Failed", [
                 {"resource": "PullRequest", "code": "invalid", "field": "merge_method"}])
@@ -1116,8 +1119,8 @@ class Hub:
                 "state": status.state,
                 "commit": commit,
                 "branches": branches,
-                "created_at": _iso(status.created_at),
-                "updated_at": _iso(status.updated_at),
+                "created_at": iso(status.created_at),
+                "updated_at": iso(status.updated_at),
             },
             actor,
         )
@@ -1167,17 +1170,7 @@ class Hub:
         self.deliverer.enqueue(app, event, payload, installation_id=inst.id,
                                repository_id=repo.id if repo else None)
 
-    def find(self, predicate: Callable[[Any], bool], items) -> Any:
-        return next((item for item in items if predicate(item)), None)
 
 
-def _parse_time(text: str):
-    from datetime import datetime
-
+def _parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _iso(when) -> str | None:
-    from fakehub.state import iso
-
-    return iso(when)
