@@ -319,3 +319,18 @@ def test_installation_tokens_read_public_repos_outside_the_installation(world):
     write = call(world.hub.api_url, "POST", "/repos/elsewhere/lib/issues/1/comments", token,
                  {"body": "x"})
     assert write.status == 403
+
+
+def test_a_person_cannot_approve_their_own_pr(protected):
+    world = protected
+    world.hub.push_files(world.repo, "mine", {"widgets.py": "def answer():\n    return 42\n\n"},
+                         "mine", as_user="dev")
+    number = world.hub.open_pr(world.repo, "mine", "Mine", as_user="dev")
+    with pytest.raises(HubError) as refused:
+        world.hub.review(world.repo, number, "dev", "APPROVE")
+    assert refused.value.status == 422
+    head = world.hub.get_pr(world.repo, number)["head"]["sha"]
+    _wait_ci(world, head)
+    merge = call(world.hub.api_url, "PUT", f"/repos/{world.repo}/pulls/{number}/merge",
+                 world.dev.token, {"sha": head})
+    assert merge.status == 405 and "approving review" in merge.body["message"]
