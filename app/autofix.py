@@ -2,17 +2,18 @@
 
 Per PR one durable row says what was tried. A turn starts only when every check suite
 and status on the PR's current head has finished and one failed; it carries the failures'
-evidence. It never starts twice for one head, never past `autofix.max_turns`, never when
-the failure repeats the previous turn's, never while a human asked for changes or pushed
-recently, and never while the PR is being merged.
+evidence. It never starts while another turn runs, never past `autofix.max_turns`, never
+when the failure repeats the previous turn's, never while a human pushed recently, and
+never while the PR is being merged. When hangar stops trying it says why.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -29,7 +30,19 @@ log = logging.getLogger(__name__)
 
 IGNORED_CHECKS = ("hangar / agent", "hangar / land")
 FAILED = ("failure", "timed_out", "cancelled", "action_required", "startup_failure")
-EVIDENCE_CHARS = 6000
+EVIDENCE_CHARS = 6000  # per failed check
+PROMPT_CHARS = 12000  # the whole prompt
+TRUNCATED = "\n…(truncated)"
+SIGNATURE_LINES = 5
+MAX_JUDGED = 50
+
+# Lines that say what failed; the rest of a log is context.
+_FAILING_LINE = re.compile(r"(?i)(fail|error|exception|assert|panic|traceback|not ok\b)")
+# What changes between two runs of the same failure: where, when, how long, which commit.
+_PATH = re.compile(r"(?:/[\w.+@-]+)+/([\w.+@-]+)")
+_DURATION = re.compile(r"\b\d+(?:\.\d+)?\s*(?:ms|s|sec|seconds|m|min)\b")
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?Z?")
+_SHA = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 
 
 class Failure(BaseModel):
@@ -47,7 +60,8 @@ class AutofixRow(BaseModel):
     enabled: bool = True
     turns: int = 0
     last_signature: str | None = None
-    seen_heads: list[str] = []  # heads already judged: one turn per head at most
+    # "<head>:<signature>" pairs already decided against: said once, not again
+    seen_heads: list[str] = []
     seen_reviews: list[int] = []
     last_human_push_at: float | None = None
     stopped: str | None = None  # why hangar stopped trying, shown in the status comment
@@ -62,54 +76,99 @@ def row_id(repo: str, pr_number: int) -> str:
 # -- pure rules ------------------------------------------------------------------------
 
 
+def normalize_line(line: str) -> str:
+    """A log line without what differs between two runs of the same failure."""
+    line = _TIMESTAMP.sub("<time>", line.strip())
+    line = _PATH.sub(r"\1", line)
+    line = _DURATION.sub("<duration>", line)
+    return _SHA.sub("<sha>", line)
+
+
+def failing_lines(text: str, limit: int = SIGNATURE_LINES) -> list[str]:
+    """The first lines that say what failed (or the first lines, when none does)."""
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.strip().startswith("```")]
+    hits = [line for line in lines if _FAILING_LINE.search(line)]
+    return [normalize_line(line)[:200] for line in (hits or lines)[:limit]]
+
+
 def failure_signature(failures: list[Failure]) -> str:
     """Names of the failed checks plus their first failing lines: 'the same failure'."""
     parts = []
     for failure in sorted(failures, key=lambda f: f.name):
-        first = next((d for d in failure.details if d.strip()), failure.title)
-        parts.append(f"{failure.name}\n{first.strip()[:200]}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+        evidence = "\n".join(failure.details) or failure.title
+        parts.append("\n".join([failure.name, *failing_lines(evidence)]))
+    return hashlib.sha256("\n\n".join(parts).encode()).hexdigest()[:16]
 
 
 def why_not(
-    row: AutofixRow, policy: AutofixPolicy, signature: str, *, landing: bool, now_s: float
+    row: AutofixRow, policy: AutofixPolicy, signature: str | None, *, landing: bool,
+    now_s: float, requested: bool = False,
 ) -> str | None:
-    """None when a turn may start; else the reason, said to the humans."""
-    if not policy.enabled or not row.enabled:
-        return "auto-fix is off for this pull request (`/hangar autofix on` turns it back on)"
+    """None when a turn may start; else the reason, said to the humans.
+
+    `requested`: a person asked (the "Fix with hangar" button). The bound and a merge in
+    progress still hold; the rules that keep hangar from acting on its own do not.
+    """
+    if landing:
+        return "the pull request is being merged"
     if row.turns >= policy.max_turns:
         return (f"auto-fix used its {policy.max_turns} turn(s); comment `/hangar <instruction>` "
                 "to ask for another turn, or fix it by hand")
-    if row.last_signature == signature:
+    if requested:
+        return None
+    if not policy.enabled:
+        return ("auto-fix is off for this repository (`autofix: {enabled: false}` in "
+                "`.github/hangar.yml`)")
+    if not row.enabled:
+        return "auto-fix is off for this pull request (`/hangar autofix on` turns it back on)"
+    if signature is not None and row.last_signature == signature:
         return ("the last auto-fix turn failed the same way; hangar stopped repeating itself. "
                 "Comment `/hangar <instruction>` with a hint, or fix it by hand")
     if row.last_human_push_at and now_s - row.last_human_push_at < policy.quiet_minutes * 60:
-        return "someone pushed to the branch recently; hangar leaves it to them"
-    if landing:
-        return "the pull request is being merged"
+        return ("someone pushed to the branch recently; hangar leaves it to them "
+                "(the **Fix with hangar** button on `hangar / verify` or "
+                "`/hangar <instruction>` asks for a turn)")
     return None
 
 
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
+
+
 def prompt_for_failures(failures: list[Failure], turn: int, max_turns: int) -> str:
-    lines = [f"Auto-fix turn {turn} of {max_turns}: CI failed on this pull request. "
-             "Fix the cause (not the tests' expectations, unless they are wrong) and commit.",
-             ""]
+    """The turn's prompt: each failed check with its evidence, redacted and bounded."""
+    head = (f"Auto-fix turn {turn} of {max_turns}: CI failed on this pull request. "
+            "Fix the cause (not the tests' expectations, unless they are wrong) and commit.")
+    sections = []
     for failure in failures:
-        lines.append(f"## {failure.name} failed")
-        if failure.title:
-            lines.append(failure.title)
-        if failure.summary:
-            lines.append(failure.summary)
+        lines = [f"## {failure.name} failed"]
+        lines += [part for part in (failure.title, failure.summary) if part]
         lines += failure.details
-        lines.append("")
-    return redact("\n".join(lines))[:EVIDENCE_CHARS * 2]
+        sections.append(_bounded(redact("\n".join(lines)), EVIDENCE_CHARS))
+    return _bounded("\n\n".join([head, *sections]), PROMPT_CHARS)
 
 
-# -- intake -----------------------------------------------------------------------------
+def prompt_for_review(author: str, body: str, comments: list[dict[str, Any]]) -> str:
+    lines = [f"@{author} requested changes in a review. Address this review (and only this "
+             "review), then commit.", ""]
+    if body.strip():
+        lines += [body.strip(), ""]
+    for c in comments:
+        where = f"{c.get('path')}:{c.get('line') or c.get('original_line') or '?'}"
+        lines.append(f"- {where}: {c.get('body', '')}")
+    return _bounded(redact("\n".join(lines)), PROMPT_CHARS)
+
+
+# -- rows ---------------------------------------------------------------------------------
+
+
+def get_row(engine: Engine, autofix_id: str) -> AutofixRow | None:
+    return engine.store.get("autofix", autofix_id, AutofixRow)
 
 
 def ensure_row(engine: Engine, job: Job, pr_number: int) -> AutofixRow:
-    existing = engine.store.get("autofix", row_id(job.thread.repo, pr_number), AutofixRow)
+    existing = get_row(engine, row_id(job.thread.repo, pr_number))
     if existing:
         return existing
     row = AutofixRow(id=row_id(job.thread.repo, pr_number), job_id=job.id,
@@ -117,16 +176,38 @@ def ensure_row(engine: Engine, job: Job, pr_number: int) -> AutofixRow:
     return save(engine, row)
 
 
-def save(engine: Engine, row: AutofixRow) -> AutofixRow:
-    engine.store.put("autofix", row.id, row, active=True)
+def save(engine: Engine, row: AutofixRow, *, active: bool = True) -> AutofixRow:
+    engine.store.put("autofix", row.id, row, active=active)
     return row
 
 
+def patch(engine: Engine, autofix_id: str, **fields: Any) -> AutofixRow:
+    """Read the row fresh, change only these fields, write it back (no await between):
+    events that arrived while a step awaited GitHub are kept."""
+    row = get_row(engine, autofix_id)
+    assert row is not None, autofix_id
+    return save(engine, row.model_copy(update=fields))
+
+
+def judged(row: AutofixRow, key: str) -> list[str]:
+    return [*row.seen_heads[-MAX_JUDGED:], key] if key not in row.seen_heads else row.seen_heads
+
+
+# -- intake -----------------------------------------------------------------------------
+
+
 def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
+    """A check or status finished: look again at the PRs of this repository."""
+    from app.models import Run
+
+    for run in engine.store.all("run", Run):
+        if run.pr_number and run.head_sha == head_sha:
+            job = engine.get_job(run.job_id)
+            if job is not None and job.thread.repo == repo:
+                ensure_row(engine, job, run.pr_number)
     for row in engine.store.all("autofix", AutofixRow, active=True):
         if row.repo == repo:
-            row.due_at = 0
-            save(engine, row)
+            patch(engine, row.id, due_at=0)
     from app.landing import LandRequest
 
     for request in engine.store.all("land", LandRequest, active=True):
@@ -137,10 +218,10 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
 
 def record_push(engine: Engine, job: Job, event: PullRequestEvent) -> None:
     row = ensure_row(engine, job, event.number)
+    fields: dict[str, Any] = {"due_at": 0}
     if not event.sender.is_bot:
-        row.last_human_push_at = time.time()
-    row.due_at = 0
-    save(engine, row)
+        fields["last_human_push_at"] = time.time()
+    patch(engine, row.id, **fields)
 
 
 def record_change_request(engine: Engine, job: Job, event: PullRequestReviewEvent) -> None:
@@ -148,8 +229,7 @@ def record_change_request(engine: Engine, job: Job, event: PullRequestReviewEven
     row = ensure_row(engine, job, event.pull_request.number)
     if event.review.id in row.seen_reviews or event.review.user.is_bot:
         return
-    row.seen_reviews.append(event.review.id)
-    save(engine, row)
+    patch(engine, row.id, seen_reviews=[*row.seen_reviews, event.review.id])
     from app.models import Thread
 
     intent_id = f"review-{event.review.id}"
@@ -172,11 +252,14 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         return "not a hangar PR"
     row = ensure_row(engine, job, intent.thread.number)
     if intent.command == "autofix":
-        row.enabled = bool(intent.args["enabled"])
-        row.stopped = None if row.enabled else "auto-fix is off for this pull request"
-        row.due_at = 0
-        save(engine, row)
-        return f"autofix {'on' if row.enabled else 'off'}"
+        enabled = bool(intent.args["enabled"])
+        # Turning it back on forgets what was decided while it was off.
+        patch(engine, row.id, enabled=enabled, due_at=0,
+              stopped=None if enabled else
+              "auto-fix is off for this pull request (`/hangar autofix on` turns it back on)",
+              seen_heads=row.seen_heads if not enabled else [])
+        await show(engine, job)
+        return f"autofix {'on' if enabled else 'off'}"
     if intent.command == "review_turn":
         return await review_turn(engine, ops, job, row, intent)
     if intent.command == "autofix_button":
@@ -190,76 +273,119 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
 
 
 async def advance_autofix(engine: Engine, autofix_id: str) -> None:
-    row = engine.store.get("autofix", autofix_id, AutofixRow)
+    row = get_row(engine, autofix_id)
     if row is None or row.due_at > time.time():
         return
-    row.due_at = time.time() + engine.settings.poll_interval_seconds
-    save(engine, row)
+    # The slow poll looks again later; events make the row due at once.
+    row = patch(engine, autofix_id, due_at=time.time() + engine.settings.poll_interval_seconds)
     job = engine.get_job(row.job_id)
+    if job is None:
+        save(engine, row, active=False)
+        return
     ops = await engine.repo_ops(job.thread)
     await fix_now(engine, ops, job, row, requested=False)
 
 
-async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
-                  requested: bool) -> str:
-    from app.intents import start_followup
+def turn_running(engine: Engine, job: Job, pr_number: int) -> bool:
+    return any(not r.finished for r in engine.runs_of(job.id) if r.pr_number == pr_number)
+
+
+def merging(engine: Engine, row: AutofixRow) -> bool:
     from app.landing import LandRequest, LandState, land_id
 
+    request = engine.store.get("land", land_id(row.repo, row.pr_number), LandRequest)
+    return bool(request and request.state == LandState.MERGING)
+
+
+async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
+                  requested: bool) -> str:
     pr = await ops.get_pr(row.pr_number)
     if pr.get("state") != "open":
-        engine.store.put("autofix", row.id, row, active=False)
+        save(engine, get_row(engine, row.id) or row, active=False)
         return "PR not open"
     head = pr["head"]["sha"]
-    runs = [r for r in engine.runs_of(job.id) if r.pr_number == row.pr_number]
-    if any(not r.finished for r in runs):
+    if turn_running(engine, job, row.pr_number):
         return "a turn is running"
-    if head in row.seen_heads and not requested:
-        return "head already judged"
-    failures, finished = await collect_failures(ops, head)
+    failures, finished = await collect_failures(ops, head, own_app_id=engine.settings.app_id)
     if not finished and not requested:
         return "CI still running"
     if not failures:
-        row.seen_heads.append(head)
-        save(engine, row)
+        row = get_row(engine, row.id)
+        if row.stopped and row.enabled:  # green now: what stopped hangar no longer matters
+            patch(engine, row.id, stopped=None)
+            await show(engine, job)
         return "CI green"
-    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=pr["base"]["ref"]))
-    request = engine.store.get("land", land_id(row.repo, row.pr_number), LandRequest)
     signature = failure_signature(failures)
-    reason = why_not(row, config.autofix, signature,
-                     landing=bool(request and request.state == LandState.MERGING),
-                     now_s=time.time())
-    row.seen_heads.append(head)
+    key = f"{head}:{signature}"
+    if key in row.seen_heads and not requested:
+        return "already judged"
+    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=pr["base"]["ref"]))
+    policy = config.autofix
+    row = get_row(engine, row.id)  # fresh: a push or command may have come in meanwhile
+    if turn_running(engine, job, row.pr_number):
+        return "a turn is running"
+    reason = why_not(row, policy, signature, landing=merging(engine, row), now_s=time.time(),
+                     requested=requested)
     if reason:
-        row.stopped = reason
-        save(engine, row)
-        engine.note(job.id, f"auto-fix on #{row.pr_number} not started: {reason}")
-        return "not started"
-    row.turns += 1
-    row.last_signature = signature
-    row.stopped = None
-    save(engine, row)
-    names = ", ".join(f.name for f in failures)
-    prompt = prompt_for_failures(failures, row.turns, config.autofix.max_turns)
-    await start_followup(engine, job, row.pr_number, prompt, kind="autofix",
-                         requested_by="hangar",
-                         label=f"auto-fix turn {row.turns} of {config.autofix.max_turns}: "
-                               f"{names} failed")
-    return f"auto-fix turn {row.turns}"
+        if row.stopped != reason:
+            engine.note(job.id, f"auto-fix on #{row.pr_number} not started: {reason}")
+        patch(engine, row.id, stopped=reason, seen_heads=judged(row, key))
+        await show(engine, job)
+        return f"not started: {reason}"
+    turn = row.turns + 1
+    names = ", ".join(dict.fromkeys(f.name for f in failures))
+    started = await start_followup_now(
+        engine, job, row, prompt_for_failures(failures, turn, policy.max_turns),
+        requested_by="hangar",
+        label=f"auto-fix turn {turn} of {policy.max_turns}: {names} failed")
+    if started:
+        patch(engine, row.id, last_signature=signature)
+    return f"auto-fix turn {turn}" if started else "a turn is running"
 
 
-async def collect_failures(ops: RepoOps, head: str) -> tuple[list[Failure], bool]:
-    """The failed checks on head with their evidence, and whether everything finished."""
+async def start_followup_now(engine: Engine, job: Job, row: AutofixRow, prompt: str, *,
+                             requested_by: str, label: str) -> bool:
+    """Start the turn and count it, with no await between the two (start_followup has
+    none): two steps deciding at once start one turn and count one."""
+    from app.intents import start_followup
+
+    outcome = await start_followup(engine, job, row.pr_number, prompt, kind="autofix",
+                                   requested_by=requested_by, label=label)
+    if not outcome.startswith("autofix "):
+        return False
+    fresh = get_row(engine, row.id)
+    patch(engine, row.id, turns=fresh.turns + 1, stopped=None)
+    return True
+
+
+async def show(engine: Engine, job: Job) -> None:
+    from app.runs import refresh_status
+
+    await refresh_status(engine, job.id)
+
+
+async def collect_failures(
+    ops: RepoOps, head: str, *, own_app_id: int | None = None
+) -> tuple[list[Failure], bool]:
+    """The failed checks on head with their evidence, and whether everything finished.
+
+    hangar's own `agent` and `land` runs are neither failures nor waited for (land stays
+    in progress until a person approves); a suite with no runs (an App that never
+    reports) is not waited for either.
+    """
     suites = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-suites")
     runs = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-runs?filter=latest")
     combined = await ops.gh.getitem(f"{ops.base}/commits/{head}/status")
-    finished = all(s.get("status") == "completed" for s in suites.get("check_suites", []))
-    finished = finished and all(r.get("status") == "completed"
-                                for r in runs.get("check_runs", []))
+    checks = [r for r in runs.get("check_runs", []) if r["name"] not in IGNORED_CHECKS]
+    finished = all(
+        s.get("status") == "completed" for s in suites.get("check_suites", [])
+        if s.get("latest_check_runs_count") and (s.get("app") or {}).get("id") != own_app_id)
+    finished = finished and all(r.get("status") == "completed" for r in checks)
     finished = finished and all(s.get("state") != "pending"
                                 for s in combined.get("statuses", []))
     failures = []
-    for run in runs.get("check_runs", []):
-        if run["name"] in IGNORED_CHECKS or run.get("conclusion") not in FAILED:
+    for run in checks:
+        if run.get("status") != "completed" or run.get("conclusion") not in FAILED:
             continue
         output = run.get("output") or {}
         details = await annotations(ops, run)
@@ -298,25 +424,29 @@ async def actions_log_tail(ops: RepoOps, run: dict) -> list[str]:
 
 async def review_turn(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow,
                       intent: Intent) -> str:
-    from app.intents import start_followup
-
-    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH))
-    if row.turns >= config.autofix.max_turns or not row.enabled:
-        row.stopped = (f"a review asked for changes, but auto-fix used its "
-                       f"{config.autofix.max_turns} turn(s) or is off")
-        save(engine, row)
-        return "review turn not started"
+    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=job.base_branch))
+    policy = config.autofix
     review_id = intent.args["review_id"]
     comments = await ops.gh.getitem(
         f"{ops.base}/pulls/{row.pr_number}/reviews/{review_id}/comments")
-    lines = [f"@{intent.author} requested changes in a review. Address this review "
-             "(and only this review), then commit.", "", intent.args.get("body") or ""]
-    for c in comments:
-        lines.append(f"- {c.get('path')}:{c.get('line') or c.get('original_line')}: {c['body']}")
-    row.turns += 1
-    save(engine, row)
-    await start_followup(engine, job, row.pr_number, redact("\n".join(lines)),
-                         kind="autofix", requested_by=intent.author,
-                         label=f"auto-fix turn {row.turns} of {config.autofix.max_turns}: "
-                               f"changes requested by @{intent.author}")
-    return f"review turn {row.turns}"
+    row = get_row(engine, row.id)
+    reason = why_not(row, policy, None, landing=merging(engine, row), now_s=time.time(),
+                     requested=True)
+    if reason is None and not (policy.enabled and row.enabled):
+        reason = "auto-fix is off for this pull request"
+    if reason is None and turn_running(engine, job, row.pr_number):
+        reason = "another turn is running on this pull request"
+    if reason:
+        reason = f"@{intent.author} requested changes, but hangar did not start a turn: {reason}"
+        patch(engine, row.id, stopped=reason)
+        engine.note(job.id, reason)
+        await show(engine, job)
+        return "review turn not started"
+    turn = row.turns + 1
+    started = await start_followup_now(
+        engine, job, row, prompt_for_review(intent.author, intent.args.get("body") or "",
+                                            comments),
+        requested_by=intent.author,
+        label=f"auto-fix turn {turn} of {policy.max_turns}: changes requested by "
+              f"@{intent.author}")
+    return f"review turn {turn}" if started else "review turn not started"
