@@ -7,8 +7,9 @@ import sys
 
 import aiohttp
 
+from app.ghops import RepoOps
 from app.github import AppAuth, get_or_none
-from app.landing import gate_report
+from app.landing import read_gate
 from app.settings import Settings, SettingsError
 
 
@@ -41,11 +42,6 @@ async def inspect(settings: Settings, repo: str) -> list[tuple[bool, str]]:
         gh = await auth.client(installation["id"])
         info = await gh.getitem(f"/repos/{repo}")
         branch = info["default_branch"]
-        rules = await gh.getitem(f"/repos/{repo}/rules/branches/{branch}")
-        rulesets = []
-        for ruleset_id in sorted({r["ruleset_id"] for r in rules if r.get("ruleset_id")}):
-            found = await get_or_none(gh, f"/repos/{repo}/rulesets/{ruleset_id}")
-            if found:
-                rulesets.append(found)
+        gate = await read_gate(RepoOps(gh, repo), branch, settings.app_id)
         header = (True, f"{repo}: default branch {branch}, installation {installation['id']}")
-        return [header, *gate_report(rules, rulesets, settings.app_id)]
+        return [header, *gate]

@@ -9,8 +9,8 @@ GitHub decides what may merge; hangar only ever asks it, with the approved head 
 
 from __future__ import annotations
 
-import fnmatch
 import logging
+import re
 import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -82,9 +82,13 @@ class LandRequest(BaseModel):
     explained: list[int] = []  # reviews whose not counting was already said
     merge_sha: str | None = None
     ci_since: float | None = None
+    updated_from: str | None = None  # the head hangar asked GitHub to update
+    updated_at_ask: float = 0.0
     history: list[dict[str, Any]] = []
     due_at: float = 0.0  # the engine's next look; events set it to now
     problems: list[str] = []  # what is wrong in .github/hangar.yml (defaults apply)
+    shown: str | None = None  # what check run `hangar / land` last said, to skip no-op edits
+    version: int = 0  # bumped by every save; a step holding an older copy stops
     updated_at: float = Field(default_factory=now)
 
     @property
@@ -122,21 +126,33 @@ def approval_verdict(
 def checks_verdict(
     required: list[str], check_runs: list[dict], statuses: list[dict]
 ) -> tuple[str, list[str]]:
-    """("passed" | "failed" | "pending", names) for the required checks on one commit."""
-    results: dict[str, str | None] = {}
-    for run in check_runs:
-        name = run["name"]
-        value = run.get("conclusion") if run.get("status") == "completed" else "pending"
-        results[name] = value if name not in results or results[name] != "success" else "success"
-    for status in statuses:
-        results.setdefault(status["context"], status["state"])
+    """("passed" | "failed" | "pending", names) for the required checks on one commit.
+
+    Pending names list the checks nobody has reported first, then those still running.
+    """
+    results = check_results(check_runs, statuses)
     failed = [n for n in required if results.get(n) in FAILING]
     if failed:
         return "failed", failed
-    missing = [n for n in required if results.get(n) not in PASSING]
-    if missing:
-        return "pending", missing
+    unreported = [n for n in required if n not in results]
+    running = [n for n in required if n in results and results[n] not in PASSING]
+    if unreported or running:
+        return "pending", [*unreported, *running]
     return "passed", []
+
+
+def check_results(check_runs: list[dict], statuses: list[dict]) -> dict[str, str]:
+    """Each check's result by name: a conclusion, a status state, or "pending"."""
+    results: dict[str, str] = {}
+    for run in check_runs:
+        name = run["name"]
+        value = run.get("conclusion") if run.get("status") == "completed" else "pending"
+        # Of several runs with one name (a re-run), a success stands.
+        if results.get(name) != "success":
+            results[name] = value or "pending"
+    for status in statuses:
+        results.setdefault(status["context"], status["state"])
+    return results
 
 
 def required_from_rules(rules: list[dict]) -> list[str]:
@@ -145,7 +161,7 @@ def required_from_rules(rules: list[dict]) -> list[str]:
         if rule.get("type") == "required_status_checks":
             for check in (rule.get("parameters") or {}).get("required_status_checks", []):
                 names.append(check["context"])
-    return names
+    return list(dict.fromkeys(names))
 
 
 def sensitive_files(compare: dict | None, patterns: list[str]) -> list[str]:
@@ -157,27 +173,50 @@ def sensitive_files(compare: dict | None, patterns: list[str]) -> list[str]:
 
 
 def _matches(path: str, pattern: str) -> bool:
-    if pattern.endswith("/**"):
-        return path.startswith(pattern[:-2])
-    if "/" not in pattern:
-        return fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern)
-    return fnmatch.fnmatchcase(path, pattern)
+    """gitignore-like: `**` crosses directories, `*` does not, and a pattern without a
+    slash matches the file's name at any depth."""
+    if "/" not in pattern.rstrip("/"):
+        pattern = "**/" + pattern
+    return re.fullmatch(_glob_regex(pattern.lstrip("/")), path) is not None
+
+
+def _glob_regex(pattern: str) -> str:
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    if pattern.endswith("/"):
+        out.append(".*")
+    return "".join(out)
 
 
 def gate_report(
     rules: list[dict], rulesets: list[dict], app_id: int | None
 ) -> list[tuple[bool, str]]:
     """What protects a branch, line by line, with the fix for what is missing."""
-    kinds = {r.get("type"): r for r in rules}
+    kinds = {r.get("type") for r in rules}
     lines: list[tuple[bool, str]] = []
-    pr_rule = kinds.get("pull_request")
-    params = (pr_rule or {}).get("parameters") or {}
-    lines.append((pr_rule is not None, "pull request required" if pr_rule else
+    # Several rulesets may each hold a pull_request rule: the strictest of each wins.
+    pr_params = [r.get("parameters") or {} for r in rules if r.get("type") == "pull_request"]
+    lines.append((bool(pr_params), "pull request required" if pr_params else
                   "no pull_request rule: add one to a branch ruleset so nothing lands unreviewed"))
-    count = params.get("required_approving_review_count", 0)
+    count = max((p.get("required_approving_review_count", 0) for p in pr_params), default=0)
     lines.append((count >= 1, f"{count} approving review(s) required" if count else
                   "no approvals required: set required_approving_review_count to 1 or more"))
-    dismiss = params.get("dismiss_stale_reviews_on_push", False)
+    dismiss = any(p.get("dismiss_stale_reviews_on_push") for p in pr_params)
     lines.append((dismiss, "stale approvals dismissed on push" if dismiss else
                   "approvals survive new pushes: turn on dismiss_stale_reviews_on_push"))
     checks = required_from_rules(rules)
@@ -187,12 +226,17 @@ def gate_report(
                   if "non_fast_forward" in kinds else "force pushes allowed: add non_fast_forward"))
     lines.append(("deletion" in kinds, "deletion blocked"
                   if "deletion" in kinds else "the branch can be deleted: add the deletion rule"))
+    # GitHub says for the caller itself (`current_user_can_bypass`); bypass_actors may be
+    # hidden from an installation, so both are read.
     bypass = [
-        actor for rs in rulesets for actor in rs.get("bypass_actors") or []
-        if actor.get("actor_type") == "Integration" and actor.get("actor_id") == app_id
+        rs.get("name") or rs.get("id") for rs in rulesets
+        if rs.get("current_user_can_bypass") in ("always", "pull_requests_only", "exempt")
+        or any(actor.get("actor_type") == "Integration" and actor.get("actor_id") == app_id
+               for actor in rs.get("bypass_actors") or [])
     ]
     lines.append((not bypass, "hangar is not a bypass actor" if not bypass else
-                  "hangar's App is a bypass actor: remove it, or the ruleset is no gate for it"))
+                  f"hangar's App is a bypass actor of ruleset {bypass[0]!r}: remove it from "
+                  "the bypass list, or the ruleset is no gate for hangar"))
     return lines
 
 
@@ -220,7 +264,20 @@ def ensure_request(engine: Engine, job: Job, pr_number: int) -> LandRequest:
     return request
 
 
+class RowChanged(Exception):
+    """The row changed under a step (a review, a push, `/hangar land cancel`): the step
+    stops and the next one starts from the fresh row."""
+
+
 def save(engine: Engine, request: LandRequest) -> LandRequest:
+    """Write the row, unless someone else wrote it since this copy was read.
+
+    Intake (events, commands) reads and writes without awaiting in between, so only a
+    step that awaited GitHub can hold a stale copy; it must not undo what arrived."""
+    stored = get(engine, request.id)
+    if stored is not None and stored.version != request.version:
+        raise RowChanged(request.id)
+    request.version += 1
     request.updated_at = time.time()
     engine.store.put("land", request.id, request, active=request.active)
     return request
@@ -282,6 +339,10 @@ def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
 def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
     from app import autofix
 
+    for request in engine.store.all("land", LandRequest, active=True):
+        if request.repo == repo and request.head_sha == head_sha:
+            request.due_at = 0
+            save(engine, request)
     autofix.record_ci(engine, repo, head_sha)
 
 
@@ -297,21 +358,42 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         return "not a hangar PR"
     request = ensure_request(engine, job, intent.thread.number)
     if intent.command == "land_cancel":
-        request.wished = False
-        if request.state not in (LandState.LANDED, LandState.MERGING):
-            move(engine, request, LandState.CANCELLED, f"@{intent.author} withdrew the request")
-        save(engine, request)
-        return "land cancelled"
+        return await cancel(engine, ops, intent, request)
+    if intent.args.get("ack_sensitive"):
+        config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=request.base))
+        if config.land.forbid_self_approval and intent.author == request.requested_by:
+            await reply(ops, intent, (
+                f"@{intent.author}, you asked for this work, so your acknowledgement of the "
+                "sensitive files does not count (land.forbid_self_approval): another person "
+                "with write access must comment `/hangar land --ack-sensitive`."),
+                key=f"ack-refused-{intent.author}-{request.pr_number}")
+            return "ack refused: the requester"
+        pr = await ops.get_pr(intent.thread.number)
+        request = get(engine, request.id) or request
+        request.ack_sensitive_sha = pr["head"]["sha"]
     request.wished = True
     request.due_at = 0
-    if intent.args.get("ack_sensitive"):
-        pr = await ops.get_pr(intent.thread.number)
-        request.ack_sensitive_sha = pr["head"]["sha"]
     if request.state in (*RESTARTABLE, LandState.CANCELLED):
         move(engine, request, LandState.QUEUED, f"@{intent.author} asked to land")
     save(engine, request)
     engine.wake()
     return "land requested"
+
+
+async def cancel(engine: Engine, ops: RepoOps, intent: Intent, request: LandRequest) -> str:
+    from app.intents import reply
+
+    if request.state in (LandState.LANDED, LandState.MERGING):
+        await reply(ops, intent, f"#{request.pr_number} is already {request.state.value}; "
+                                 "there is nothing to cancel.")
+        return f"too late to cancel: {request.state.value}"
+    request.wished = False
+    move(engine, request, LandState.CANCELLED,
+         f"@{intent.author} withdrew the request; approvals do not land it until someone "
+         "comments `/hangar land`")
+    save(engine, request)
+    await show(engine, ops, request)
+    return "land cancelled"
 
 
 # -- the state machine -----------------------------------------------------------------
@@ -321,14 +403,19 @@ async def advance_land(engine: Engine, request_id: str) -> None:
     request = get(engine, request_id)
     if request is None or not request.active or request.due_at > time.time():
         return
+    # Take the wake now: an event during the step sets due_at to 0 again and is not lost.
+    request.due_at = time.time() + engine.settings.poll_interval_seconds
+    save(engine, request)
     try:
         await land_step(engine, request)
+    except RowChanged:
+        pass
     finally:
-        # Events make it due again at once; otherwise the slow poll looks in later.
         request = get(engine, request_id)
-        if request is not None and request.active and request.due_at <= time.time():
-            fast = request.state in (LandState.UPDATING, LandState.MERGING)
-            request.due_at = time.time() + (2 if fast else engine.settings.poll_interval_seconds)
+        if (request is not None and request.active
+                and request.state in (LandState.UPDATING, LandState.MERGING)
+                and request.due_at > time.time() + 2):
+            request.due_at = time.time() + 2  # GitHub is mid-change: look again soon
             save(engine, request)
 
 
@@ -375,6 +462,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
     if request.state == LandState.AWAITING_APPROVAL:
         await await_approval(engine, ops, request, policy, approved)
     if request.state == LandState.MERGING:
+        await show(engine, ops, request)  # people see "merging" while GitHub works
         await merge(engine, ops, request, policy)
     await show(engine, ops, request)
 
@@ -390,7 +478,8 @@ async def review_verdicts(
     for review in latest.values():
         if review.state != "approved":
             continue
-        permission = await engine.permission(ops, review.user)
+        is_bot = review.user_type == "Bot" or review.user.endswith("[bot]")
+        permission = "none" if is_bot else await engine.permission(ops, review.user)
         verdicts.append((review, approval_verdict(
             review, head_sha=request.head_sha, requester=request.requested_by,
             permission=permission, policy=policy)))
@@ -414,16 +503,27 @@ async def explain_reviews(
         save(engine, request)
 
 
+UPDATE_PATIENCE_S = 120  # GitHub answers update-branch 202 and moves the head a bit later
+
+
 async def update(engine: Engine, ops: RepoOps, request: LandRequest, pr: dict) -> None:
     compare = await ops.compare(request.base, request.head_sha)
     if compare["behind_by"] == 0:
+        request.updated_from = None
         return move(engine, request, LandState.WAITING_CI, None)
+    if (request.updated_from == request.head_sha
+            and time.time() - request.updated_at_ask < UPDATE_PATIENCE_S):
+        request.reason = "waiting for GitHub to update the branch"
+        save(engine, request)
+        return None
     try:
         await ops.gh.put(f"{ops.base}/pulls/{request.pr_number}/update-branch",
                          data={"expected_head_sha": request.head_sha})
     except BadRequest as exc:
-        if int(exc.status_code) == 422 and await head_moved(ops, request):
-            return  # the next pass sees the new head
+        if int(exc.status_code) != 422:
+            raise  # not GitHub's word on the branch: the step is tried again
+        if await head_moved(ops, request):
+            return None  # the next pass sees the new head
         files = await conflicting_files(ops, request)
         named = ", ".join(f"`{f}`" for f in files[:20]) or "files GitHub did not name"
         return move(engine, request, LandState.CONFLICT,
@@ -431,9 +531,9 @@ async def update(engine: Engine, ops: RepoOps, request: LandRequest, pr: dict) -
                     "resolve conflicts silently — ask for a turn (`/hangar resolve the "
                     "conflicts`) or resolve them by hand")
     # The update makes a new head: earlier approvals lapse, verification runs again on it.
-    request.head_sha = None
+    request.updated_from, request.updated_at_ask = request.head_sha, time.time()
     save(engine, request)
-    engine.note(request.job_id, f"land #{request.pr_number}: updated the branch from "
+    engine.note(request.job_id, f"land #{request.pr_number}: updating the branch from "
                                 f"{request.base}")
 
 
@@ -470,9 +570,13 @@ async def wait_for_ci(
             save(engine, request)
         waited = time.time() - request.ci_since
         if waited > policy.ci_timeout_minutes * 60:
+            reported = check_results(data.get("check_runs", []), combined.get("statuses", []))
+            late = names[0]
+            what = "is still running" if late in reported else "never reported"
             return move(engine, request, LandState.CI_FAILED,
-                        f"check {names[0]} never reported on `{request.head_sha[:7]}` within "
-                        f"{policy.ci_timeout_minutes:g} minutes")
+                        f"check {late} {what} on `{request.head_sha[:7]}` within "
+                        f"{policy.ci_timeout_minutes:g} minutes (land.ci_timeout_minutes); "
+                        "check that it still runs under this name, then `/hangar land`")
         request.reason = f"waiting for {', '.join(names)}"
         save(engine, request)
         return None
@@ -527,7 +631,7 @@ async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: Land
         )
     except BadRequest as exc:
         status = int(exc.status_code)
-        message = str(exc)
+        message = one_line(str(exc))
         if status == 409:
             return move(engine, request, LandState.UPDATING, "the head moved; updating again")
         if status == 405:
@@ -536,6 +640,14 @@ async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: Land
                         "the ruleset; fix what it names and approve again")
         raise
     await landed(engine, ops, request, result.get("sha"))
+
+
+def one_line(message: str) -> str:
+    """GitHub's multi-line message (a header, then one line per rule) as one sentence."""
+    lines = [line.strip().rstrip(".") for line in message.splitlines() if line.strip()]
+    if not lines:
+        return "no reason given"
+    return lines[0] + (": " + "; ".join(lines[1:]) if len(lines) > 1 else "")
 
 
 async def landed(engine: Engine, ops: RepoOps, request: LandRequest, merge_sha: str | None) -> None:
@@ -556,17 +668,40 @@ async def show(engine: Engine, ops: RepoOps, request: LandRequest) -> None:
 
     if request.head_sha:
         status, conclusion = land_check_status(request.state)
-        rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{request.base}")
-        gate = gate_report(rules, [], engine.settings.app_id)
-        summary = "\n".join([f"**{request.state.value}**" + (f": {request.reason}"
-                                                              if request.reason else ""), "",
-                             "What protects the base branch:", *[
-                                 f"- {'✅' if ok else '⚠️'} {line}" for ok, line in gate]])
-        await ops.upsert_check_run(
-            LAND_CHECK, request.head_sha, request.id, status=status, conclusion=conclusion,
-            output={"title": render.land_title(request), "summary": summary[:65000]},
-        )
+        gate = await read_gate(ops, request.base, engine.settings.app_id)
+        summary = "\n".join([
+            f"**{request.state.value}**" + (f": {request.reason}" if request.reason else ""),
+            *([f"Merged as `{request.merge_sha}`."] if request.merge_sha else []),
+            "", "What protects the base branch:",
+            *[f"- {'✅' if ok else '⚠️'} {line}" for ok, line in gate],
+            *([""] + [f"- ⚠️ {p}" for p in request.problems] if request.problems else []),
+        ])[:65000]
+        title = render.land_title(request)
+        shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"
+        if shown != request.shown:
+            await ops.upsert_check_run(
+                LAND_CHECK, request.head_sha, request.id, status=status, conclusion=conclusion,
+                output={"title": title, "summary": summary},
+            )
+            request.shown = shown
+            try:
+                save(engine, request)
+            except RowChanged:
+                pass  # the next step shows it again from the fresh row
     await runs.refresh_status(engine, request.job_id)
+
+
+async def read_gate(ops: RepoOps, branch: str, app_id: int | None) -> list[tuple[bool, str]]:
+    """gate_report for a branch, read from GitHub: its rules and their rulesets."""
+    from app.github import get_or_none
+
+    rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{branch}")
+    rulesets = []
+    for ruleset_id in sorted({r["ruleset_id"] for r in rules if r.get("ruleset_id")}):
+        found = await get_or_none(ops.gh, f"{ops.base}/rulesets/{ruleset_id}")
+        if found:
+            rulesets.append(found)
+    return gate_report(rules, rulesets, app_id)
 
 
 def land_check_status(state: LandState) -> tuple[str, str | None]:

@@ -46,6 +46,7 @@ _FIXES = {
     "literal_error": "use one of the allowed values",
     "extra_forbidden": "remove it, or check its spelling against the docs",
     "bool_type": "write true or false",
+    "bool_parsing": "write true or false",
     "int_parsing": "write a whole number",
     "float_parsing": "write a number",
     "greater_than": "use a larger number",

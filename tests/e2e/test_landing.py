@@ -1,0 +1,525 @@
+"""Landing end to end: a person approves the exact head in GitHub's review UI, hangar
+merges as the App, and the branch ruleset is the gate.
+
+Through fakehub over real HTTP with rulesets enforced on merge and push, real git, and
+the local (bubblewrap) provider.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from fakehub import gitrepo
+from tests.e2e.conftest import FIX_AGENT, ROOT, wait_until
+
+pytestmark = pytest.mark.slow
+
+LAND = "hangar / land"
+UNITTEST = "python3 -m unittest -q"
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def protect(world, **kw):
+    world.hub.protect(world.repo, **kw)
+
+
+def on_main(world, files: dict[str, str | None], message: str = "Change main") -> str:
+    """A commit straight onto main, as an admin allowed around the rules would push."""
+    return world.hub.push_files(world.repo, "main", files, message, as_user=world.maintainer,
+                                bypass_rules=True)
+
+
+def pr_now(world, number: int) -> dict:
+    return world.hub.get_pr(world.repo, number)
+
+
+def approve(world, number: int, who: str | None = None, sha: str | None = None) -> int:
+    sha = sha or pr_now(world, number)["head"]["sha"]
+    return world.hub.review(world.repo, number, as_user=who or world.reviewer,
+                            event="APPROVE", commit_id=sha)
+
+
+def land_check(world, sha: str) -> dict | None:
+    return world.checks(sha).get(LAND)
+
+
+def land_line(world, number: int) -> str:
+    """The landing line of hangar's status comment on the PR."""
+    for line in world.status(number).splitlines():
+        if line.startswith(f"**Landing #{number}:**"):
+            return line
+    return ""
+
+
+def says(world, number: int, text: str) -> str | None:
+    line = land_line(world, number)
+    return line if text in line else None
+
+
+def merged(world, number: int) -> dict | None:
+    pr = pr_now(world, number)
+    return pr if pr["merged"] else None
+
+
+def landed(world, number: int) -> dict | None:
+    """The PR once hangar has recorded it landed (not only once GitHub merged it)."""
+    pr = merged(world, number)
+    return pr if pr and says(world, number, "landed as") else None
+
+
+def merge_calls(world, number: int) -> list[int]:
+    """Status codes of hangar's own merge calls for this PR."""
+    return [status for method, path, status in world.hub.api_calls(world.app.id)
+            if method == "PUT" and path.endswith(f"/pulls/{number}/merge")]
+
+
+def main_log(world) -> list[gitrepo.CommitInfo]:
+    path = world.hub.repo_path(world.repo)
+    return gitrepo.commits_between(path, None, world.hub.ref_sha(world.repo, "main"))
+
+
+def explanations(world, number: int) -> list[str]:
+    return [b for b in world.replies(number) if "does not count for landing" in b]
+
+
+def stays_unmerged(world, number: int, seconds: float = 4) -> bool:
+    """True when the PR is still not merged after `seconds` (a bounded negative check)."""
+    with pytest.raises(AssertionError):
+        wait_until(lambda: merged(world, number), seconds, "no merge")
+    return True
+
+
+def verified_pr(world, issue: int, timeout: float = 90) -> dict:
+    return wait_until(lambda: world.verified(issue), timeout, "a verified PR")
+
+
+# -- approve → landed ----------------------------------------------------------------
+
+
+def test_an_approval_lands_one_squash_commit_by_the_app(world):
+    protect(world, checks=("ci / test",))
+    world.hub.set_ci(world.repo, UNITTEST)
+    world.start_hangar()
+    before = world.hub.ref_sha(world.repo, "main")
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    head = pr["head"]["sha"]
+    approve(world, pr["number"])
+
+    done = wait_until(lambda: landed(world, pr["number"]), 90, "the PR to land")
+    main = world.hub.ref_sha(world.repo, "main")
+    assert done["merge_commit_sha"] == main
+    assert done["merged_by"]["login"] == world.app.bot_login
+    commit = gitrepo.commit_info(world.hub.repo_path(world.repo), main)
+    assert commit.parents == [before]  # one squash commit on top of the old main
+    assert commit.message.startswith(f"{pr['title']} (#{pr['number']})")
+    assert world.hub.read_file(world.repo, "calc.py") == b"def add(a, b):\n    return a + b\n"
+    assert merge_calls(world, pr["number"]) == [200]
+    # the merge sha is recorded where people look: the status comment and check run
+    assert f"landed as `{main[:7]}`" in land_line(world, pr["number"])
+    assert f"landed as `{main[:7]}`" in world.status(issue)
+    check = land_check(world, head)
+    assert check["conclusion"] == "success"
+    assert main[:7] in check["output"]["summary"]
+    assert "hangar is not a bypass actor" in check["output"]["summary"]
+
+
+# -- approvals that do not count -----------------------------------------------------
+
+
+def test_an_approval_of_an_older_head_does_not_count(world):
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number, old = pr["number"], pr["head"]["sha"]
+    # a person adds a commit; then rita approves the commit she had looked at
+    new = world.hub.push_files(world.repo, pr["head"]["ref"], {"NOTES.md": "notes\n"},
+                               "Add notes", as_user=world.maintainer)
+    wait_until(lambda: pr_now(world, number)["head"]["sha"] == new, 10, "the new head")
+    approve(world, number, sha=old)
+
+    why = wait_until(lambda: explanations(world, number), 60, "the explanation")
+    assert len(why) == 1
+    assert f"approved `{old[:7]}`, but the head is now `{new[:7]}`" in why[0]
+    assert stays_unmerged(world, number)
+    assert len(explanations(world, number)) == 1  # said once, not on every pass
+    assert merge_calls(world, number) == []
+    assert "waiting for an approval" in land_line(world, number)
+
+
+def test_the_requester_and_a_bot_approving_do_not_count(world):
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")  # asked by mona
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    approve(world, number, who=world.maintainer)
+    approve(world, number, who="dependabot[bot]")
+
+    why = wait_until(lambda: len(explanations(world, number)) == 2 and explanations(
+        world, number), 60, "two explanations")
+    text = "\n".join(why)
+    assert "@mona asked for this work" in text and "forbid_self_approval" in text
+    assert "@dependabot[bot] is a bot" in text
+    assert stays_unmerged(world, number)
+    assert merge_calls(world, number) == []
+    assert len(explanations(world, number)) == 2
+    # a person other than the requester, with write access: that one counts
+    approve(world, number)
+    wait_until(lambda: landed(world, number), 60, "the PR to land")
+    assert merge_calls(world, number) == [200]
+
+
+# -- the head moves ------------------------------------------------------------------
+
+
+def test_base_moved_updates_the_branch_reverifies_and_needs_a_new_approval(world):
+    protect(world, checks=("ci / test",))
+    world.hub.set_ci(world.repo, UNITTEST)
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number, old = pr["number"], pr["head"]["sha"]
+    moved = on_main(world, {"CHANGELOG.md": "- unrelated change\n"}, "Unrelated change")
+    approve(world, number, sha=old)
+
+    updated = wait_until(lambda: pr_now(world, number)["head"]["sha"] != old
+                         and pr_now(world, number), 60, "hangar to update the branch")
+    new = updated["head"]["sha"]
+    info = gitrepo.commit_info(world.hub.repo_path(world.repo), new)
+    assert info.parents == [old, moved]  # update-branch merged main in; nothing rewritten
+    # verification runs again on the new head, and the old approval lapses
+    wait_until(lambda: (world.checks(new).get("hangar / verify") or {}).get("conclusion")
+               == "success", 90, "verification of the new head")
+    wait_until(lambda: says(world, number, f"approval(s) of `{new[:7]}`"), 60,
+               "hangar waiting for an approval of the new head")
+    lapsed = explanations(world, number)
+    assert len(lapsed) == 1 and f"approved `{old[:7]}`" in lapsed[0]
+    assert not merged(world, number)
+    update_calls = [c for c in world.hub.api_calls(world.app.id)
+                    if c[0] == "PUT" and c[1].endswith(f"/pulls/{number}/update-branch")]
+    assert [s for *_, s in update_calls] == [202]
+
+    approve(world, number, sha=new)
+    done = wait_until(lambda: landed(world, number), 90, "the PR to land")
+    commit = gitrepo.commit_info(world.hub.repo_path(world.repo), done["merge_commit_sha"])
+    assert commit.parents == [moved]
+    assert merge_calls(world, number) == [200]
+
+
+def test_a_push_after_the_approval_lapses_it(world):
+    protect(world, checks=("ci / test",))  # nobody reports ci / test until the test does
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number, old = pr["number"], pr["head"]["sha"]
+    approve(world, number, sha=old)
+    wait_until(lambda: says(world, number, "waiting for ci / test"), 60, "waiting for CI")
+
+    new = world.hub.push_files(world.repo, pr["head"]["ref"], {"NOTES.md": "notes\n"},
+                               "Add notes", as_user=world.maintainer)
+    world.hub.complete_check(world.repo, old, "ci / test", "success")
+    world.hub.complete_check(world.repo, new, "ci / test", "success")
+    wait_until(lambda: says(world, number, f"approval(s) of `{new[:7]}`"), 90,
+               "hangar waiting for an approval of the new head")
+    assert not merged(world, number)
+    lapsed = explanations(world, number)
+    assert len(lapsed) == 1 and f"approved `{old[:7]}`, but the head is now" in lapsed[0]
+    assert merge_calls(world, number) == []
+
+    approve(world, number, sha=new)
+    done = wait_until(lambda: landed(world, number), 60, "the PR to land")
+    assert world.hub.read_file(world.repo, "NOTES.md", done["merge_commit_sha"]) == b"notes\n"
+
+
+# -- checks --------------------------------------------------------------------------
+
+
+def test_failing_ci_is_ci_failed_and_named(world):
+    on_main(world, {".github/hangar.yml": "autofix:\n  enabled: false\n"})
+    protect(world, checks=("ci / test",))
+    world.hub.set_ci(world.repo, "echo 'lint: 3 problems' && exit 1")
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    approve(world, pr["number"])
+
+    line = wait_until(lambda: says(world, pr["number"], "required checks failed"), 90,
+                      "ci_failed")
+    assert f"required check(s) failed on `{pr['head']['sha'][:7]}`: ci / test" in line
+    check = land_check(world, pr["head"]["sha"])
+    assert check["conclusion"] == "failure" and "ci / test" in check["output"]["summary"]
+    assert not merged(world, pr["number"]) and merge_calls(world, pr["number"]) == []
+
+
+def test_a_required_check_that_never_reports_fails_after_the_timeout(world):
+    on_main(world, {".github/hangar.yml": "land:\n  ci_timeout_minutes: 0.05\n"})
+    protect(world, checks=("ci / lint",))  # nothing ever reports ci / lint
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    approve(world, pr["number"])
+
+    line = wait_until(lambda: says(world, pr["number"], "never reported"), 60, "the timeout")
+    assert "check ci / lint never reported" in line
+    check = land_check(world, pr["head"]["sha"])
+    assert check["conclusion"] == "failure"
+    assert "check ci / lint never reported" in check["output"]["summary"]
+    assert not merged(world, pr["number"]) and merge_calls(world, pr["number"]) == []
+
+
+# -- conflicts and GitHub's refusals -------------------------------------------------
+
+
+def test_two_prs_on_the_same_lines_the_second_goes_to_conflict(world):
+    two_ways = """\
+set -e
+case "$HANGAR_PROMPT" in
+  *plus*) sed -i 's/return a - b/return a + b/' calc.py ;;
+  *) sed -i 's/return a - b/return sum((a, b))/' calc.py ;;
+esac
+git commit -qam "Fix add(): $HANGAR_PROMPT"
+"""
+    protect(world, checks=())
+    world.start_hangar(two_ways)
+    first_issue, _ = world.ask("/hangar fix it with plus", title="fix one way")
+    second_issue, _ = world.ask("/hangar fix it with sum", title="fix another way")
+    first = verified_pr(world, first_issue)
+    second = verified_pr(world, second_issue)
+    second_head = second["head"]["sha"]
+    approve(world, first["number"])
+    approve(world, second["number"])
+
+    # one lands; the other is serialized behind it, then meets the conflict
+    wait_until(lambda: landed(world, first["number"]) or landed(world, second["number"]),
+               60, "one PR to land")
+    winner, loser = ((first, second) if merged(world, first["number"])
+                     else (second, first))
+    line = wait_until(lambda: says(world, loser["number"], "conflicts with the base"), 60,
+                      "the conflict")
+    assert "`calc.py`" in line
+    assert not merged(world, loser["number"]) and merge_calls(world, loser["number"]) == []
+    main_calc = world.hub.read_file(world.repo, "calc.py")
+    expected = b"a + b" if winner is first else b"sum((a, b))"
+    assert expected in main_calc
+    assert len(main_log(world)) == 2  # the initial commit and the one squash
+    # nothing force-pushed: branch tips unchanged, and no push was a forced one
+    assert world.hub.ref_sha(world.repo, loser["head"]["ref"]) == loser["head"]["sha"]
+    assert loser["head"]["sha"] in (second_head, first["head"]["sha"])
+    pushes = world.hub.deliveries(world.app.id, "push")
+    assert pushes and not any(d.payload["forced"] for d in pushes)
+    check = land_check(world, loser["head"]["sha"])
+    assert check["conclusion"] == "failure" and "calc.py" in check["output"]["summary"]
+
+
+def test_a_ruleset_refusal_is_reported_with_githubs_message_and_not_bypassed(world):
+    protect(world, approvals=2, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    approve(world, pr["number"])
+
+    line = wait_until(lambda: says(world, pr["number"], "GitHub refused the merge"), 60,
+                      "the refusal")
+    assert "At least 2 approving reviews are required" in line
+    check = land_check(world, pr["head"]["sha"])
+    assert check["conclusion"] == "failure"
+    assert "At least 2 approving reviews are required" in check["output"]["summary"]
+    assert stays_unmerged(world, pr["number"])
+    assert merge_calls(world, pr["number"]) == [405]  # asked once, then left to people
+
+
+# -- crashes -------------------------------------------------------------------------
+
+
+def test_kill_9_while_merging_then_restart_lands_exactly_once(world):
+    protect(world, checks=())
+    world.start_hangar(process=True)
+    before = world.hub.ref_sha(world.repo, "main")
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    hang = world.hub.inject_fault("PUT", rf"/pulls/{pr['number']}/merge$", hang_seconds=600)
+    approve(world, pr["number"])
+    wait_until(lambda: hang.fired, 60, "hangar's merge call")
+    assert says(world, pr["number"], "merging")
+
+    world.hangar.kill9()
+    world.hub.clear_faults()
+    world.restart()
+    done = wait_until(lambda: landed(world, pr["number"]), 90, "the PR to land")
+    assert 200 in merge_calls(world, pr["number"])
+    assert merge_calls(world, pr["number"]).count(200) == 1
+    assert world.hub.ref_sha(world.repo, "main") == done["merge_commit_sha"]
+    assert len(main_log(world)) == 2  # the initial commit and one squash, not two
+    tip = gitrepo.commit_info(world.hub.repo_path(world.repo), done["merge_commit_sha"])
+    assert tip.parents == [before]
+    assert len(world.status_comments(issue)) == 1
+
+
+def test_a_pr_merged_by_a_person_while_hangar_was_down_is_recorded_once(world):
+    protect(world, checks=())
+    world.start_hangar(process=True)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    world.hub.comment(world.repo, number, "/hangar land", as_user=world.maintainer)
+    wait_until(lambda: says(world, number, "approval(s) of"), 60, "hangar waiting to land")
+
+    world.hangar.kill9()
+    approve(world, number)
+    sha = world.hub.merge_pr(world.repo, number, as_user=world.maintainer, method="squash")
+    world.restart()
+    wait_until(lambda: says(world, number, f"landed as `{sha[:7]}`"), 60, "landed recorded")
+    assert merge_calls(world, number) == []  # hangar never asked GitHub to merge
+    assert world.hub.ref_sha(world.repo, "main") == sha
+    assert land_check(world, pr["head"]["sha"])["conclusion"] == "success"
+
+
+# -- commands ------------------------------------------------------------------------
+
+
+def test_land_then_land_cancel(world):
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    world.hub.comment(world.repo, number, "/hangar land", as_user=world.maintainer)
+    wait_until(lambda: says(world, number, "approval(s) of"), 60, "hangar waiting to land")
+    world.hub.comment(world.repo, number, "/hangar land cancel", as_user=world.maintainer)
+    line = wait_until(lambda: says(world, number, "cancelled"), 30, "the cancellation")
+    assert "@mona withdrew the request" in line
+    wait_until(lambda: (land_check(world, pr["head"]["sha"]) or {}).get("conclusion")
+               == "cancelled", 30, "hangar / land cancelled")
+
+    approve(world, number)  # a withdrawn request stays withdrawn
+    assert stays_unmerged(world, number)
+    assert merge_calls(world, number) == []
+
+    world.hub.comment(world.repo, number, "/hangar land", as_user=world.maintainer)
+    wait_until(lambda: landed(world, number), 60, "the PR to land after asking again")
+    assert merge_calls(world, number) == [200]
+
+
+def test_sensitive_paths_need_an_ack_from_an_approver(world):
+    touches_ci = FIX_AGENT.replace("set -e\n", """set -e
+mkdir -p .github/workflows
+printf 'on: push\\n' > .github/workflows/x.yml
+git add .github/workflows/x.yml
+""")
+    protect(world, checks=())
+    world.start_hangar(touches_ci)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    assert "`.github/workflows/x.yml`" in pr["body"]  # the sensitive-paths banner
+    approve(world, number)
+    line = wait_until(lambda: says(world, number, "--ack-sensitive"), 60, "the ack request")
+    assert "`.github/workflows/x.yml`" in line
+    assert stays_unmerged(world, number, 2)
+
+    # the requester may not wave it through
+    world.hub.comment(world.repo, number, "/hangar land --ack-sensitive",
+                      as_user=world.maintainer)
+    refusal = wait_until(lambda: [r for r in world.replies(number) if "sensitive" in r], 30,
+                         "the refusal")
+    assert "@mona" in refusal[0]
+    assert stays_unmerged(world, number, 2)
+
+    world.hub.comment(world.repo, number, "/hangar land --ack-sensitive",
+                      as_user=world.reviewer)
+    wait_until(lambda: landed(world, number), 60, "the PR to land")
+    assert world.hub.read_file(world.repo, ".github/workflows/x.yml") == b"on: push\n"
+
+
+def test_a_malformed_land_policy_is_answered_and_the_defaults_apply(world):
+    on_main(world, {".github/hangar.yml": "land:\n  method: fast\n  forbid_self_approval: 3\n"})
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    approve(world, number, who=world.maintainer)  # the default forbids self-approval
+    wait_until(lambda: explanations(world, number), 60, "the self-approval explanation")
+    status = world.status(number)
+    assert (".github/hangar.yml:2: land.method: Input should be 'merge', 'squash' or 'rebase'"
+            " — use one of the allowed values; the default applies") in status
+    assert ".github/hangar.yml:3: land.forbid_self_approval:" in status
+    assert "write true or false" in status
+
+    approve(world, number)
+    done = wait_until(lambda: landed(world, number), 60, "the PR to land")
+    commit = gitrepo.commit_info(world.hub.repo_path(world.repo), done["merge_commit_sha"])
+    assert len(commit.parents) == 1  # squash, the default method
+
+
+# -- hangar doctor -------------------------------------------------------------------
+
+
+def doctor(world, repo: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HANGAR_")}
+    env.update({
+        "HANGAR_APP_ID": str(world.app.id),
+        "HANGAR_PRIVATE_KEY_FILE": str(world.app.private_key_path),
+        "HANGAR_WEBHOOK_SECRET": world.app.webhook_secret,
+        "HANGAR_GITHUB_URL": world.hub.api_url,
+    })
+    return subprocess.run([sys.executable, "-m", "app.cli", "doctor", repo or world.repo],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def doctor_lines(out: str) -> dict[str, str]:
+    """{line text: "ok" | "missing"} for each line doctor printed."""
+    lines = {}
+    for line in out.splitlines():
+        found = re.match(r"^(ok|missing)\s+(.*)$", line)
+        if found:
+            lines[found.group(2)] = found.group(1)
+    return lines
+
+
+def test_doctor_on_a_well_protected_repository(world):
+    protect(world, checks=("ci / test", "hangar / verify"))
+    result = doctor(world)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = doctor_lines(result.stdout)
+    assert set(lines.values()) == {"ok"}
+    for expected in ("pull request required", "1 approving review(s) required",
+                     "stale approvals dismissed on push",
+                     "required checks: ci / test, hangar / verify", "force pushes blocked",
+                     "deletion blocked", "hangar is not a bypass actor"):
+        assert expected in lines
+    assert any(text.startswith("acme/widgets: default branch main") for text in lines)
+
+
+def test_doctor_on_a_bare_repository_says_what_is_missing_and_how(world):
+    result = doctor(world)
+    assert result.returncode == 1
+    missing = [t for t, v in doctor_lines(result.stdout).items() if v == "missing"]
+    assert len(missing) == 6
+    assert any("add one to a branch ruleset" in m for m in missing)
+    assert any("non_fast_forward" in m for m in missing)
+
+
+def test_doctor_flags_hangar_as_a_bypass_actor(world):
+    protect(world, checks=("ci / test",), bypass_app_ids=[world.app.id])
+    result = doctor(world)
+    assert result.returncode == 1
+    missing = [t for t, v in doctor_lines(result.stdout).items() if v == "missing"]
+    assert len(missing) == 1 and "hangar's App is a bypass actor" in missing[0]
+    assert "remove it" in missing[0]
+
+
+def test_doctor_on_a_repository_the_app_is_not_installed_on(world):
+    world.hub.create_repo(world.maintainer, "elsewhere")
+    result = doctor(world, f"{world.maintainer}/elsewhere")
+    assert result.returncode == 1
+    assert "the App is not installed on mona/elsewhere" in result.stdout
