@@ -40,6 +40,7 @@ M = TypeVar("M", bound=BaseModel)
 TICK_S = 1.0
 MAX_STEP_FAILURES = 5
 PERMISSION_TTL_S = 300
+CONFIG_TTL_S = 30
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
 
@@ -68,6 +69,7 @@ class Engine:
         self._providers: dict[str, Any] = {}
         self._provider_factory = providers or self._make_provider
         self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)
+        self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task] = {}
         self._stopping = False
@@ -155,6 +157,10 @@ class Engine:
             self.metrics.engine_step_errors.inc(kind=kind)
             log.exception("%s step failed", kind, extra={kind: row_id, "error": repr(exc)})
             self._step_failed(kind, row_id, exc)
+        if kind in ("intent", "run"):
+            # The next step may be due at once (a new run, the next stage): look now.
+            # Run steps that must wait (the watch interval, a backoff) set retry_at.
+            self.wake()
 
     def _step_failed(self, kind: str, row_id: str, exc: Exception) -> None:
         """Back off and retry; after MAX_STEP_FAILURES the row ends with the error."""
@@ -234,6 +240,15 @@ class Engine:
             cached = await ops.permission(login)
             self._permissions[key] = cached
         return cached
+
+    async def config_text(self, ops: RepoOps, ref: str) -> str | None:
+        """`.github/hangar.yml` at ref, read at most every CONFIG_TTL_S per repo and ref."""
+        from app.repoconfig import CONFIG_PATH
+
+        key = (ops.full_name, ref)
+        if key not in self._configs:
+            self._configs[key] = await ops.get_text(CONFIG_PATH, ref=ref)
+        return self._configs[key]
 
     async def may_write(self, ops: RepoOps, login: str) -> bool:
         return await self.permission(ops, login) in WRITE_PERMISSIONS

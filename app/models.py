@@ -143,6 +143,7 @@ class Run(BaseModel):
     pr_number: int | None = None
     verification: Verification | None = None
     label: str | None = None  # what started a later turn, for the status comment
+    check_ids: dict[str, int] = {}  # "<check name>@<head sha>" → check run id on GitHub
     outcome: str | None = None  # pr | no_changes | failed | cancelled
     error: str | None = None
     warnings: list[str] = []

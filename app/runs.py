@@ -16,7 +16,7 @@ from app import render
 from app.ghops import RepoOps
 from app.models import Job, JobState, Run, RunStage, RunState, Verification
 from app.redact import redact, tail
-from app.repoconfig import CONFIG_PATH, parse_repo_config
+from app.repoconfig import parse_repo_config
 
 if TYPE_CHECKING:
     from app.engine import Engine
@@ -101,6 +101,7 @@ async def start_agent(engine: Engine, run: Run) -> None:
     if run.kind == "verify":
         return
     if not slot_free(engine, run):
+        engine.patch_run(run.id, retry_at=time.time() + 1.0)
         return
     # Take the slot before the first await, so no other step counts it free.
     run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time())
@@ -162,8 +163,7 @@ def model_credentials(spec: Any) -> dict[str, str]:
 async def environment_for(engine: Engine, ops: RepoOps, ref: str) -> tuple[Any, list[str]]:
     from sandbox.envspec import EnvSpecError, select_environment
 
-    text = await ops.get_text(CONFIG_PATH, ref=ref)
-    config, problems = parse_repo_config(text)
+    config, problems = parse_repo_config(await engine.config_text(ops, ref))
     try:
         spec = select_environment(engine.envs, config.environment,
                                   default=default_env_name(engine))
@@ -247,6 +247,7 @@ async def watch_agent(engine: Engine, run: Run) -> None:
         state = watch.observe(status, now)
     engine.patch_run(run.id, watch=watch.model_dump(mode="json"))
     if state is None:
+        engine.patch_run(run.id, retry_at=now + engine.settings.run_watch_interval_seconds)
         return
     if watch.needs_stop:
         await provider.stop(sb, run.process_id)
@@ -333,17 +334,15 @@ async def collect(engine: Engine, run: Run) -> None:
             engine.patch_run(run.id, stage=RunStage.DONE, outcome="no_changes", head_sha=head)
             engine.note(run.job_id, f"{run.id} made no commits")
             return
-    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=run.base_branch))
+    config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch))
     sensitive = sensitive_files(compare, config.land.sensitive_paths)
     run = engine.patch_run(run.id, head_sha=head, compare=compare, sensitive=sensitive)
     pr = await find_or_open_pr(engine, ops, job, run)
-    run = engine.patch_run(run.id, pr_number=pr["number"], stage=RunStage.VERIFYING)
-    if pr["number"] not in job.status_comments:
-        await refresh_status(engine, job.id)
-    await ops.upsert_check_run(
-        AGENT_CHECK, head, run.id, status="completed",
-        conclusion=agent_conclusion(run), output=render.agent_check_output(run),
-    )
+    run = engine.patch_run(run.id, pr_number=pr["number"])
+    await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
+                       conclusion=agent_conclusion(run), output=render.agent_check_output(run))
+    # Only now is this stage's work all on GitHub; a crash before here repeats it.
+    engine.patch_run(run.id, stage=RunStage.VERIFYING)
     engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {head[:7]}")
 
 
@@ -383,23 +382,32 @@ async def verify(engine: Engine, run: Run) -> None:
         verification = Verification(command="", head_sha=head, passed=None,
                                     error="the environment has no verify command")
     else:
-        await ops.upsert_check_run(
-            VERIFY_CHECK, head, run.id, status="in_progress",
+        await upsert_check(
+            engine, ops, run, VERIFY_CHECK, head, status="in_progress",
             output={"title": "Verifying", "summary": f"`{spec.verify.command}` on `{head[:7]}` "
-                                                     "in a clean sandbox"},
-        )
+                                                     "in a clean sandbox"})
         verification = await verify_in_clean_sandbox(engine, run, job, spec, head)
-    await ops.upsert_check_run(
-        VERIFY_CHECK, head, run.id, status="completed",
-        conclusion=verify_conclusion(verification),
-        output=render.verify_check_output(verification), actions=verify_actions(verification),
-    )
+    await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
+                       conclusion=verify_conclusion(verification),
+                       output=render.verify_check_output(verification),
+                       actions=verify_actions(verification))
     run = engine.patch_run(run.id, verification=verification, stage=RunStage.DONE,
                            outcome="pr")
     if run.pr_number:
         await ops.update_pr(run.pr_number, body=render.pr_body(job, run))
     engine.note(run.job_id, f"{run.id} verification "
                 + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
+
+
+async def upsert_check(engine: Engine, ops: RepoOps, run: Run, name: str, head: str,
+                       **fields: Any) -> None:
+    """Create or update this run's check run `name` on head, remembering its id."""
+    key = f"{name}@{head}"
+    check_id = await ops.upsert_check_run(name, head, run.id, known_id=run.check_ids.get(key),
+                                          **fields)
+    if run.check_ids.get(key) != check_id:
+        fresh = engine.get_run(run.id)
+        engine.patch_run(run.id, check_ids={**fresh.check_ids, key: check_id})
 
 
 def verify_conclusion(v: Verification) -> str:

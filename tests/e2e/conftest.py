@@ -231,3 +231,15 @@ def world(fakehub, tmp_path) -> Iterator[World]:
     yield w
     for service in w.running:
         service.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On a failure, show the end of hangar's own log (when it ran as a process)."""
+    outcome = yield
+    report = outcome.get_result()
+    world = item.funcargs.get("world") if hasattr(item, "funcargs") else None
+    if report.failed and world is not None:
+        log = world.tmp / "hangar.log"
+        if log.exists():
+            report.sections.append(("hangar.log", log.read_text()[-6000:]))
