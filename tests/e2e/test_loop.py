@@ -6,6 +6,7 @@ Through fakehub over real HTTP, real git through hangar's push proxy, and the lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -101,7 +102,8 @@ exec sleep 3021
     pids = wait_until(lambda: _pids_with("sleep 3021"), 30, "the agent's process")
     wrappers = _pids_with("hangar-agent")
     for pid in pids + wrappers:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # gone between pgrep and kill
+            os.kill(pid, signal.SIGKILL)
     pr = wait_until(lambda: world.verified(issue), 60, "collection after the loss")
     assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
     status = wait_until(lambda: "lost" in world.status(issue) and world.status(issue), 10)
