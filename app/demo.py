@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import sys
 import tempfile
@@ -39,6 +40,11 @@ sed -i 's/return a - b/return a + b/' calc.py
 git commit -qam "Fix add(): it subtracted instead of adding"
 echo "I fixed add() in calc.py. All tests pass now."
 """
+
+# A line of the status comment's "Turns on the pull request" list.
+AUTOFIX_LINE = re.compile(r"- (?P<label>auto-fix turn (?P<turn>\d+) of \d+: .*?): \S")
+
+AUTOFIX_STOPPED = re.compile(r"\*\*Auto-fix on #\d+:\*\* (.*)")
 
 DEFAULT_PROMPT = "fix the failing test"
 DEFAULT_VERIFY = "python3 -m unittest -q"
@@ -126,7 +132,8 @@ def run_demo(args: argparse.Namespace) -> int:
     say = (lambda *_: None) if args.json else print
     port = free_port()
     result: dict[str, Any] = {"issue": None, "pr": None, "branch": None, "head_sha": None,
-                              "verify": "not run", "landed": False, "merge_sha": None}
+                              "verify": "not run", "landed": False, "merge_sha": None,
+                              "autofix_turns": 0}
     with running_fakehub(workdir / "fakehub") as hub:
         app = hub.create_app(name="hangar", webhook_url=f"http://127.0.0.1:{port}/webhook")
         maintainer = hub.create_user("mona")
@@ -182,6 +189,13 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
         for c in hub.issue_comments(repo, issue):
             if "<!-- hangar:status" in c["body"]:
                 timeline.once("status", "hangar posted its status comment")
+                for turn, label in autofix_turns(c["body"]):
+                    result["autofix_turns"] = max(result["autofix_turns"], turn)
+                    timeline.once(f"autofix-{turn}", f"hangar started {label}")
+                stopped = AUTOFIX_STOPPED.search(c["body"])
+                if stopped and ("used its" in stopped[1] or "same way" in stopped[1]):
+                    timeline.once("autofix-stopped", f"hangar stopped auto-fixing: {stopped[1]}")
+                    return False
                 if "the agent is working" in c["body"]:
                     timeline.once("running", "the agent is running in a sandbox")
                 if "no pull request" in c["body"] or "❌ failed" in c["body"]:
@@ -210,7 +224,8 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
             return True
         if args.no_land and result["verify"] == "passed":
             return True
-        if result["verify"] == "passed" and approved_sha != pr["head"]["sha"]:
+        verified_here = bool(verify and verify["conclusion"] == "success")
+        if verified_here and approved_sha != pr["head"]["sha"]:
             ci = checks.get("ci / test")
             if not args.ci or (ci and ci["conclusion"] == "success"):
                 hub.review(repo, pr["number"], as_user=reviewer, event="APPROVE",
@@ -221,6 +236,16 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
         time.sleep(0.1)
     timeline.once("timeout", f"gave up after {args.timeout:g}s")
     return False
+
+
+def autofix_turns(status_body: str) -> list[tuple[int, str]]:
+    """The auto-fix turns a status comment lists: (number, "auto-fix turn 1 of 2: …")."""
+    found = []
+    for line in status_body.replace("\u200b", "").splitlines():
+        match = AUTOFIX_LINE.match(line)
+        if match:
+            found.append((int(match["turn"]), match["label"]))
+    return found
 
 
 def _now_line(body: str) -> str:

@@ -1,0 +1,72 @@
+"""`hangar demo` as a person runs it: a subprocess, its JSON summary on the last line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_autofix import CI_TEST
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The first turn makes the visible test pass but breaks negatives, which only CI tests;
+# the first auto-fix turn (HANGAR_TURN=2) fixes it.
+AGENT = """\
+set -e
+if [ "$HANGAR_TURN" = 1 ]; then
+  printf 'def add(a, b):\\n    return abs(a) + abs(b)\\n' > calc.py
+  git commit -qam "Make add() add"
+else
+  printf 'def add(a, b):\\n    return a + b\\n' > calc.py
+  git commit -qam "Fix add() for negative numbers"
+fi
+echo "turn $HANGAR_TURN done"
+"""
+
+
+def demo(*args: str, cwd: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--json", "--timeout",
+                           "150", "--data-dir", str(cwd / "demo"), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_demo_lands_the_fix(tmp_path):
+    result = demo(cwd=tmp_path)
+    assert result["landed"] is True and result["merge_sha"]
+    assert result["verify"] == "passed"
+    assert result["autofix_turns"] == 0
+    whats = [entry["what"] for entry in result["timeline"]]
+    assert any("opened PR" in w for w in whats) and any("landed PR" in w for w in whats)
+
+
+def test_demo_with_ci_fixes_the_first_attempt_before_landing(tmp_path):
+    from app.demo import SAMPLE_REPO
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, text in {**SAMPLE_REPO, "ci_test.py": CI_TEST}.items():
+        (repo / name).write_text(text)
+    script = tmp_path / "agent.sh"
+    script.write_text(AGENT)
+    result = demo("--repo", str(repo), "--agent-script", str(script),
+                  "--ci", "python3 -m unittest -q test_calc ci_test", cwd=tmp_path)
+    assert result["landed"] is True
+    assert result["autofix_turns"] == 1
+    assert result["verify"] == "passed"
+    whats = [entry["what"] for entry in result["timeline"]]
+    started = [w for w in whats if w.startswith("hangar started auto-fix turn")]
+    assert started == ["hangar started auto-fix turn 1 of 2: ci / test failed"]
+    # the approval came after the fix and after hangar verified the fixed head
+    head = result["head_sha"][:7]
+    approved = next(i for i, w in enumerate(whats) if "approved" in w)
+    assert whats[approved].endswith(f"at {head}")
+    assert whats.index(started[0]) < approved
+    assert whats.index(f"hangar / verify: success on {head}") < approved
