@@ -101,7 +101,8 @@ exec sleep 3021
                60, "the agent's own push")
     pids = wait_until(lambda: _pids_with("sleep 3021"), 30, "the agent's process")
     wrappers = _pids_with("hangar-agent")
-    for pid in pids + wrappers:
+    # The wrapper first: killed after its child, it would still record an exit code.
+    for pid in wrappers + pids:
         with contextlib.suppress(ProcessLookupError):  # gone between pgrep and kill
             os.kill(pid, signal.SIGKILL)
     pr = wait_until(lambda: world.verified(issue), 60, "collection after the loss")
