@@ -395,7 +395,7 @@ class LocalProvider(Provider):
             return None
 
     async def observe(self, sb: Sandbox, process_id: str) -> ProcessStatus:
-        self._require(sb)
+        # After a restart the engine's first call is often this one: bring the relay back.
         await self._ensure_relay(self._require(sb).get("ref", {}))
         code = self._exit_code(sb, process_id)
         if code is not None:
