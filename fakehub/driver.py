@@ -481,7 +481,8 @@ class Driver:
         secondary_rate_limit: bool = False,
         rate_limit: bool = False,
     ) -> Fault:
-        """Fail matching REST calls (path relative to /api/v3, e.g. r"/pulls/\\d+/merge$").
+        """Fail matching REST calls (path relative to /api/v3, e.g. r"/pulls/\\d+/merge$")
+        or git requests (whole path, e.g. r"\\.git/git-receive-pack$").
 
         `times=None` keeps failing until clear_faults(); `rate` fails that fraction of
         matching calls. `secondary_rate_limit` answers 403 with GitHub's message and

@@ -45,6 +45,8 @@ class Fault:
 
 
 class Faults:
+    """The active faults; REST paths are matched under /api/v3, git paths whole."""
+
     def __init__(self) -> None:
         self.active: list[Fault] = []
 
@@ -95,3 +97,6 @@ async def answer(fault: Fault) -> web.Response:
         status=fault.status,
         headers=headers,
     )
+
+
+FAULTS_KEY = web.AppKey("faults", Faults)

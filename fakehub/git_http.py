@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from fakehub import auth, rulesets
+from fakehub import auth, faults, rulesets
 from fakehub.hub import Hub
 from fakehub.state import Identity, Repo, permission_at_least
 
@@ -117,6 +117,9 @@ def _may(hub: Hub, ident: Identity | None, repo: Repo, write: bool) -> tuple[boo
 
 async def handle_git(request: web.Request) -> web.StreamResponse:
     hub = request.app[HUB_KEY]
+    fault = request.app[faults.FAULTS_KEY].pick(request.method, request.path)
+    if fault is not None:
+        return await faults.answer(fault)
     owner, name, tail = (request.match_info[k] for k in ("owner", "repo", "tail"))
     repo = hub.store.repo(f"{owner}/{name.removesuffix('.git')}")
     try:

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from aiohttp import web
 
-from fakehub.faults import Faults, answer
+from fakehub.faults import FAULTS_KEY, Faults, answer
 from fakehub.git_http import HUB_KEY, add_git_routes
 from fakehub.hub import Hub, HubError
 from fakehub.rest import apps, checks, issues, pulls, repos
@@ -19,7 +19,6 @@ from fakehub.rest.common import ApiError, error_body, identity
 log = logging.getLogger("fakehub.server")
 
 API_PREFIX = "/api/v3"
-FAULTS_KEY = web.AppKey("faults", Faults)
 RATE_LIMIT = 5000
 
 

@@ -19,8 +19,9 @@ from aiohttp import web
 
 from fakehub.ci import CIRunner
 from fakehub.driver import Driver
+from fakehub.faults import FAULTS_KEY
 from fakehub.hub import Hub
-from fakehub.server import FAULTS_KEY, create_app
+from fakehub.server import create_app
 
 
 class ServerThread:

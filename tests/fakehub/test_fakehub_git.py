@@ -76,3 +76,15 @@ def test_repo_from_a_directory_keeps_executable_bits(fakehub, tmp_path: Path):
     listing = gitrepo.out(fakehub.repo_path("acme/tools"), "ls-tree", "-r", "main")
     modes = {line.split("\t")[1]: line.split()[0] for line in listing.splitlines()}
     assert modes == {"README.md": "100644", "bin/run": "100755"}
+
+
+def test_faults_reach_git_requests_too(world, tmp_path: Path):
+    work = clone(world.hub.git_url(world.repo, world.dev.token), tmp_path / "w")
+    (work / "x.txt").write_text("x\n")
+    git(work, "add", "x.txt")
+    git(work, "commit", "--quiet", "-m", "x")
+    world.hub.inject_fault("POST", r"/acme/widgets\.git/git-receive-pack$", status=502)
+    failed = git(work, "push", "origin", "HEAD:refs/heads/x", check=False)
+    assert failed.returncode != 0 and "502" in failed.stderr
+    git(work, "push", "--quiet", "origin", "HEAD:refs/heads/x")
+    assert world.hub.ref_sha(world.repo, "x") == git(work, "rev-parse", "HEAD").stdout.strip()
