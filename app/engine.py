@@ -269,6 +269,8 @@ class Engine:
                 "local", root=root, proxy_port=self.settings.port,
                 hidden_paths=[Path(self.settings.data_dir).resolve()],
             )
+        if name == "docker":
+            return get_provider("docker", instance=self.instance_id)
         return get_provider(name)
 
     # -- intake: handlers call these; they record and wake, nothing slow -----------

@@ -119,7 +119,8 @@ async def start_agent(engine: Engine, run: Run) -> None:
     from sandbox.harness import harness_for
 
     harness = harness_for(spec)
-    argv, env = harness.command(build_prompt(job, run, spec), turn=run.turn)
+    argv, env = harness.command(build_prompt(job, run, spec), turn=run.turn,
+                                session_id=previous_session(engine, run))
     # The model credential goes to the agent process only, never into a file.
     env = {**env, **model_credentials(spec)}
     files = harness.files()
@@ -128,6 +129,15 @@ async def start_agent(engine: Engine, run: Run) -> None:
     process_id = await provider.start(sb, argv, env=env, cwd=REPO, log_path=AGENT_LOG)
     engine.patch_run(run.id, process_id=process_id, watch={})
     engine.note(run.job_id, f"{run.id} agent running in {sb.id}")
+
+
+def previous_session(engine: Engine, run: Run) -> str | None:
+    """The agent session of this attempt's previous turn, for harnesses that resume."""
+    earlier = [r for r in engine.runs_of(run.job_id)
+               if r.attempt == run.attempt and r.turn < run.turn and r.kind != "verify"]
+    if not earlier:
+        return None
+    return max(earlier, key=lambda r: r.turn).agent.get("session_id")
 
 
 def checkout_for(run: Run) -> list[str]:
@@ -496,7 +506,8 @@ async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) ->
     runs = engine.runs_of(job_id)
     threads = [job.thread.number, *sorted({r.pr_number for r in runs if r.pr_number})]
     body = render.status_comment(job, runs, queue=queue_positions(engine),
-                                 notes=status_notes(engine, job, threads[1:]))
+                                 notes=status_notes(engine, job, threads[1:]),
+                                 landed=landed_prs(engine, job.thread.repo, threads[1:]))
     ops = None
     for number in threads:
         if not force and job.rendered.get(number) == body:
@@ -525,6 +536,14 @@ async def rank_attempts(engine: Engine, job: Job) -> None:
     ranking = [{"place": r.place, "attempt": r.run.attempt, "pr": r.run.pr_number,
                 "why": r.why} for r in rank(latest, ci)]
     engine.patch_job(job.id, ranking=ranking)
+
+
+def landed_prs(engine: Engine, repo: str, pr_numbers: list[int]) -> list[int]:
+    from app.landing import LandRequest, LandState, land_id
+
+    return [n for n in pr_numbers
+            if (r := engine.store.get("land", land_id(repo, n), LandRequest))
+            and r.state == LandState.LANDED]
 
 
 def status_notes(engine: Engine, job: Job, pr_numbers: list[int]) -> list[str]:
