@@ -220,6 +220,14 @@ class Driver:
 
         return self._call(create)
 
+    def set_anonymous_git(self, allowed: bool) -> None:
+        """Whether public repositories can be cloned without a token (GitHub: yes).
+        Turn it off to catch code that forgets to send its credentials."""
+        def toggle() -> None:
+            self._hub.anonymous_git_reads = allowed
+
+        self._call(toggle)
+
     def delay_mergeability(self, reads: int = 1) -> None:
         """The next `reads` GETs of an open PR answer mergeable null, state "unknown",
         as GitHub does while it computes mergeability in the background."""

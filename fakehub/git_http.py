@@ -97,7 +97,7 @@ def _wants_write(tail: str, service: str | None) -> bool:
 def _may(hub: Hub, ident: Identity | None, repo: Repo, write: bool) -> tuple[bool, int, str]:
     """(allowed, status, message) for a git read or write."""
     if ident is None:
-        if write or repo.private:
+        if write or repo.private or not hub.anonymous_git_reads:
             return False, 401, "Authentication required"
         return True, 200, ""
     if not auth.can_read(hub.store, ident, repo):

@@ -82,6 +82,9 @@ class Hub:
         # GitHub computes mergeability in the background; reads before it is done see
         # mergeable null and mergeable_state "unknown". Tests can ask for that.
         self.unknown_mergeability_reads = 0
+        # github.com serves public repositories to anonymous git; tests may forbid it to
+        # catch code that forgets its credentials.
+        self.anonymous_git_reads = True
         self.exchanges: list[dict[str, Any]] = []
         self._background: set[asyncio.Task] = set()
 

@@ -65,6 +65,10 @@ def test_clone_push_and_refusals_over_http(world, tmp_path: Path):
 
     anonymous = git(tmp_path, "ls-remote", world.hub.git_url(world.repo), check=False)
     assert anonymous.returncode == 0  # a public repository reads without a token
+    world.hub.set_anonymous_git(False)
+    refused = git(tmp_path, "ls-remote", world.hub.git_url(world.repo), check=False)
+    assert refused.returncode != 0
+    world.hub.set_anonymous_git(True)
     refused = git(work, "push", world.hub.git_url(world.repo, world.outsider.token),
                   "HEAD:refs/heads/outsider", check=False)
     assert refused.returncode != 0 and "denied" in refused.stderr
