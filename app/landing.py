@@ -61,6 +61,7 @@ class ReviewRecord(BaseModel):
     user_type: str = "User"
     state: str  # lowercase, as webhooks send it
     commit_id: str | None = None
+    dismissed: bool = False  # dismissed on GitHub (by a person, or a push under dismiss-stale)
     at: float = Field(default_factory=now)
 
 
@@ -120,6 +121,8 @@ def approval_verdict(
     if review.commit_id != head_sha:
         return (f"@{review.user} approved `{(review.commit_id or 'unknown')[:7]}`, but the head "
                 f"is now `{(head_sha or '')[:7]}`; approvals are bound to the exact commit")
+    if review.dismissed:
+        return f"@{review.user}'s approval was dismissed on GitHub"
     return None
 
 
@@ -302,12 +305,19 @@ def record_review(engine: Engine, event: PullRequestReviewEvent) -> None:
     if job is None:
         return
     request = ensure_request(engine, job, event.pull_request.number)
-    if any(r.id == event.review.id for r in request.reviews):
+    existing = next((r for r in request.reviews if r.id == event.review.id), None)
+    # A dismissal names the review it dismisses: mark it; a redelivery changes nothing.
+    if event.action == "dismissed" and existing is not None and not existing.dismissed:
+        existing.dismissed = True
+        request.due_at = 0
+        save(engine, request)
         return
-    state = event.review.state.lower() if event.action == "submitted" else "dismissed"
+    if existing is not None:
+        return
+    state = event.review.state.lower()
     request.reviews.append(ReviewRecord(
         id=event.review.id, user=event.review.user.login, user_type=event.review.user.type,
-        state=state, commit_id=event.review.commit_id))
+        state=state, commit_id=event.review.commit_id, dismissed=event.action == "dismissed"))
     if state == "approved" and request.state in RESTARTABLE:
         move(engine, request, LandState.QUEUED, "a new approval arrived")
     request.due_at = 0

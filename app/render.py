@@ -116,7 +116,8 @@ def agent_state_text(run: Run) -> str:
 
 
 def status_comment(
-    job: Job, runs: list[Run], *, queue: dict[str, int] | None = None, notes: list[str] = ()
+    job: Job, runs: list[Run], *, queue: dict[str, int] | None = None, notes: list[str] = (),
+    landed: list[int] = (),
 ) -> str:
     queue = queue or {}
     lines = [
@@ -153,7 +154,7 @@ def status_comment(
                          f"| {entry['why']} |")
     for note in notes:
         lines += ["", note]
-    lines += ["", f"**Next:** {next_step(job, latest)}"]
+    lines += ["", f"**Next:** {next_step(job, latest, landed)}"]
     return "\n".join(lines)
 
 
@@ -200,10 +201,13 @@ def _agent_numbers(run: Run) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def next_step(job: Job, latest: list[Run]) -> str:
+def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
     if any(not r.finished for r in latest):
         return "nothing yet; this comment updates as the work moves. `/hangar cancel` stops it."
     prs = [r for r in latest if r.pr_number]
+    if landed:
+        return (f"nothing: #{landed[0]} has landed. `/hangar <instruction>` on the issue "
+                "starts new work.")
     if len(latest) > 1 and job.winner is None and prs:
         return ("`/hangar pick N` keeps attempt N and closes the other pull requests; "
                 "the ranking above is only advice.")

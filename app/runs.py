@@ -78,19 +78,31 @@ def note_failure(engine: Engine, run_id: str, exc: Exception) -> None:
 # -- starting ----------------------------------------------------------------------
 
 
+def credential_key(run: Run) -> str:
+    """Agents are capped per model credential; script agents share one key."""
+    return run.env.get("model_credential_env") or run.env.get("harness") or "unknown"
+
+
 def queue_positions(engine: Engine) -> dict[str, int]:
-    queued = sorted((r for r in engine.active_runs() if r.state == RunState.QUEUED),
-                    key=lambda r: r.queued_at)
-    return {r.id: i + 1 for i, r in enumerate(queued)}
+    """Each queued run's place in its credential's queue, first come first served."""
+    queued = sorted((r for r in engine.active_runs() if r.state == RunState.QUEUED
+                     and r.kind != "verify"), key=lambda r: r.queued_at)
+    places: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for run in queued:
+        key = credential_key(run)
+        seen[key] = seen.get(key, 0) + 1
+        places[run.id] = seen[key]
+    return places
 
 
 def slot_free(engine: Engine, run: Run) -> bool:
-    running = [r for r in engine.active_runs() if r.state == RunState.RUNNING]
-    if len(running) >= engine.settings.max_concurrent_agents:
-        return False
-    # First come, first served: only the oldest queued runs may take the free slots.
+    key = credential_key(run)
+    running = [r for r in engine.active_runs()
+               if r.state == RunState.RUNNING and credential_key(r) == key]
     free = engine.settings.max_concurrent_agents - len(running)
-    return queue_positions(engine).get(run.id, 1) <= free
+    # Only the oldest queued runs of this credential may take its free slots.
+    return free > 0 and queue_positions(engine).get(run.id, 1) <= free
 
 
 async def start_agent(engine: Engine, run: Run) -> None:
@@ -100,20 +112,26 @@ async def start_agent(engine: Engine, run: Run) -> None:
         return
     if run.kind == "verify":
         return
+    job = engine.get_job(run.job_id)
+    ops = await engine.repo_ops(job.thread)
+    if not run.env:
+        # The environment says which model credential, and so which queue, a run is in.
+        spec, problems = await environment_for(engine, ops, job.base_branch)
+        engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
+        return
     if not slot_free(engine, run):
         engine.patch_run(run.id, retry_at=time.time() + 1.0)
         return
-    # Take the slot before the first await, so no other step counts it free.
+    # Take the slot before the next await, so no other step counts it free.
     run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time())
-    job = engine.get_job(run.job_id)
-    ops = await engine.repo_ops(job.thread)
-    spec, problems = await environment_for(engine, ops, job.base_branch)
+    from sandbox.envspec import EnvSpec
+
+    spec = EnvSpec.model_validate(run.env)
     if run.base_sha is None:
         base_sha = await ops.branch_sha(job.base_branch)
         if base_sha is None:
             raise RuntimeError(f"the base branch {job.base_branch} does not exist on GitHub")
         run = engine.patch_run(run.id, base_sha=base_sha)
-    run = engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
     provider = engine.provider(spec.provider)
     sb = await prepare_sandbox(engine, run, job, spec, role="agent", checkout=checkout_for(run))
     from sandbox.harness import harness_for

@@ -22,8 +22,9 @@ OLD = "b" * 40
 APP_ID = 7
 
 
-def review(user="rita", state="approved", commit_id=HEAD, user_type="User"):
-    return ReviewRecord(id=1, user=user, user_type=user_type, state=state, commit_id=commit_id)
+def review(user="rita", state="approved", commit_id=HEAD, user_type="User", dismissed=False):
+    return ReviewRecord(id=1, user=user, user_type=user_type, state=state, commit_id=commit_id,
+                        dismissed=dismissed)
 
 
 # -- approval_verdict ----------------------------------------------------------------
@@ -52,6 +53,10 @@ def review(user="rita", state="approved", commit_id=HEAD, user_type="User"):
         ("an older head", review(commit_id=OLD), "write", LandPolicy(),
          "approved `bbbbbbb`, but the head is now `aaaaaaa`"),
         ("no commit id", review(commit_id=None), "write", LandPolicy(), "approved `unknown`"),
+        ("dismissed on GitHub", review(dismissed=True), "write", LandPolicy(),
+         "approval was dismissed"),
+        ("dismissed by a push: the head is the reason", review(commit_id=OLD, dismissed=True),
+         "write", LandPolicy(), "but the head is now"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )

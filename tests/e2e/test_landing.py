@@ -124,7 +124,10 @@ def test_an_approval_lands_one_squash_commit_by_the_app(world):
     assert merge_calls(world, pr["number"]) == [200]
     # the merge sha is recorded where people look: the status comment and check run
     assert f"landed as `{main[:7]}`" in land_line(world, pr["number"])
-    assert f"landed as `{main[:7]}`" in world.status(issue)
+    status = wait_until(lambda: "has landed" in world.status(issue) and world.status(issue),
+                        15, "the issue's status to say landed")
+    assert f"landed as `{main[:7]}`" in status
+    assert f"**Next:** nothing: #{pr['number']} has landed" in status
     check = land_check(world, head)
     assert check["conclusion"] == "success"
     assert main[:7] in check["output"]["summary"]
@@ -349,7 +352,7 @@ def test_kill_9_while_merging_then_restart_lands_exactly_once(world):
     hang = world.hub.inject_fault("PUT", rf"/pulls/{pr['number']}/merge$", hang_seconds=600)
     approve(world, pr["number"])
     wait_until(lambda: hang.fired, 60, "hangar's merge call")
-    assert says(world, pr["number"], "merging")
+    wait_until(lambda: says(world, pr["number"], "merging"), 15, "the status to say merging")
 
     world.hangar.kill9()
     world.hub.clear_faults()
