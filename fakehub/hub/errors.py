@@ -1,0 +1,11 @@
+"""The one error the hub raises: what GitHub would answer instead."""
+
+
+class HubError(Exception):
+    """An operation GitHub would refuse: an HTTP status and GitHub's message."""
+
+    def __init__(self, status: int, message: str, errors: list[dict] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors

@@ -1,0 +1,138 @@
+"""Issues, issue comments and reactions."""
+
+from __future__ import annotations
+
+from fakehub.hub.errors import HubError
+from fakehub.state import (
+    Comment,
+    Identity,
+    Issue,
+    Reaction,
+    Repo,
+    now,
+    permission_at_least,
+)
+
+
+class IssueOps:
+    """Part of Hub: issues and their comments."""
+
+    # -- issues and comments --------------------------------------------------------
+
+    def create_issue(self, repo: Repo, title: str, body: str | None, actor: Identity) -> Issue:
+        if not title:
+            raise HubError(422, "Validation Failed", [
+                {"resource": "Issue", "code": "missing_field", "field": "title"}])
+        stamp = now()
+        issue = Issue(
+            id=self.store.next_id(),
+            repo_id=repo.id,
+            number=self._next_number(repo),
+            title=title,
+            body=body,
+            user=actor.user,
+            created_at=stamp,
+            updated_at=stamp,
+            via_app_id=actor.app_id,
+        )
+        self.store.issues[(repo.id, issue.number)] = issue
+        self._emit_repo(repo, "issues", {"action": "opened", "issue": self.shapes.issue(issue)},
+                        actor.user)
+        return issue
+
+    def _next_number(self, repo: Repo) -> int:
+        number = repo.next_number
+        repo.next_number += 1
+        return number
+
+    def issue(self, repo: Repo, number: int) -> Issue:
+        issue = self.store.issue(repo, number)
+        if issue is None:
+            raise HubError(404, "Not Found")
+        return issue
+
+    def set_issue_state(self, repo: Repo, issue: Issue, state: str, actor: Identity) -> None:
+        if state == issue.state:
+            return
+        issue.state = state
+        issue.updated_at = now()
+        issue.closed_at = now() if state == "closed" else None
+        issue.state_reason = "completed" if state == "closed" else "reopened"
+        action = "closed" if state == "closed" else "reopened"
+        if issue.pull:
+            self._emit_repo(
+                repo,
+                "pull_request",
+                {"action": action, "number": issue.number, "pull_request": self.shapes.pull(issue)},
+                actor.user,
+            )
+        else:
+            self._emit_repo(repo, "issues", {"action": action, "issue": self.shapes.issue(issue)},
+                            actor.user)
+
+    def add_comment(self, repo: Repo, number: int, body: str, actor: Identity) -> Comment:
+        issue = self.issue(repo, number)
+        if not body:
+            raise HubError(422, "Validation Failed", [
+                {"resource": "IssueComment", "code": "missing_field", "field": "body"}])
+        stamp = now()
+        comment = Comment(
+            id=self.store.next_id(),
+            repo_id=repo.id,
+            issue_number=number,
+            user=actor.user,
+            body=body,
+            created_at=stamp,
+            updated_at=stamp,
+            via_app_id=actor.app_id if actor.kind == "installation" else None,
+        )
+        self.store.comments[comment.id] = comment
+        issue.updated_at = stamp
+        self._emit_repo(
+            repo,
+            "issue_comment",
+            {"action": "created", "issue": self.shapes.issue(issue),
+             "comment": self.shapes.comment(comment)},
+            actor.user,
+        )
+        return comment
+
+    def comment(self, repo: Repo, comment_id: int) -> Comment:
+        comment = self.store.comments.get(comment_id)
+        if comment is None or comment.repo_id != repo.id:
+            raise HubError(404, "Not Found")
+        return comment
+
+    def edit_comment(self, repo: Repo, comment_id: int, body: str, actor: Identity) -> Comment:
+        comment = self.comment(repo, comment_id)
+        if comment.user.id != actor.user.id and not permission_at_least(
+            self.permission(repo, actor), "write"
+        ):
+            raise HubError(403, "Must have admin rights to Repository.")
+        before = comment.body
+        comment.body = body
+        comment.updated_at = now()
+        issue = self.issue(repo, comment.issue_number)
+        self._emit_repo(
+            repo,
+            "issue_comment",
+            {
+                "action": "edited",
+                "changes": {"body": {"from": before}},
+                "issue": self.shapes.issue(issue),
+                "comment": self.shapes.comment(comment),
+            },
+            actor.user,
+        )
+        return comment
+
+    def react(
+        self, target: Comment | Issue, content: str, actor: Identity
+    ) -> tuple[Reaction, bool]:
+        """(reaction, created): one reaction per user and content, like GitHub."""
+        for reaction in target.reactions:
+            if reaction.user.id == actor.user.id and reaction.content == content:
+                return reaction, False
+        reaction = Reaction(self.store.next_id(), actor.user, content, now())
+        target.reactions.append(reaction)
+        return reaction, True

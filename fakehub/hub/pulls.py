@@ -1,0 +1,352 @@
+"""Pull requests: opening, editing, mergeability, merging, update-branch, reviews."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fakehub import gitrepo, rulesets
+from fakehub.hub.errors import HubError
+from fakehub.state import (
+    Identity,
+    Issue,
+    PullRequest,
+    Repo,
+    Review,
+    Status,
+    now,
+    permission_at_least,
+)
+
+
+class PullOps:
+    """Part of Hub: pull requests and reviews."""
+
+    # -- pull requests --------------------------------------------------------------
+
+    def open_pull(
+        self,
+        repo: Repo,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str | None,
+        actor: Identity,
+        draft: bool = False,
+        maintainer_can_modify: bool = False,
+    ) -> Issue:
+        head_branch = head.split(":", 1)[1] if ":" in head else head
+        errors = []
+        head_sha = gitrepo.ref_sha(repo.path, head_branch)
+        base_sha = gitrepo.ref_sha(repo.path, base)
+        if not title:
+            errors.append({"resource": "PullRequest", "code": "missing_field", "field": "title"})
+        if head_sha is None:
+            errors.append({"resource": "PullRequest", "code": "invalid", "field": "head"})
+        if base_sha is None:
+            errors.append({"resource": "PullRequest", "code": "invalid", "field": "base"})
+        if errors:
+            raise HubError(422, "Validation Failed", errors)
+        assert head_sha and base_sha
+        if head_sha == base_sha or gitrepo.is_ancestor(repo.path, head_sha, base_sha):
+            raise HubError(422, "Validation Failed", [{
+                "resource": "PullRequest", "code": "custom",
+                "message": f"No commits between {base} and {head_branch}"}])
+        for other in self.store.pulls(repo):
+            assert other.pull
+            if other.state == "open" and other.pull.head_ref == head_branch \
+                    and other.pull.base_ref == base:
+                raise HubError(422, "Validation Failed", [{
+                    "resource": "PullRequest", "code": "custom",
+                    "message": f"A pull request already exists for "
+                               f"{repo.owner.login}:{head_branch}."}])
+        stamp = now()
+        issue = Issue(
+            id=self.store.next_id(),
+            repo_id=repo.id,
+            number=self._next_number(repo),
+            title=title,
+            body=body,
+            user=actor.user,
+            created_at=stamp,
+            updated_at=stamp,
+            via_app_id=actor.app_id,
+            pull=PullRequest(
+                id=self.store.next_id(),
+                head_ref=head_branch,
+                head_sha=head_sha,
+                base_ref=base,
+                base_sha=base_sha,
+                draft=draft,
+                maintainer_can_modify=maintainer_can_modify,
+            ),
+        )
+        self.store.issues[(repo.id, issue.number)] = issue
+        self._emit_repo(
+            repo,
+            "pull_request",
+            {"action": "opened", "number": issue.number, "pull_request": self.shapes.pull(issue)},
+            actor.user,
+        )
+        self._start_ci(repo, issue)
+        return issue
+
+    def pull(self, repo: Repo, number: int) -> Issue:
+        issue = self.store.issue(repo, number)
+        if issue is None or issue.pull is None:
+            raise HubError(404, "Not Found")
+        return issue
+
+    def edit_pull(
+        self, repo: Repo, issue: Issue, changes: dict[str, Any], actor: Identity
+    ) -> None:
+        before: dict[str, Any] = {}
+        if "title" in changes and changes["title"] != issue.title:
+            before["title"] = {"from": issue.title}
+            issue.title = changes["title"]
+        if "body" in changes and changes["body"] != issue.body:
+            before["body"] = {"from": issue.body or ""}
+            issue.body = changes["body"]
+        if "base" in changes and issue.pull and changes["base"] != issue.pull.base_ref:
+            base_sha = gitrepo.ref_sha(repo.path, changes["base"])
+            if base_sha is None:
+                raise HubError(422, "Validation Failed", [
+                    {"resource": "PullRequest", "code": "invalid", "field": "base"}])
+            before["base"] = {"ref": {"from": issue.pull.base_ref},
+                              "sha": {"from": issue.pull.base_sha}}
+            issue.pull.base_ref, issue.pull.base_sha = changes["base"], base_sha
+        if before:
+            issue.updated_at = now()
+            event = "pull_request" if issue.pull else "issues"
+            payload: dict[str, Any] = {"action": "edited", "changes": before}
+            if issue.pull:
+                payload.update(number=issue.number, pull_request=self.shapes.pull(issue))
+            else:
+                payload["issue"] = self.shapes.issue(issue)
+            self._emit_repo(repo, event, payload, actor.user)
+        if "state" in changes:
+            self.set_issue_state(repo, issue, changes["state"], actor)
+
+    def mergeability(self, repo: Repo, issue: Issue) -> tuple[bool | None, str]:
+        """(mergeable, mergeable_state) computed from git and the rules."""
+        pr = issue.pull
+        assert pr is not None
+        if pr.merged or issue.state != "open":
+            return None, "unknown"
+        base_tip = gitrepo.ref_sha(repo.path, pr.base_ref) or pr.base_sha
+        _, clean = gitrepo.merge_tree(repo.path, base_tip, pr.head_sha)
+        if not clean:
+            return False, "dirty"
+        if pr.draft:
+            return True, "draft"
+        if self.merge_refusals(repo, issue, None):
+            return True, "blocked"
+        if not gitrepo.is_ancestor(repo.path, base_tip, pr.head_sha):
+            return True, "behind"
+        runs = self.store.check_runs_for(repo, pr.head_sha)
+        failing = any(
+            r.status == "completed" and r.conclusion not in rulesets.PASSING_CONCLUSIONS
+            for r in runs
+        ) or any(
+            s.state in ("failure", "error")
+            for s in self._latest_statuses(repo, pr.head_sha)
+        )
+        pending = any(r.status != "completed" for r in runs) or any(
+            s.state == "pending" for s in self._latest_statuses(repo, pr.head_sha)
+        )
+        return True, "unstable" if failing or pending else "clean"
+
+    def _latest_statuses(self, repo: Repo, sha: str) -> list[Status]:
+        latest: dict[str, Status] = {}
+        for status in self.store.statuses_for(repo, sha):  # newest first
+            latest.setdefault(status.context, status)
+        return list(latest.values())
+
+    def merge_refusals(self, repo: Repo, issue: Issue, actor: Identity | None) -> list[str]:
+        """What the base branch's rules say against merging this PR now."""
+        pr = issue.pull
+        assert pr is not None
+        rules = rulesets.active_rules(repo, pr.base_ref)
+        if actor is not None:
+            permission = self.permission(repo, actor)
+            rules = [r for r in rules if not rulesets.may_bypass(r.ruleset, actor, permission)]
+        reasons: list[str] = []
+        for active in rules:
+            if active.type != "pull_request":
+                continue
+            needed = int(active.parameters.get("required_approving_review_count", 0))
+            verdict = rulesets.count_reviews(
+                self.store.reviews_for(repo, issue.number),
+                author_id=issue.user.id,
+                head_sha=pr.head_sha,
+                only_current_head=bool(active.parameters.get("dismiss_stale_reviews_on_push")),
+                has_write=lambda u: permission_at_least(self.store.permission(repo, u), "write"),
+            )
+            if verdict.changes_requested:
+                reasons.append("Changes must be addressed before merging: a reviewer with "
+                               "write access requested changes.")
+            if verdict.approvals < needed:
+                noun = "review is" if needed == 1 else "reviews are"
+                reasons.append(
+                    f"At least {needed} approving {noun} required by reviewers with write access."
+                )
+        check_reasons, _ = rulesets.required_checks_reasons(
+            rules, self.store.check_runs_for(repo, pr.head_sha),
+            self.store.statuses_for(repo, pr.head_sha)
+        )
+        reasons.extend(check_reasons)
+        if rulesets.strict_policy(rules):
+            base_tip = gitrepo.ref_sha(repo.path, pr.base_ref)
+            if base_tip and not gitrepo.is_ancestor(repo.path, base_tip, pr.head_sha):
+                reasons.append("This branch must be up to date with the base branch.")
+        return list(dict.fromkeys(reasons))
+
+    def merge_pull(
+        self,
+        repo: Repo,
+        issue: Issue,
+        actor: Identity,
+        *,
+        sha: str | None,
+        method: str = "merge",
+        title: str | None = None,
+        message: str | None = None,
+    ) -> str:
+        pr = issue.pull
+        assert pr is not None
+        if pr.merged or issue.state != "open":
+            raise HubError(405, "Pull Request is not mergeable")
+        if sha and sha != pr.head_sha:
+            raise HubError(409, "Head branch was modified. Review and try the merge again.")
+        if pr.draft:
+            raise HubError(405, "Draft pull requests cannot be merged.")
+        if method not in ("merge", "squash", "rebase"):
+            raise HubError(422, "Validation Failed", [
+                {"resource": "PullRequest", "code": "invalid", "field": "merge_method"}])
+        reasons = self.merge_refusals(repo, issue, actor)
+        if reasons:
+            raise HubError(405, rulesets.render_violations(f"refs/heads/{pr.base_ref}", reasons))
+        base_tip = gitrepo.ref_sha(repo.path, pr.base_ref)
+        if base_tip is None:
+            raise HubError(405, "Base branch was deleted")
+        new = self._merge_commit(repo, issue, actor, base_tip, method, title, message)
+        if new is None:
+            raise HubError(405, "Pull Request is not mergeable")
+        if not gitrepo.update_ref(repo.path, f"refs/heads/{pr.base_ref}", new, base_tip):
+            raise HubError(409, "Base branch was modified. Review and try the merge again.")
+        stamp = now()
+        pr.merged, pr.merged_at, pr.merged_by, pr.merge_commit_sha = True, stamp, actor.user, new
+        issue.state, issue.closed_at, issue.updated_at = "closed", stamp, stamp
+        self.ref_updated(repo, f"refs/heads/{pr.base_ref}", base_tip, new, actor.user)
+        self._emit_repo(
+            repo,
+            "pull_request",
+            {"action": "closed", "number": issue.number, "pull_request": self.shapes.pull(issue)},
+            actor.user,
+        )
+        return new
+
+    def _merge_commit(
+        self,
+        repo: Repo,
+        issue: Issue,
+        actor: Identity,
+        base_tip: str,
+        method: str,
+        title: str | None,
+        message: str | None,
+    ) -> str | None:
+        pr = issue.pull
+        assert pr is not None
+        who = self.signature(actor.user)
+        if method == "rebase":
+            commits = gitrepo.commits_between(repo.path, base_tip, pr.head_sha, limit=1000)
+            return gitrepo.rebase_commits(repo.path, base_tip, commits, who)
+        tree, clean = gitrepo.merge_tree(repo.path, base_tip, pr.head_sha)
+        if not clean or tree is None:
+            return None
+        if method == "squash":
+            head_title = f"{issue.title} (#{issue.number})"
+            commits = gitrepo.commits_between(repo.path, base_tip, pr.head_sha, limit=250)
+            body = message if message is not None else "\n\n".join(
+                f"* {c.message}" for c in commits
+            )
+            text = f"{title or head_title}\n\n{body}".rstrip() + "\n"
+            return gitrepo.commit_tree(repo.path, tree, [base_tip], text, who)
+        head_title = f"Merge pull request #{issue.number} from {repo.owner.login}/{pr.head_ref}"
+        text = f"{title or head_title}\n\n{message if message is not None else issue.title}"
+        return gitrepo.commit_tree(repo.path, tree, [base_tip, pr.head_sha], text + "\n", who)
+
+    def update_branch(
+        self, repo: Repo, issue: Issue, actor: Identity, expected_head_sha: str | None
+    ) -> None:
+        pr = issue.pull
+        assert pr is not None
+        if expected_head_sha and expected_head_sha != pr.head_sha:
+            raise HubError(422, "expected_head_sha didn't match current head ref.")
+        base_tip = gitrepo.ref_sha(repo.path, pr.base_ref)
+        assert base_tip is not None
+        if gitrepo.is_ancestor(repo.path, base_tip, pr.head_sha):
+            raise HubError(422, "There are no new commits on the base branch.")
+        tree, clean = gitrepo.merge_tree(repo.path, pr.head_sha, base_tip)
+        if not clean or tree is None:
+            raise HubError(422, "merge conflict between base and head")
+        text = f"Merge branch '{pr.base_ref}' into {pr.head_ref}\n"
+        new = gitrepo.commit_tree(
+            repo.path, tree, [pr.head_sha, base_tip], text, self.signature(actor.user)
+        )
+        try:
+            self.internal_push(repo, pr.head_ref, new, actor, expected_old=pr.head_sha)
+        except HubError as exc:
+            raise HubError(422, "expected_head_sha didn't match current head ref.") from exc
+
+    # -- reviews --------------------------------------------------------------------
+
+    def submit_review(
+        self,
+        repo: Repo,
+        issue: Issue,
+        actor: Identity,
+        *,
+        event: str,
+        body: str = "",
+        commit_id: str | None = None,
+        comments: list[dict[str, Any]] | None = None,
+    ) -> Review:
+        pr = issue.pull
+        assert pr is not None
+        states = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED",
+                  "COMMENT": "COMMENTED"}
+        if event not in states:
+            raise HubError(422, "Validation Failed", [
+                {"resource": "PullRequestReview", "code": "invalid", "field": "event"}])
+        if actor.user.id == issue.user.id and event in ("APPROVE", "REQUEST_CHANGES"):
+            verb = "approve" if event == "APPROVE" else "request changes on"
+            raise HubError(422, "Unprocessable Entity", [
+                f"Review Can not {verb} your own pull request"])
+        if event in ("REQUEST_CHANGES", "COMMENT") and not body and not comments:
+            raise HubError(422, "Unprocessable Entity", [
+                f"Review body is required for {event} events"])
+        review = Review(
+            id=self.store.next_id(),
+            repo_id=repo.id,
+            pr_number=issue.number,
+            user=actor.user,
+            state=states[event],
+            body=body,
+            commit_id=commit_id or pr.head_sha,
+            submitted_at=now(),
+            comments=list(comments or []),
+        )
+        self.store.reviews[review.id] = review
+        self._emit_repo(
+            repo,
+            "pull_request_review",
+            {
+                "action": "submitted",
+                "review": self.shapes.review(review, webhook=True),
+                "pull_request": self.shapes.pull_simple(issue),
+            },
+            actor.user,
+        )
+        return review
