@@ -72,6 +72,7 @@ class Engine:
         self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
         self._stopping = False
         self._loop_task: asyncio.Task | None = None
 
@@ -240,6 +241,10 @@ class Engine:
             cached = await ops.permission(login)
             self._permissions[key] = cached
         return cached
+
+    def lock(self, key: str) -> asyncio.Lock:
+        """A lock for work that several rows' steps may do at once (e.g. one comment)."""
+        return self._locks.setdefault(key, asyncio.Lock())
 
     async def config_text(self, ops: RepoOps, ref: str) -> str | None:
         """`.github/hangar.yml` at ref, read at most every CONFIG_TTL_S per repo and ref."""

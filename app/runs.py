@@ -518,6 +518,13 @@ async def advance_job(engine: Engine, job_id: str) -> None:
 
 async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) -> None:
     """Edit the status comment on the issue and on each PR when what it says changed."""
+    # Steps of the job, its runs and its land request all refresh; one at a time, so a
+    # comment is created once and every later edit finds it.
+    async with engine.lock(f"status:{job_id}"):
+        await _refresh_status(engine, job_id, force=force)
+
+
+async def _refresh_status(engine: Engine, job_id: str, *, force: bool) -> None:
     job = engine.get_job(job_id)
     if job is None:
         return
