@@ -44,6 +44,12 @@ CONFIG_TTL_S = 30
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
 
+async def _catch_up(engine: Engine, _row: str) -> None:
+    from app.redelivery import catch_up
+
+    await catch_up(engine)
+
+
 class Engine:
     def __init__(
         self,
@@ -73,6 +79,7 @@ class Engine:
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._next_catch_up = 0.0
         self._stopping = False
         self._loop_task: asyncio.Task | None = None
 
@@ -137,6 +144,9 @@ class Engine:
         for row in self.store.all("autofix", autofix.AutofixRow, active=True):
             if row.due_at <= now:
                 self._schedule(row.id, "autofix", autofix.advance_autofix, row.id)
+        if now >= self._next_catch_up:
+            self._next_catch_up = now + self.settings.redelivery_interval_seconds
+            self._schedule("redelivery", "redelivery", _catch_up, "app")
 
     def _schedule(
         self, key: str, kind: str, step: Callable[[Engine, str], Awaitable[None]], row_id: str

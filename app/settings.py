@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     max_concurrent_agents: int = Field(3, ge=1)
     run_watch_interval_seconds: float = Field(2.0, gt=0)
     poll_interval_seconds: float = Field(60.0, gt=0)
+    # How often hangar asks GitHub for deliveries it missed, and how far back.
+    redelivery_interval_seconds: float = Field(300.0, gt=0)
+    redelivery_window_hours: float = Field(24.0, gt=0, le=72)
     # Logins whose comments never trigger hangar besides every Bot account.
     ignored_logins: list[str] = []
     log_level: str = "INFO"

@@ -77,6 +77,7 @@ class HangarProcess:
             "HANGAR_MAX_CONCURRENT_AGENTS": str(s.max_concurrent_agents),
             "HANGAR_RUN_WATCH_INTERVAL_SECONDS": str(s.run_watch_interval_seconds),
             "HANGAR_POLL_INTERVAL_SECONDS": str(s.poll_interval_seconds),
+            "HANGAR_REDELIVERY_INTERVAL_SECONDS": str(s.redelivery_interval_seconds),
         })
         return env
 

@@ -239,3 +239,17 @@ def _branch_pushed(world, issue: int) -> bool:
 def _pids_with(marker: str) -> list[int]:
     result = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     return [int(p) for p in result.stdout.split() if int(p) != os.getpid()]
+
+
+def test_a_comment_made_while_hangar_was_down_is_caught_after_the_restart(world):
+    world.start_hangar(process=True)
+    world.hangar.kill9()
+    issue, _ = world.ask("/hangar fix the failing test")
+    world.hub.settle()
+    failed = world.hub.wait_for_delivery(event="issue_comment")
+    assert failed.status_code is None and failed.error  # refused; GitHub would not retry
+    world.restart()
+    pr = wait_until(lambda: world.verified(issue), 60, "the job from the redelivered comment")
+    assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
+    redelivered = [d for d in world.hub.deliveries(event="issue_comment") if d.redelivery]
+    assert len(redelivered) == 1
