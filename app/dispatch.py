@@ -76,7 +76,8 @@ class Dispatcher:
             outcomes.append(await self.dispatch(delivery))
             self._queued.discard(delivery.id)
         if outcomes:
-            self.store.mark_deliveries(outcomes)
+            # On a worker thread: SQLite releases the GIL, the loop keeps answering webhooks.
+            await asyncio.to_thread(self.store.mark_deliveries, outcomes)
 
     async def stop(self) -> None:
         self._stopping = True
