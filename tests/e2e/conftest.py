@@ -244,3 +244,16 @@ def pytest_runtest_makereport(item, call):
         log = world.tmp / "hangar.log"
         if log.exists():
             report.sections.append(("hangar.log", log.read_text()[-6000:]))
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """A Docker engine with hangar's base image (scripts/setup.sh provides both)."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+        client.images.get("hangar-base:1")
+    except Exception as exc:  # no engine, or no image: say which
+        pytest.skip(f"no Docker engine with hangar-base:1 ({exc}); run scripts/setup.sh")

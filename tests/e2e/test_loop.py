@@ -253,3 +253,38 @@ def test_a_comment_made_while_hangar_was_down_is_caught_after_the_restart(world)
     assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
     redelivered = [d for d in world.hub.deliveries(event="issue_comment") if d.redelivery]
     assert len(redelivered) == 1
+
+
+def test_the_repos_own_config_chooses_the_verify_command(world):
+    world.hub.push_files(world.repo, "main", {".github/hangar.yml": (
+        "environment:\n  verify:\n    command: python3 -m unittest -q && echo repo-verify-ran\n"
+    )}, "configure hangar", as_user="acme", bypass_rules=True)
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "verification")
+    check = world.checks(pr["head"]["sha"])["hangar / verify"]
+    assert check["conclusion"] == "success"
+    assert "repo-verify-ran" in check["output"]["text"]
+
+
+def test_a_malformed_config_is_answered_and_the_defaults_apply(world):
+    world.hub.push_files(world.repo, "main", {".github/hangar.yml": (
+        "environment: default\nautofix:\n  max_turns: lots\n"
+    )}, "configure hangar", as_user="acme", bypass_rules=True)
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "verification")
+    assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
+    status = wait_until(lambda: "max_turns" in world.status(issue) and world.status(issue), 15,
+                        "the config problem in the status comment")
+    assert ".github/hangar.yml:3: autofix.max_turns" in status
+    assert "write a whole number" in status and "the default applies" in status
+
+
+@pytest.mark.docker
+def test_happy_path_in_a_docker_sandbox(world, docker_engine):
+    world.start_hangar(provider="docker")
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 120, "a verified PR from docker sandboxes")
+    assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
+    assert "Fix add()" in pr["body"]
