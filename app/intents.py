@@ -69,8 +69,8 @@ async def usage(engine: Engine, ops: RepoOps, intent: Intent) -> str:
 
 
 async def show_help(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    where = "pr" if intent.thread.is_pr else "issue"
-    await reply(ops, intent, commands.help_text(where))
+    # Every command, with where it applies: the issue's reader will be on the PR next.
+    await reply(ops, intent, commands.help_text())
     return "help reply"
 
 
