@@ -333,7 +333,7 @@ def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
     if job is None:
         return
     request = get(engine, land_id(job.thread.repo, event.number))
-    if request:
+    if request:  # a close or a merge is the step's to record: it reads the PR and shows it
         request.due_at = 0
         save(engine, request)
     if event.action == "synchronize":
@@ -342,8 +342,6 @@ def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
         autofix.record_push(engine, job, event)
         if request and request.state in RESTARTABLE:
             move(engine, request, LandState.QUEUED, "the branch has a new head")
-    if event.action == "closed" and request and request.active and not event.pull_request.merged:
-        move(engine, request, LandState.CANCELLED, "the pull request was closed")
 
 
 def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
@@ -436,7 +434,8 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
     if pr.get("merged"):
         return await landed(engine, ops, request, pr.get("merge_commit_sha"))
     if pr.get("state") == "closed":
-        return move(engine, request, LandState.CANCELLED, "the pull request was closed")
+        move(engine, request, LandState.CANCELLED, "the pull request was closed")
+        return await show(engine, ops, request)
     head = pr["head"]["sha"]
     if head != request.head_sha:
         request.head_sha = head

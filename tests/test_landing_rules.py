@@ -275,3 +275,27 @@ def test_every_state_has_a_consistent_check_status():
     for state in LandState:
         status, conclusion = land_check_status(state)
         assert (status == "completed") == (conclusion is not None)
+
+
+# -- hangar doctor: the installation's permissions -------------------------------------
+
+@pytest.mark.parametrize(
+    ("granted", "ok", "named"),
+    [
+        ({"contents": "write", "pull_requests": "write", "checks": "write",
+          "metadata": "read"}, True, []),
+        ({"contents": "admin", "pull_requests": "write", "checks": "write"}, True, []),
+        ({"contents": "read", "pull_requests": "write", "checks": "write"}, False,
+         ["contents: write"]),
+        ({}, False, ["contents: write", "pull_requests: write", "checks: write"]),
+    ],
+)
+def test_doctor_permission_report(granted, ok, named):
+    from app.doctor import permission_report
+
+    verdict, line = permission_report(granted)
+    assert verdict is ok
+    for name in named:
+        assert name in line
+    if not ok:
+        assert "accept the new permissions" in line

@@ -158,7 +158,7 @@ def test_an_approval_of_an_older_head_does_not_count(world):
     assert "waiting for an approval" in land_line(world, number)
 
 
-def test_the_requester_and_a_bot_approving_do_not_count(world):
+def test_the_requester_a_bot_and_a_reader_approving_do_not_count(world):
     protect(world, checks=())
     world.start_hangar()
     issue, _ = world.ask("/hangar fix the failing test")  # asked by mona
@@ -166,15 +166,17 @@ def test_the_requester_and_a_bot_approving_do_not_count(world):
     number = pr["number"]
     approve(world, number, who=world.maintainer)
     approve(world, number, who="dependabot[bot]")
+    approve(world, number, who=world.reader)  # read access only
 
-    why = wait_until(lambda: len(explanations(world, number)) == 2 and explanations(
-        world, number), 60, "two explanations")
+    why = wait_until(lambda: len(explanations(world, number)) == 3 and explanations(
+        world, number), 60, "three explanations")
     text = "\n".join(why)
     assert "@mona asked for this work" in text and "forbid_self_approval" in text
     assert "@dependabot[bot] is a bot" in text
+    assert "@rick does not have write access" in text
     assert stays_unmerged(world, number)
     assert merge_calls(world, number) == []
-    assert len(explanations(world, number)) == 2
+    assert len(explanations(world, number)) == 3
     # a person other than the requester, with write access: that one counts
     approve(world, number)
     wait_until(lambda: landed(world, number), 60, "the PR to land")
@@ -276,6 +278,26 @@ def test_a_required_check_that_never_reports_fails_after_the_timeout(world):
     check = land_check(world, pr["head"]["sha"])
     assert check["conclusion"] == "failure"
     assert "check ci / lint never reported" in check["output"]["summary"]
+    assert not merged(world, pr["number"]) and merge_calls(world, pr["number"]) == []
+
+
+def test_a_failed_verification_blocks_landing(world):
+    breaker = """\
+set -e
+printf 'def add(a, b):\\n    return a * b\\n' > calc.py
+git commit -qam "Rewrite add()"
+"""
+    on_main(world, {".github/hangar.yml": "autofix:\n  enabled: false\n"})
+    protect(world, checks=())
+    world.start_hangar(breaker)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "failure"
+    approve(world, pr["number"])
+
+    line = wait_until(lambda: says(world, pr["number"], "required checks failed"), 60,
+                      "ci_failed")
+    assert "hangar / verify" in line
     assert not merged(world, pr["number"]) and merge_calls(world, pr["number"]) == []
 
 
@@ -386,6 +408,39 @@ def test_a_pr_merged_by_a_person_while_hangar_was_down_is_recorded_once(world):
     assert land_check(world, pr["head"]["sha"])["conclusion"] == "success"
 
 
+@pytest.mark.parametrize("status", [409, 502])
+def test_a_failed_merge_call_is_taken_again_and_lands_once(world, status):
+    # 409: the head moved under the merge (back to updating); 502: GitHub had a moment
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.pr_for(issue), 60, "the PR")
+    fault = world.hub.inject_fault("PUT", rf"/pulls/{pr['number']}/merge$", status=status)
+    approve(world, pr["number"])  # before verification finished: landing waits for it
+
+    done = wait_until(lambda: landed(world, pr["number"]), 90, "the PR to land")
+    assert fault.fired == 1
+    assert merge_calls(world, pr["number"]) == [status, 200]
+    assert len(main_log(world)) == 2
+    assert world.checks(done["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
+
+
+def test_closing_the_pr_cancels_landing(world):
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    world.hub.comment(world.repo, pr["number"], "/hangar land", as_user=world.maintainer)
+    wait_until(lambda: says(world, pr["number"], "approval(s) of"), 60, "hangar waiting")
+    world.hub.close_pr(world.repo, pr["number"], as_user=world.maintainer)
+
+    line = wait_until(lambda: says(world, pr["number"], "cancelled"), 60, "the cancellation")
+    assert "the pull request was closed" in line
+    wait_until(lambda: (land_check(world, pr["head"]["sha"]) or {}).get("conclusion")
+               == "cancelled", 30, "hangar / land cancelled")
+    assert merge_calls(world, pr["number"]) == []
+
+
 # -- commands ------------------------------------------------------------------------
 
 
@@ -467,13 +522,14 @@ def test_a_malformed_land_policy_is_answered_and_the_defaults_apply(world):
 # -- hangar doctor -------------------------------------------------------------------
 
 
-def doctor(world, repo: str | None = None) -> subprocess.CompletedProcess:
+def doctor(world, repo: str | None = None, github_url: str | None = None
+           ) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HANGAR_")}
     env.update({
         "HANGAR_APP_ID": str(world.app.id),
         "HANGAR_PRIVATE_KEY_FILE": str(world.app.private_key_path),
         "HANGAR_WEBHOOK_SECRET": world.app.webhook_secret,
-        "HANGAR_GITHUB_URL": world.hub.api_url,
+        "HANGAR_GITHUB_URL": github_url or world.hub.api_url,
     })
     return subprocess.run([sys.executable, "-m", "app.cli", "doctor", repo or world.repo],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -501,6 +557,7 @@ def test_doctor_on_a_well_protected_repository(world):
                      "deletion blocked", "hangar is not a bypass actor"):
         assert expected in lines
     assert any(text.startswith("acme/widgets: default branch main") for text in lines)
+    assert any(text.startswith("the App may push branches") for text in lines)
 
 
 def test_doctor_on_a_bare_repository_says_what_is_missing_and_how(world):
@@ -519,6 +576,15 @@ def test_doctor_flags_hangar_as_a_bypass_actor(world):
     missing = [t for t, v in doctor_lines(result.stdout).items() if v == "missing"]
     assert len(missing) == 1 and "hangar's App is a bypass actor" in missing[0]
     assert "remove it" in missing[0]
+
+
+def test_doctor_when_github_cannot_be_reached_says_so(world):
+    from tests.e2e.conftest import free_port
+
+    result = doctor(world, github_url=f"http://127.0.0.1:{free_port()}/api/v3")
+    assert result.returncode == 2
+    assert "hangar doctor: could not read acme/widgets from http://127.0.0.1:" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_doctor_on_a_repository_the_app_is_not_installed_on(world):
