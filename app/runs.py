@@ -137,7 +137,8 @@ async def start_agent(engine: Engine, run: Run) -> None:
     from sandbox.harness import harness_for
 
     harness = harness_for(spec)
-    argv, env = harness.command(build_prompt(job, run, spec), turn=run.turn,
+    review = await review_context(ops, run) if run.kind == "followup" else ""
+    argv, env = harness.command(build_prompt(job, run, spec, review), turn=run.turn,
                                 session_id=previous_session(engine, run))
     # The model credential goes to the agent process only, never into a file.
     env = {**env, **model_credentials(spec)}
@@ -164,7 +165,7 @@ def checkout_for(run: Run) -> list[str]:
     return ["git", "checkout", "-q", "-B", run.branch, f"origin/{run.branch}"]
 
 
-def build_prompt(job: Job, run: Run, spec: Any) -> str:
+def build_prompt(job: Job, run: Run, spec: Any, review: str = "") -> str:
     verify_cmd = spec.verify.command if spec.verify else "the repository's tests"
     parts = [
         AGENT_PREAMBLE.format(repo=job.thread.repo, branch=run.branch, verify=verify_cmd),
@@ -172,10 +173,25 @@ def build_prompt(job: Job, run: Run, spec: Any) -> str:
         f"Issue #{job.thread.number}: {job.title}",
         job.body.strip(),
         "",
-        "Request:" if run.turn == 1 else f"Request for turn {run.turn} (on the open PR):",
-        run.prompt,
     ]
-    return "\n".join(p for p in parts if p is not None)
+    if review:
+        parts += ["Review comments on the pull request so far:", review, ""]
+    parts += ["Request:" if run.turn == 1 else f"Request for turn {run.turn} (on the open PR):",
+              run.prompt]
+    return "\n".join(parts)
+
+
+async def review_context(ops: RepoOps, run: Run, limit: int = 6000) -> str:
+    """The PR's reviews and line comments, oldest first, for a follow-up turn's prompt."""
+    lines = []
+    async for review in ops.gh.getiter(f"{ops.base}/pulls/{run.pr_number}/reviews"):
+        if (review.get("body") or "").strip():
+            lines.append(f"- @{review['user']['login']} ({review['state'].lower()}): "
+                         f"{review['body'].strip()}")
+    async for comment in ops.gh.getiter(f"{ops.base}/pulls/{run.pr_number}/comments"):
+        where = f"{comment.get('path')}:{comment.get('line') or comment.get('original_line')}"
+        lines.append(f"- @{comment['user']['login']} on {where}: {comment['body'].strip()}")
+    return redact("\n".join(lines))[:limit]
 
 
 def model_credentials(spec: Any) -> dict[str, str]:

@@ -201,6 +201,19 @@ async def list_review_comments(request: web.Request) -> web.Response:
     return reply(chunk, headers=headers)
 
 
+@routes.get("/repos/{owner}/{repo}/pulls/{pull_number}/comments")
+async def list_pull_comments(request: web.Request) -> web.Response:
+    """Every review's line comments on the pull request, oldest first."""
+    repo = repo_for(request, "pull_requests", "read")
+    h = hub(request)
+    issue = _pull(request, repo)
+    comments = [_review_comment(h, repo, review, i, c)
+                for review in h.store.reviews_for(repo, issue.number)
+                for i, c in enumerate(review.comments)]
+    chunk, headers = page(request, comments)
+    return reply(chunk, headers=headers)
+
+
 def _review_comment(h, repo, review, index: int, comment: dict) -> dict:
     from fakehub.state import iso
 

@@ -288,3 +288,57 @@ def test_happy_path_in_a_docker_sandbox(world, docker_engine):
     pr = wait_until(lambda: world.verified(issue), 120, "a verified PR from docker sandboxes")
     assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
     assert "Fix add()" in pr["body"]
+
+
+def test_follow_up_prompt_carries_the_prs_review_comments(world):
+    echo_prompt = """\
+set -e
+if [ "$HANGAR_TURN" = 1 ]; then
+  sed -i 's/return a - b/return a + b/' calc.py
+else
+  printf '%s\\n' "$HANGAR_PROMPT" > PROMPT.txt
+fi
+git add -A && git commit -qm "turn $HANGAR_TURN"
+"""
+    world.start_hangar(echo_prompt)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first turn")
+    world.hub.review(world.repo, pr["number"], as_user=world.reviewer, event="COMMENT",
+                     body="Please name the operands.",
+                     comments=[{"path": "calc.py", "line": 1, "body": "use x and y"}])
+    world.hub.comment(world.repo, pr["number"], "/hangar rename the operands",
+                      as_user=world.maintainer)
+
+    def prompt_file():
+        from fakehub import gitrepo
+
+        repo = world.hub.hub.repo(world.repo)
+        found = gitrepo.read_blob(repo.path, pr["head"]["ref"], "PROMPT.txt")
+        return found[0].decode() if found else None
+
+    prompt = wait_until(prompt_file, 60, "the follow-up turn's commit")
+    assert "rename the operands" in prompt
+    assert "Please name the operands." in prompt
+    assert "calc.py:1: use x and y" in prompt
+
+
+def test_verify_again_by_comment_and_by_button(world):
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first verification")
+    head = pr["head"]["sha"]
+
+    def verify_runs():
+        return [c for c in world.hub.check_runs(world.repo, head)
+                if c["name"] == "hangar / verify"]
+
+    world.hub.comment(world.repo, pr["number"], "/hangar verify", as_user=world.maintainer)
+    wait_until(lambda: len(verify_runs()) == 2
+               and all(c["status"] == "completed" for c in verify_runs()), 60,
+               "a second verification")
+    button = verify_runs()[0]
+    world.hub.press_check_button(world.repo, button["id"], "verify", as_user=world.maintainer)
+    wait_until(lambda: len(verify_runs()) == 3
+               and all(c["status"] == "completed" for c in verify_runs()), 60,
+               "a third verification, from the button")
+    assert all(c["conclusion"] == "success" for c in verify_runs())

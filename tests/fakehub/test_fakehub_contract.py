@@ -218,6 +218,7 @@ def exercise_every_route(world, tmp_path: Path) -> None:
         "event": "COMMENT", "body": "noted",
         "comments": [{"path": "widgets.py", "line": 2, "body": "why 42?"}]})
     ok("GET", f"/repos/{repo}/pulls/{number}/reviews/{commented['id']}/comments")
+    ok("GET", f"/repos/{repo}/pulls/{number}/comments")
     assert call(api, "PUT", f"/repos/{repo}/pulls/{number}/merge", token,
                 {"sha": "f" * 40}).status == 409
     hub.push_files(repo, "main", {"CHANGES.md": "main moved\n"}, "main moves", as_user="acme",
