@@ -342,3 +342,14 @@ def test_verify_again_by_comment_and_by_button(world):
                and all(c["status"] == "completed" for c in verify_runs()), 60,
                "a third verification, from the button")
     assert all(c["conclusion"] == "success" for c in verify_runs())
+
+
+def test_uncommitted_changes_are_reported_not_committed(world):
+    world.start_hangar(FIX_AGENT + "echo 'scratch' > notes.txt\n")
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "verification")
+    status = wait_until(lambda: "uncommitted" in world.status(issue) and world.status(issue),
+                        15, "the uncommitted-changes warning")
+    assert "hangar did not commit them" in status
+    # the PR's file list comes from GitHub's compare: the scratch file never left the sandbox
+    assert "`calc.py`" in pr["body"] and "notes.txt" not in pr["body"]
