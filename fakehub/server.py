@@ -111,7 +111,7 @@ async def _not_found(request: web.Request) -> web.Response:
 
 async def _record(hub: Hub, request: web.Request, path: str, response, elapsed: float) -> None:
     """Keep request and response bodies for the contract tests."""
-    raw = await request.read() if request.can_read_body else b""
+    raw = await request.read() if request.body_exists else b""  # read() keeps the bytes
     body = getattr(response, "body", None)
     resource = request.match_info.route.resource
     hub.exchanges.append({

@@ -194,6 +194,7 @@ def test_base_moved_updates_the_branch_reverifies_and_needs_a_new_approval(world
     pr = verified_pr(world, issue)
     number, old = pr["number"], pr["head"]["sha"]
     moved = on_main(world, {"CHANGELOG.md": "- unrelated change\n"}, "Unrelated change")
+    world.hub.record_exchanges()
     approve(world, number, sha=old)
 
     updated = wait_until(lambda: pr_now(world, number)["head"]["sha"] != old
@@ -209,15 +210,18 @@ def test_base_moved_updates_the_branch_reverifies_and_needs_a_new_approval(world
     lapsed = explanations(world, number)
     assert len(lapsed) == 1 and f"approved `{old[:7]}`" in lapsed[0]
     assert not merged(world, number)
-    update_calls = [c for c in world.hub.api_calls(world.app.id)
-                    if c[0] == "PUT" and c[1].endswith(f"/pulls/{number}/update-branch")]
-    assert [s for *_, s in update_calls] == [202]
+    updates = [(x["status"], x["request"]) for x in world.hub.exchanges()
+               if x["method"] == "PUT" and x["path"].endswith(f"/pulls/{number}/update-branch")]
+    assert updates == [(202, {"expected_head_sha": old})]  # once, with the head pinned
 
     approve(world, number, sha=new)
     done = wait_until(lambda: landed(world, number), 90, "the PR to land")
     commit = gitrepo.commit_info(world.hub.repo_path(world.repo), done["merge_commit_sha"])
     assert commit.parents == [moved]
-    assert merge_calls(world, number) == [200]
+    merges = [(x["status"], x["request"]["sha"], x["request"]["merge_method"])
+              for x in world.hub.exchanges()
+              if x["method"] == "PUT" and x["path"].endswith(f"/pulls/{number}/merge")]
+    assert merges == [(200, new, "squash")]  # the approved head pinned
 
 
 def test_a_push_after_the_approval_lapses_it(world):
