@@ -63,6 +63,9 @@ class AutofixRow(BaseModel):
     # "<head>:<signature>" pairs already decided against: said once, not again
     seen_heads: list[str] = []
     seen_reviews: list[int] = []
+    # a change request that came while a turn ran: {review_id, author, body}, started next
+    pending_review: dict[str, Any] | None = None
+    pushed_heads: list[str] = []  # heads GitHub said were pushed (synchronize), by anyone
     last_human_push_at: float | None = None
     stopped: str | None = None  # why hangar stopped trying, shown in the status comment
     due_at: float = 0.0
@@ -218,7 +221,8 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
 
 def record_push(engine: Engine, job: Job, event: PullRequestEvent) -> None:
     row = ensure_row(engine, job, event.number)
-    fields: dict[str, Any] = {"due_at": 0}
+    fields: dict[str, Any] = {"due_at": 0, "pushed_heads": [
+        *row.pushed_heads[-MAX_JUDGED:], event.pull_request.head.sha]}
     if not event.sender.is_bot:
         fields["last_human_push_at"] = time.time()
     patch(engine, row.id, **fields)
@@ -261,7 +265,7 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         await show(engine, job)
         return f"autofix {'on' if enabled else 'off'}"
     if intent.command == "review_turn":
-        return await review_turn(engine, ops, job, row, intent)
+        return await review_turn(engine, ops, job, row, {"author": intent.author, **intent.args})
     if intent.command == "autofix_button":
         return await fix_now(engine, ops, job, row, requested=True)
     await reply(ops, intent, "`/hangar pick` chooses among attempts of `/hangar try`; this "
@@ -290,6 +294,13 @@ def turn_running(engine: Engine, job: Job, pr_number: int) -> bool:
     return any(not r.finished for r in engine.runs_of(job.id) if r.pr_number == pr_number)
 
 
+def known_head(engine: Engine, job: Job, row: AutofixRow, head: str) -> bool:
+    """hangar made this head (a turn, a verification) or GitHub said who pushed it."""
+    fresh = get_row(engine, row.id) or row
+    return head in fresh.pushed_heads or any(
+        r.head_sha == head for r in engine.runs_of(job.id) if r.pr_number == row.pr_number)
+
+
 def merging(engine: Engine, row: AutofixRow) -> bool:
     from app.landing import LandRequest, LandState, land_id
 
@@ -306,6 +317,8 @@ async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
     head = pr["head"]["sha"]
     if turn_running(engine, job, row.pr_number):
         return "a turn is running"
+    if row.pending_review and not requested:
+        return await review_turn(engine, ops, job, row, row.pending_review)
     failures, finished = await collect_failures(ops, head, own_app_id=engine.settings.app_id)
     if not finished and not requested:
         return "CI still running"
@@ -315,6 +328,10 @@ async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
             patch(engine, row.id, stopped=None)
             await show(engine, job)
         return "CI green"
+    if not requested and not known_head(engine, job, row, head):
+        # CI on a head hangar did not make, before GitHub's word of the push: it may be
+        # a person's, so wait for the synchronize event (it makes the row due again).
+        return "waiting to learn who pushed the head"
     signature = failure_signature(failures)
     key = f"{head}:{signature}"
     if key in row.seen_heads and not requested:
@@ -423,30 +440,38 @@ async def actions_log_tail(ops: RepoOps, run: dict) -> list[str]:
 
 
 async def review_turn(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow,
-                      intent: Intent) -> str:
+                      review: dict[str, Any]) -> str:
+    """A turn for one change request: {review_id, author, body}. It waits for a running
+    turn to end, then starts within the same bound."""
+    author = review["author"]
     config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=job.base_branch))
     policy = config.autofix
-    review_id = intent.args["review_id"]
     comments = await ops.gh.getitem(
-        f"{ops.base}/pulls/{row.pr_number}/reviews/{review_id}/comments")
+        f"{ops.base}/pulls/{row.pr_number}/reviews/{review['review_id']}/comments")
     row = get_row(engine, row.id)
+    if turn_running(engine, job, row.pr_number):
+        patch(engine, row.id, pending_review=review,
+              stopped=f"a review by @{author} asked for changes; hangar starts that turn "
+                      "when the running one ends")
+        await show(engine, job)
+        return "review turn waits for the running turn"
     reason = why_not(row, policy, None, landing=merging(engine, row), now_s=time.time(),
                      requested=True)
     if reason is None and not (policy.enabled and row.enabled):
         reason = "auto-fix is off for this pull request"
-    if reason is None and turn_running(engine, job, row.pr_number):
-        reason = "another turn is running on this pull request"
     if reason:
-        reason = f"@{intent.author} requested changes, but hangar did not start a turn: {reason}"
-        patch(engine, row.id, stopped=reason)
+        reason = f"@{author} requested changes, but hangar did not start a turn: {reason}"
+        patch(engine, row.id, stopped=reason, pending_review=None)
         engine.note(job.id, reason)
         await show(engine, job)
         return "review turn not started"
     turn = row.turns + 1
     started = await start_followup_now(
-        engine, job, row, prompt_for_review(intent.author, intent.args.get("body") or "",
-                                            comments),
-        requested_by=intent.author,
-        label=f"auto-fix turn {turn} of {policy.max_turns}: changes requested by "
-              f"@{intent.author}")
-    return f"review turn {turn}" if started else "review turn not started"
+        engine, job, row, prompt_for_review(author, review.get("body") or "", comments),
+        requested_by=author,
+        label=f"auto-fix turn {turn} of {policy.max_turns}: changes requested by @{author}")
+    if started:
+        patch(engine, row.id, pending_review=None)
+        return f"review turn {turn}"
+    patch(engine, row.id, pending_review=review, due_at=0)
+    return "review turn waits for the running turn"

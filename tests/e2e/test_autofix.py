@@ -225,21 +225,28 @@ def test_fix_with_hangar_button_starts_a_turn_on_request(world):
 
 
 def test_changes_requested_review_starts_a_turn_for_that_review_only(world):
-    world.start_hangar(agent(t1=RIGHT, t2="printf '# documented\\n' >> calc.py"))
+    # The review comes while a follow-up turn runs: its turn starts when that one ends.
+    world.start_hangar(agent(t1=RIGHT, t2="sleep 4; printf '# more\\n' >> calc.py",
+                             t3="printf '# documented\\n' >> calc.py"))
     issue, _ = world.ask("/hangar fix the failing test")
     pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
-    number, sha = pr["number"], pr["head"]["sha"]
+    number = pr["number"]
+    wait_until(lambda: idle(world, issue), 30, "the first turn to finish")
+    world.hub.comment(world.repo, number, "/hangar add a note", as_user="mona")
+    wait_until(lambda: "follow-up turn 1" in world.status(issue)
+               and "the agent is working" in world.status(issue), 30, "the follow-up running")
     world.hub.review(world.repo, number, "rita", "COMMENT", body="Just a thought.",
                      comments=[{"path": "calc.py", "line": 1, "body": "OTHER-REVIEW-NOTE"}])
     world.hub.review(world.repo, number, "rita", "REQUEST_CHANGES",
                      body="Please document add().",
                      comments=[{"path": "calc.py", "line": 2, "body": "ADD-A-COMMENT-HERE"}])
-    wait_until(lambda: head(world, number) != sha, 60, "the review turn's commit")
+    wait_until(lambda: prompt_of(world, number, 3), 90, "the review turn's commit")
     wait_until(lambda: autofix_labels(world, issue)
                == ["auto-fix turn 1 of 2: changes requested by @rita"], 30, "the turn's label")
-    prompt = prompt_of(world, number, 2)
+    prompt = prompt_of(world, number, 3)
     assert "Please document add()." in prompt and "calc.py:2: ADD-A-COMMENT-HERE" in prompt
     assert "OTHER-REVIEW-NOTE" not in prompt and "Just a thought" not in prompt
+    assert "add a note" in prompt_of(world, number, 2)  # turn 2 was the follow-up
     wait_until(lambda: idle(world, issue), 60, "the turn to finish")
     assert len(autofix_labels(world, issue)) == 1
 
@@ -262,3 +269,40 @@ def test_a_human_push_in_between_starts_no_turn(world):
     assert "Fix with hangar" in status
     stays(lambda: autofix_labels(world, issue) == [] and head(world, number) == human, 4,
           "no turn over a human's push")
+
+
+def test_ci_on_a_human_push_heard_before_the_push_itself_starts_no_turn(world):
+    with_ci(world)
+    world.start_hangar(agent(t1=RIGHT))
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
+    number = pr["number"]
+    wait_until(lambda: conclusion(world, pr["head"]["sha"], "ci / test") == "success", 60,
+               "CI green on hangar's head")
+    world.hub.settle()
+    # hangar hears nothing while a person pushes and CI fails on their head...
+    hook = f"http://127.0.0.1:{world.settings.port}/webhook"
+    before = {d.guid for d in world.hub.deliveries(world.app.id)}
+    world.hub.set_webhook_url(world.app.id, None)
+    human = world.hub.push_files(world.repo, pr["head"]["ref"],
+                                 {"calc.py": "def add(a, b):\n    return a * b\n"},
+                                 "Try multiplying", as_user="mona")
+    wait_until(lambda: conclusion(world, human, "ci / test") == "failure", 60,
+               "CI failing on the human's head")
+    world.hub.settle()
+    held = [d for d in world.hub.deliveries(world.app.id) if d.guid not in before]
+    world.hub.set_webhook_url(world.app.id, hook)
+    # ...then hears CI's verdict first and of the push last.
+    pushes = [d for d in held if d.event == "pull_request"]
+    assert [d.action for d in pushes] == ["synchronize"]
+    assert any(d.event == "check_suite" for d in held)
+    for delivery in held:
+        if delivery.event != "pull_request":
+            world.hub.redeliver(delivery.guid)
+    world.hub.settle()
+    stays(lambda: autofix_labels(world, issue) == [] and head(world, number) == human, 5,
+          "no turn before hangar knows who pushed")
+    world.hub.redeliver(pushes[0].guid)
+    wait_until(lambda: "someone pushed to the branch recently" in world.status(issue), 30,
+               "the reason in the status comment")
+    stays(lambda: autofix_labels(world, issue) == [], 3, "no turn over a human's push")
