@@ -102,7 +102,13 @@ def _may(hub: Hub, ident: Identity | None, repo: Repo, write: bool) -> tuple[boo
         return True, 200, ""
     if not auth.can_read(hub.store, ident, repo):
         return False, 404, "Repository not found."
+    denied = f"Permission to {repo.full_name}.git denied to {ident.user.login}."
     if not write:
+        # A private repository's code needs the contents permission, not just metadata.
+        if ident.kind == "installation" and repo.private and not permission_at_least(
+            auth.installation_permission(ident, "contents"), "read"
+        ):
+            return False, 403, denied
         return True, 200, ""
     if ident.kind == "installation":
         ok = auth.installation_covers(hub.store, ident, repo) and permission_at_least(
@@ -111,7 +117,7 @@ def _may(hub: Hub, ident: Identity | None, repo: Repo, write: bool) -> tuple[boo
     else:
         ok = permission_at_least(hub.store.permission(repo, ident.user), "write")
     if not ok:
-        return False, 403, f"Permission to {repo.full_name}.git denied to {ident.user.login}."
+        return False, 403, denied
     return True, 200, ""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fakehub_helpers import clone, git
+from fakehub_helpers import app_jwt, call, clone, git
 
 from fakehub import gitrepo
 from fakehub.gitrepo import Signature
@@ -88,3 +88,17 @@ def test_faults_reach_git_requests_too(world, tmp_path: Path):
     assert failed.returncode != 0 and "502" in failed.stderr
     git(work, "push", "--quiet", "origin", "HEAD:refs/heads/x")
     assert world.hub.ref_sha(world.repo, "x") == git(work, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_installation_token_needs_contents_to_clone_private_code(world, tmp_path: Path):
+    world.hub.create_repo("acme", "closed", {"a.txt": "a"}, private=True)
+    world.hub.install(world.app.id, "acme", ["closed"])
+    jwt_token = app_jwt(world.app.id, world.app.private_key_pem)
+    narrowed = call(world.hub.api_url, "POST",
+                    f"/app/installations/{world.installation_id}/access_tokens", jwt_token,
+                    {"permissions": {"issues": "write"}}, scheme="Bearer").body["token"]
+    refused = git(tmp_path, "ls-remote", world.hub.git_url("acme/closed", narrowed), check=False)
+    assert refused.returncode != 0 and "denied" in refused.stderr
+    full = world.hub.installation_token(world.installation_id)
+    assert "refs/heads/main" in git(tmp_path, "ls-remote",
+                                    world.hub.git_url("acme/closed", full)).stdout
