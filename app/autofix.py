@@ -390,9 +390,12 @@ async def collect_failures(
     in progress until a person approves); a suite with no runs (an App that never
     reports) is not waited for either.
     """
-    suites = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-suites")
-    runs = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-runs?filter=latest")
-    combined = await ops.gh.getitem(f"{ops.base}/commits/{head}/status")
+    # One page of 100 (GitHub's default is 30): more checks than that on one commit is
+    # beyond what hangar judges.
+    suites = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-suites?per_page=100")
+    runs = await ops.gh.getitem(
+        f"{ops.base}/commits/{head}/check-runs?filter=latest&per_page=100")
+    combined = await ops.gh.getitem(f"{ops.base}/commits/{head}/status?per_page=100")
     checks = [r for r in runs.get("check_runs", []) if r["name"] not in IGNORED_CHECKS]
     finished = all(
         s.get("status") == "completed" for s in suites.get("check_suites", [])
