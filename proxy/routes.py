@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -304,15 +304,7 @@ class _Proxy:
             )
         )
         if push is not None:
-            # A push over the cap must not reach upstream whole: drop the connection.
-            aborted = asyncio.ensure_future(push.aborted.wait())
-            await asyncio.wait({sending, aborted}, return_when=asyncio.FIRST_COMPLETED)
-            aborted.cancel()
-            if push.aborted.is_set():
-                sending.cancel()
-                with contextlib.suppress(BaseException):
-                    await sending
-                raise _Refused(409, push.refusal or "hangar: the push was stopped")
+            await self._until_sent(sending, push)
         try:
             upstream = await sending
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -353,6 +345,41 @@ class _Proxy:
             await response.write_eof(held)
         return response
 
+    async def _until_sent(
+        self, sending: asyncio.Future[aiohttp.ClientResponse], push: _PushBody
+    ) -> None:
+        """Wait until the whole push went upstream, or stop it there.
+
+        git's http-backend answers with headers before it reads the pack, so the answer
+        may start early; nothing goes back to the client before the body is complete,
+        so that a push stopped on the way (over the cap, not a fast-forward) can still
+        be answered with hangar's own report. Stopping drops the upstream connection
+        before the end of the pack: upstream then stores nothing.
+        """
+        finished = asyncio.ensure_future(push.finished.wait())
+        aborted = asyncio.ensure_future(push.aborted.wait())
+        try:
+            while not aborted.done() and not finished.done():
+                if sending.done() and (
+                    sending.cancelled()
+                    or sending.exception() is not None
+                    or sending.result().status != 200
+                ):
+                    return  # upstream failed or refused; handled by the caller
+                waiting = {t for t in (sending, finished, aborted) if not t.done()}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            finished.cancel()
+            aborted.cancel()
+        if push.aborted.is_set():
+            if sending.done() and not sending.cancelled() and sending.exception() is None:
+                sending.result().close()
+            else:
+                sending.cancel()
+                with contextlib.suppress(BaseException):
+                    await sending
+            raise _Refused(409, push.refusal or "hangar: the push was stopped")
+
     async def _refuse_push(
         self, request: web.Request, commands: pktline.CommandList, reason: str
     ) -> web.StreamResponse:
@@ -365,6 +392,10 @@ class _Proxy:
         if not drained:
             response.force_close()
         return response
+
+
+class _PushStopped(Exception):
+    pass
 
 
 class _PushBody:
@@ -398,6 +429,7 @@ class _PushBody:
         self.refusal: str | None = None
         self.unreadable = False
         self.aborted = asyncio.Event()
+        self.finished = asyncio.Event()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
@@ -409,15 +441,16 @@ class _PushBody:
             async for chunk in self.request.content.iter_any():
                 self.total += len(chunk)
                 if self.total > self.limit:
-                    await self._stop(self.messages["too_large"])
+                    self._stop(self.messages["too_large"])
                 yield chunk
+            self.finished.set()
             return
         self._walk(self.head[self.commands_length :])
         held = self.head
         async for chunk in self.request.content.iter_any():
             self.total += len(chunk)
             if self.total > self.limit:
-                await self._stop(self.messages["too_large"])
+                self._stop(self.messages["too_large"])
             self._walk(chunk)
             yield held
             held = chunk
@@ -429,8 +462,9 @@ class _PushBody:
         except packwalk.PackError:
             proven = False
         if not proven:
-            await self._stop(self.messages["not_fast_forward"])
+            self._stop(self.messages["not_fast_forward"])
         yield held
+        self.finished.set()
 
     def _walk(self, data: bytes) -> None:
         assert self.walker is not None
@@ -442,11 +476,11 @@ class _PushBody:
             # A pack we cannot read proves nothing; the push is refused at its end.
             self.unreadable = True
 
-    async def _stop(self, reason: str) -> None:
+    def _stop(self, reason: str) -> NoReturn:
+        """End the body here, short of the end of the pack."""
         self.refusal = reason
         self.aborted.set()
-        # Wait to be cancelled with the request rather than end the body cleanly.
-        await asyncio.Event().wait()
+        raise _PushStopped(reason)
 
 
 async def _first_chunk(request: web.Request) -> tuple[bytes, bool]:

@@ -6,6 +6,7 @@ Each case asserts what `git` prints, because that is all an agent in a sandbox s
 import os
 
 import pytest
+from proxy_harness import ProxyThread
 
 BRANCH = "hangar/12-ab3f"
 
@@ -177,6 +178,21 @@ def test_push_over_the_cap_is_refused(world):
         "the limit for sandbox pushes; keep large files out of the repository)" in result.stderr
     )
     assert pushed(world, "hangar/28-hhhh") is None
+
+
+def test_push_over_a_larger_cap_is_refused_after_upstream_answered(world, tmp_path):
+    """git http-backend sends its headers before it reads the pack; a push cut off at
+    the cap after that must still get hangar's report, and upstream must store nothing."""
+    with ProxyThread(world.registry, world.upstream, max_push_bytes=4 * 2**20) as proxy:
+        sb = world.sandbox("sb-big-2", branch="hangar/31-jjjj", proxy=proxy)
+        sb.commit("big.bin", os.urandom(6 * 2**20))
+        result = sb.git("push", "origin", "HEAD:hangar/31-jjjj", check=False, timeout=60)
+    assert result.returncode != 0
+    assert (
+        " ! [remote rejected] HEAD -> hangar/31-jjjj (hangar: this push is larger than 4 MiB"
+        in result.stderr
+    )
+    assert pushed(world, "hangar/31-jjjj") is None
 
 
 def test_push_under_the_cap_with_a_probe_goes_through(world):

@@ -32,6 +32,7 @@ class RecordingUpstream:
         self.requests: list[dict] = []
         self.tip = OLD
         self.status = 200
+        self.early_headers = False
         self.app = web.Application(client_max_size=2**30)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.base = ""
@@ -41,6 +42,13 @@ class RecordingUpstream:
         return self.base, INSTALLATION_TOKEN
 
     async def handle(self, request):
+        early = None
+        if self.early_headers and request.path.endswith("/git-receive-pack"):
+            # Like git http-backend: the answer's headers go out before the body is read.
+            early = web.StreamResponse(
+                headers={"Content-Type": "application/x-git-receive-pack-result"}
+            )
+            await early.prepare(request)
         body = await request.read()
         self.requests.append(
             {
@@ -65,16 +73,16 @@ class RecordingUpstream:
             return web.Response(body=adv, content_type=f"application/x-{service}-advertisement")
         if request.path.endswith("/git-receive-pack"):
             commands = pktline.parse_commands(body)
-            if not commands.commands:
-                return web.Response(body=b"", content_type="application/x-git-receive-pack-result")
-            report = pktline.encode("unpack ok\n")
-            for ref in commands.refs:
-                report += pktline.encode(f"ok {ref}\n")
-            report += b"0000"
-            return web.Response(
-                body=pktline.sideband(1, report) + b"0000",
-                content_type="application/x-git-receive-pack-result",
-            )
+            answer = b""
+            if commands.commands:
+                report = pktline.encode("unpack ok\n")
+                for ref in commands.refs:
+                    report += pktline.encode(f"ok {ref}\n")
+                answer = pktline.sideband(1, report + b"0000") + b"0000"
+            if early is not None:
+                await early.write_eof(answer)
+                return early
+            return web.Response(body=answer, content_type="application/x-git-receive-pack-result")
         return web.Response(
             body=b"0008NAK\n" + str(len(body)).encode(),
             content_type="application/x-git-upload-pack-result",
@@ -229,9 +237,11 @@ async def test_dumb_http_is_refused(make_client, upstream, token):
     assert upstream.requests == []
 
 
+@pytest.mark.parametrize("early_headers", [False, True])
 async def test_push_to_own_branch_is_streamed_upstream_and_recorded(
-    make_client, upstream, registry, token
+    make_client, upstream, registry, token, early_headers
 ):
+    upstream.early_headers = early_headers
     client = await make_client()
     pack = b"PACK" + os.urandom(300_000)
     body = push_body(f"{OLD} {NEW} {OWN}", pack=pack)
@@ -322,7 +332,11 @@ async def test_probe_is_relayed(make_client, upstream, token):
     assert seen["body"] == b"0000"
 
 
-async def test_push_over_the_cap_while_streaming_is_refused(make_client, upstream, registry, token):
+@pytest.mark.parametrize("early_headers", [False, True])
+async def test_push_over_the_cap_while_streaming_is_refused(
+    make_client, upstream, registry, token, early_headers
+):
+    upstream.early_headers = early_headers
     client = await make_client(max_push_bytes=2**20)
     body = push_body(f"{OLD} {NEW} {OWN}", pack=b"PACK" + os.urandom(3 * 2**20))
 
@@ -455,10 +469,12 @@ async def test_no_force_compares_with_the_upstream_tip(make_client, upstream, re
     assert report_lines(await resp.read())[1] == f"ok {OWN}\n".encode()
 
 
+@pytest.mark.parametrize("early_headers", [False, True])
 @pytest.mark.parametrize("padding", [0, 500_000])
 async def test_no_force_refuses_a_push_that_does_not_contain_the_tip(
-    make_client, upstream, registry, padding
+    make_client, upstream, registry, padding, early_headers
 ):
+    upstream.early_headers = early_headers
     token = registry.issue(
         "sb-1", repo="octo/widgets", branch=BRANCH, installation_id=7, allow_force=False
     )
