@@ -1,9 +1,13 @@
 """The pure rules of auto-fix: what counts as the same failure, when a turn may start,
-and what the turn's prompt says."""
+and what the turn's prompt says; and the evidence read from GitHub's answers (GitHub
+Actions logs are beyond fakehub, so gidgethub's one I/O method is faked here)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from gidgethub.abc import GitHubAPI
 
 from app.autofix import (
     EVIDENCE_CHARS,
@@ -11,12 +15,14 @@ from app.autofix import (
     TRUNCATED,
     AutofixRow,
     Failure,
+    collect_failures,
     failing_lines,
     failure_signature,
     prompt_for_failures,
     prompt_for_review,
     why_not,
 )
+from app.ghops import RepoOps
 from app.repoconfig import AutofixPolicy
 
 UNITTEST_OUTPUT = """```
@@ -202,3 +208,117 @@ def test_the_review_prompt_carries_that_review_only():
     assert "Please document add()." in prompt
     assert "- calc.py:2: say what it returns" in prompt
     assert "- calc.py:1: and the types" in prompt
+
+
+# -- evidence, from GitHub's answers (a recording fake of gidgethub's one I/O method) -------
+
+OWN_APP, CI_APP = 1, 2
+HEAD = "a" * 40
+BASE = f"/repos/acme/widgets/commits/{HEAD}"
+LOG = "2026-11-29T23:00:00Z ##[group]Run pytest\nE   assert 4 == 5\nusing ghp_" + "k" * 36
+
+
+def suite(app_id: int, status: str, runs: int = 1) -> dict:
+    return {"app": {"id": app_id}, "status": status, "latest_check_runs_count": runs}
+
+
+def check(name: str, status: str, conclusion: str | None, *, slug: str = "fakehub-ci",
+          run_id: int = 10, annotations: int = 0, text: str | None = None) -> dict:
+    return {"id": run_id, "name": name, "status": status, "conclusion": conclusion,
+            "app": {"slug": slug},
+            "output": {"title": f"{name}: {conclusion}", "summary": "exit 1", "text": text,
+                       "annotations_count": annotations}}
+
+
+class RecordingGitHub(GitHubAPI):
+    def __init__(self, answers: dict[str, tuple[int, str, object]]):
+        super().__init__("hangar-tests")
+        self.answers = answers
+        self.calls: list[str] = []
+
+    async def _request(self, method, url, headers, body=b""):
+        path = url.removeprefix("https://api.github.com")
+        self.calls.append(path)
+        status, content_type, data = self.answers[path]
+        raw = data.encode() if isinstance(data, str) else json.dumps(data).encode()
+        return status, {"content-type": content_type}, raw
+
+    async def sleep(self, seconds):  # pragma: no cover - never retried here
+        pass
+
+
+def answers(suites: list, runs: list, statuses: list, **extra) -> dict:
+    found = {
+        f"{BASE}/check-suites?per_page=100": (200, "application/json",
+                                              {"check_suites": suites}),
+        f"{BASE}/check-runs?filter=latest&per_page=100": (200, "application/json",
+                                                          {"check_runs": runs}),
+        f"{BASE}/status?per_page=100": (200, "application/json", {"statuses": statuses}),
+    }
+    found.update(extra)
+    return found
+
+
+CI_DONE = [suite(CI_APP, "completed"), suite(OWN_APP, "in_progress"),
+           suite(99, "queued", runs=0)]  # hangar's own suite holds `hangar / land`
+LAND = check("hangar / land", "in_progress", None)
+
+EVIDENCE = [
+    # (case, suites, runs, statuses, extra answers, finished, failed names)
+    ("everything green; hangar's land run and an App that never reports are not waited for",
+     CI_DONE, [LAND, check("ci / test", "completed", "success")], [], {}, True, []),
+    ("a check still running", [suite(CI_APP, "in_progress")],
+     [check("ci / test", "in_progress", None)], [], {}, False, []),
+    ("a status still pending", CI_DONE, [check("ci / test", "completed", "success")],
+     [{"context": "deploy", "state": "pending"}], {}, False, []),
+    ("hangar / agent's neutral is no failure", CI_DONE,
+     [check("hangar / agent", "completed", "neutral"),
+      check("hangar / verify", "completed", "failure", text="FAIL: test_adds")],
+     [], {}, True, ["hangar / verify"]),
+    ("a failed status with its description and link", CI_DONE, [],
+     [{"context": "deploy", "state": "error", "description": "quota exceeded",
+       "target_url": "https://ci.example/42"}], {}, True, ["deploy"]),
+]
+
+
+@pytest.mark.parametrize("case,suites,runs,statuses,extra,finished,names", EVIDENCE,
+                         ids=[c[0] for c in EVIDENCE])
+async def test_collect_failures(case, suites, runs, statuses, extra, finished, names):
+    gh = RecordingGitHub(answers(suites, runs, statuses, **extra))
+    failures, done = await collect_failures(RepoOps(gh, "acme/widgets"), HEAD,
+                                            own_app_id=OWN_APP)
+    assert done is finished
+    assert [f.name for f in failures] == names
+
+
+async def test_annotations_and_the_actions_job_log_are_evidence():
+    runs = [check("ci / test", "completed", "failure", run_id=11, annotations=1),
+            check("build", "completed", "failure", slug="github-actions", run_id=777)]
+    gh = RecordingGitHub(answers(CI_DONE, runs, [], **{
+        "/repos/acme/widgets/check-runs/11/annotations": (
+            200, "application/json",
+            [{"path": "calc.py", "start_line": 3, "message": "expected -5"}]),
+        "/repos/acme/widgets/actions/jobs/777/logs": (200, "text/plain", LOG),
+    }))
+    failures, done = await collect_failures(RepoOps(gh, "acme/widgets"), HEAD,
+                                            own_app_id=OWN_APP)
+    assert done and [f.name for f in failures] == ["ci / test", "build"]
+    assert failures[0].details == ["calc.py:3: expected -5"]
+    assert "E   assert 4 == 5" in failures[1].details[0]
+    prompt = prompt_for_failures(failures, turn=1, max_turns=2)
+    assert "calc.py:3: expected -5" in prompt and "assert 4 == 5" in prompt
+    assert "ghp_" not in prompt  # the job log's token is redacted
+    # the log is fetched for the Actions run only; annotations only when there are some
+    assert [c for c in gh.calls if "/actions/" in c or "/annotations" in c] == [
+        "/repos/acme/widgets/check-runs/11/annotations",
+        "/repos/acme/widgets/actions/jobs/777/logs"]
+
+
+async def test_a_job_log_that_cannot_be_read_is_said_not_fatal():
+    runs = [check("build", "completed", "failure", slug="github-actions", run_id=778)]
+    gh = RecordingGitHub(answers(CI_DONE, runs, [], **{
+        "/repos/acme/widgets/actions/jobs/778/logs": (
+            403, "application/json", {"message": "Resource not accessible by integration"}),
+    }))
+    failures, _ = await collect_failures(RepoOps(gh, "acme/widgets"), HEAD, own_app_id=OWN_APP)
+    assert "the job log could not be fetched" in failures[0].details[0]
