@@ -356,29 +356,27 @@ class _Proxy:
         be answered with hangar's own report. Stopping drops the upstream connection
         before the end of the pack: upstream then stores nothing.
         """
-        finished = asyncio.ensure_future(push.finished.wait())
-        aborted = asyncio.ensure_future(push.aborted.wait())
+        ended = asyncio.ensure_future(push.ended.wait())
         try:
-            while not aborted.done() and not finished.done():
-                if sending.done() and (
-                    sending.cancelled()
-                    or sending.exception() is not None
-                    or sending.result().status != 200
-                ):
-                    return  # upstream failed or refused; handled by the caller
-                waiting = {t for t in (sending, finished, aborted) if not t.done()}
-                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            while not ended.done():
+                if sending.done():
+                    if sending.cancelled() or sending.exception() is not None:
+                        return  # upstream unreachable; the caller answers
+                    answer = sending.result()
+                    if answer.status != 200 or answer.content.is_eof():
+                        return  # upstream answered in full without waiting for the rest
+                waiting = {t for t in (sending, ended) if not t.done()}
+                await asyncio.wait(waiting, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            finished.cancel()
-            aborted.cancel()
-        if push.aborted.is_set():
+            ended.cancel()
+        if not push.complete:
             if sending.done() and not sending.cancelled() and sending.exception() is None:
                 sending.result().close()
             else:
                 sending.cancel()
                 with contextlib.suppress(BaseException):
                     await sending
-            raise _Refused(409, push.refusal or "hangar: the push was stopped")
+            raise _Refused(409, push.refusal or "hangar: the push was cut off; push again")
 
     async def _refuse_push(
         self, request: web.Request, commands: pktline.CommandList, reason: str
@@ -428,13 +426,22 @@ class _PushBody:
         self.total = 0
         self.refusal: str | None = None
         self.unreadable = False
-        self.aborted = asyncio.Event()
-        self.finished = asyncio.Event()
+        # Set when the body generator is over, whichever way; `complete` if it got to the end.
+        self.ended = asyncio.Event()
+        self.complete = False
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
 
     async def _chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._checked_chunks():
+                yield chunk
+            self.complete = True
+        finally:
+            self.ended.set()
+
+    async def _checked_chunks(self) -> AsyncIterator[bytes]:
         self.total = len(self.head)
         if self.walker is None:
             yield self.head
@@ -443,7 +450,6 @@ class _PushBody:
                 if self.total > self.limit:
                     self._stop(self.messages["too_large"])
                 yield chunk
-            self.finished.set()
             return
         self._walk(self.head[self.commands_length :])
         held = self.head
@@ -464,7 +470,6 @@ class _PushBody:
         if not proven:
             self._stop(self.messages["not_fast_forward"])
         yield held
-        self.finished.set()
 
     def _walk(self, data: bytes) -> None:
         assert self.walker is not None
@@ -479,7 +484,6 @@ class _PushBody:
     def _stop(self, reason: str) -> NoReturn:
         """End the body here, short of the end of the pack."""
         self.refusal = reason
-        self.aborted.set()
         raise _PushStopped(reason)
 
 
