@@ -66,6 +66,9 @@ def test_hangars_rest_calls_are_described_by_github(world):
                      ("POST", "/app/installations/{installation_id}/access_tokens")]:
         assert any(m == expected[0] and find_operation(spec, r, m)
                    and find_operation(spec, r, m)[0] == expected[1] for m, r in called), expected
+    # The bodies hangar sent were recorded, so they are validated below.
+    assert all(e["request"] for e in exchanges
+               if e["method"] in ("POST", "PATCH") and "/pulls" in e["path"])
     problems = []
     for exchange in exchanges:
         problems += check_exchange(spec, exchange["route"].removeprefix(API_PREFIX), exchange)

@@ -19,10 +19,8 @@ from fakehub_helpers import app_jwt, build_world, call, serving_receiver
 
 from fakehub.server import API_PREFIX
 from fakehub.testing import running_fakehub
-
-REFERENCE = Path(__file__).resolve().parents[1] / "reference" / "node_modules" / "@octokit"
-OPENAPI = REFERENCE / "openapi" / "generated" / "api.github.com.deref.json"
-WEBHOOK_SCHEMAS = REFERENCE / "webhooks-schemas" / "schema.json"
+from tests.github_reference import OPENAPI, WEBHOOK_SCHEMAS, check_exchange, find_operation
+from tests.github_reference import openapi as load_openapi
 
 pytestmark = pytest.mark.skipif(
     not OPENAPI.exists() or not WEBHOOK_SCHEMAS.exists(),
@@ -32,49 +30,12 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="session")
 def openapi() -> dict[str, Any]:
-    return json.loads(OPENAPI.read_text())
+    return load_openapi()
 
 
 @pytest.fixture(scope="session")
 def webhook_schema() -> dict[str, Any]:
     return json.loads(WEBHOOK_SCHEMAS.read_text())
-
-
-# -- OpenAPI 3.0 schemas as JSON Schema -----------------------------------------------
-
-
-def as_json_schema(node: Any) -> Any:
-    """OpenAPI 3.0's `nullable: true` becomes JSON Schema's null type."""
-    if isinstance(node, list):
-        return [as_json_schema(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out = {key: as_json_schema(value) for key, value in node.items()}
-    titles = {part.get("title") for part in node.get("allOf", []) if isinstance(part, dict)}
-    if titles == {"Simple User", "Enterprise"}:
-        # A known quirk of the description: an installation's account is a user *or* an
-        # enterprise (GitHub's docs say so), but the schema joins them with allOf.
-        out["anyOf"] = out.pop("allOf")
-    if node.get("nullable") is True:
-        if isinstance(out.get("type"), str):
-            out["type"] = [out["type"], "null"]
-            if "enum" in out and None not in out["enum"]:
-                out["enum"] = [*out["enum"], None]
-        else:
-            out = {"anyOf": [out, {"type": "null"}]}
-    return out
-
-
-def _shape(path: str) -> str:
-    return re.sub(r"\{[^}]*\}", "{}", path)
-
-
-def find_operation(openapi: dict, route: str, method: str) -> tuple[str, dict] | None:
-    wanted = _shape(route)
-    for path, item in openapi["paths"].items():
-        if _shape(path) == wanted and method.lower() in item:
-            return path, item[method.lower()]
-    return None
 
 
 def served_routes(fakehub) -> list[tuple[str, str]]:
@@ -280,35 +241,9 @@ def test_rest_exchanges_match_the_openapi_description(flow, openapi):
     assert sum(1 for e in exchanges if e["response"] is not None) >= 50
     problems: list[str] = []
     for exchange in exchanges:
-        problems.extend(_check_exchange(openapi, exchange))
+        problems.extend(check_exchange(
+            openapi, (exchange["route"] or "").removeprefix(API_PREFIX), exchange))
     assert problems == [], "\n".join(problems[:40])
-
-
-def _check_exchange(openapi: dict, exchange: dict) -> list[str]:
-    route = (exchange["route"] or "").removeprefix(API_PREFIX)
-    where = f"{exchange['method']} {exchange['path']} -> {exchange['status']}"
-    found = find_operation(openapi, route, exchange["method"])
-    if found is None:
-        return [f"{where}: no such operation in the description"]
-    _, operation = found
-    problems = []
-    responses = operation["responses"]
-    status = str(exchange["status"])
-    if status not in responses and "default" not in responses:
-        problems.append(f"{where}: status not documented ({sorted(responses)})")
-    body_spec = (operation.get("requestBody") or {}).get("content", {}).get("application/json")
-    if exchange["request"] is not None and body_spec:
-        problems.extend(_validate(where + " request", body_spec["schema"], exchange["request"]))
-    content = (responses.get(status) or {}).get("content", {}).get("application/json")
-    if exchange["response"] is not None and content and "schema" in content:
-        problems.extend(_validate(where + " response", content["schema"], exchange["response"]))
-    return problems
-
-
-def _validate(where: str, schema: dict, instance: Any) -> list[str]:
-    validator = jsonschema.Draft4Validator(as_json_schema(schema))
-    return [f"{where}: {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}"
-            for e in validator.iter_errors(instance)]
 
 
 def test_every_webhook_payload_matches_its_schema(flow, webhook_schema):
