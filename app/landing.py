@@ -48,8 +48,9 @@ class LandState(StrEnum):
     FAILED = "failed"
 
 
-IN_FLIGHT = (LandState.UPDATING, LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
-             LandState.MERGING)
+# The lane: one request per (repo, base) at a time brings its branch up to date, waits
+# for its checks and merges. Waiting for a person's approval does not hold the lane.
+IN_FLIGHT = (LandState.UPDATING, LandState.WAITING_CI, LandState.MERGING)
 FINAL = (LandState.LANDED, LandState.CANCELLED)
 # States a new approval, push or `/hangar land` may start again from.
 RESTARTABLE = (LandState.CONFLICT, LandState.CI_FAILED, LandState.REJECTED, LandState.FAILED)
@@ -456,12 +457,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
             request.reason = "waiting for an approval from someone with write access"
             save(engine, request)
             return await show(engine, ops, request)
-        busy = [r for r in engine.store.all("land", LandRequest, active=True)
-                if r.id != request.id and r.repo == request.repo and r.base == request.base
-                and r.state in IN_FLIGHT]
-        if busy:
-            request.reason = f"waiting for #{busy[0].pr_number} to finish landing"
-            save(engine, request)
+        if lane_taken(engine, request):
             return await show(engine, ops, request)
         move(engine, request, LandState.UPDATING, None)
     if request.state == LandState.UPDATING:
@@ -474,6 +470,18 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
         await show(engine, ops, request)  # people see "merging" while GitHub works
         await merge(engine, ops, request, policy)
     await show(engine, ops, request)
+
+
+def lane_taken(engine: Engine, request: LandRequest) -> bool:
+    """Whether another request on this repo and base is updating, waiting for CI or
+    merging; if so, say so on this one. (No await: the check and the move are one.)"""
+    busy = [r for r in engine.store.all("land", LandRequest, active=True)
+            if r.id != request.id and r.repo == request.repo and r.base == request.base
+            and r.state in IN_FLIGHT]
+    if busy:
+        request.reason = f"waiting for #{busy[0].pr_number} to finish landing"
+        save(engine, request)
+    return bool(busy)
 
 
 async def review_verdicts(
@@ -623,6 +631,8 @@ async def await_approval(
                           + "): an approver must comment `/hangar land --ack-sensitive`")
         save(engine, request)
         return
+    if lane_taken(engine, request):
+        return
     move(engine, request, LandState.MERGING, None)
 
 
@@ -631,6 +641,10 @@ async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: Land
     pr = await ops.get_pr(request.pr_number)
     if pr.get("merged"):  # a crash after GitHub merged: record it once
         return await landed(engine, ops, request, pr.get("merge_commit_sha"))
+    # GitHub merges onto whatever the base is now; what was checked is head on the old base.
+    if (await ops.compare(request.base, request.head_sha))["behind_by"] > 0:
+        return move(engine, request, LandState.UPDATING,
+                    f"{request.base} moved since the checks ran; updating again")
     try:
         result = await ops.gh.put(
             f"{ops.base}/pulls/{request.pr_number}/merge",

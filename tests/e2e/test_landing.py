@@ -349,6 +349,42 @@ git commit -qam "Fix add(): $HANGAR_PROMPT"
     assert check["conclusion"] == "failure" and "calc.py" in check["output"]["summary"]
 
 
+def test_a_request_waiting_for_its_approval_does_not_hold_up_another(world):
+    two_files = """\
+set -e
+case "$HANGAR_PROMPT" in
+  *docs*) printf '# widgets\\n\\nAdds numbers.\\n' > README.md ;;
+  *) sed -i 's/return a - b/return a + b/' calc.py ;;
+esac
+git commit -qam "$HANGAR_PROMPT"
+"""
+    protect(world, checks=())
+    world.start_hangar(two_files, verify="python3 -c 'import calc'")  # docs leave add() broken
+    docs_issue, _ = world.ask("/hangar write the docs", title="docs")
+    fix_issue, _ = world.ask("/hangar fix the test", title="fix")
+    docs = verified_pr(world, docs_issue)
+    fix = verified_pr(world, fix_issue)
+    world.hub.comment(world.repo, docs["number"], "/hangar land", as_user=world.maintainer)
+    wait_until(lambda: says(world, docs["number"], "approval(s) of"), 60, "docs waiting")
+
+    approve(world, fix["number"])  # not held up by the docs PR waiting for a person
+    wait_until(lambda: landed(world, fix["number"]), 60, "the fix to land first")
+
+    # the docs PR's approval comes after main moved: merged onto the new main, not the old
+    approve(world, docs["number"], sha=docs["head"]["sha"])
+    new_head = wait_until(lambda: pr_now(world, docs["number"])["head"]["sha"]
+                          != docs["head"]["sha"] and pr_now(world, docs["number"])["head"]["sha"],
+                          60, "the docs branch to be brought up to date")
+    wait_until(lambda: says(world, docs["number"], f"approval(s) of `{new_head[:7]}`"), 90,
+               "the docs PR waiting for an approval of its new head")
+    assert not merged(world, docs["number"])
+    approve(world, docs["number"], sha=new_head)
+    done = wait_until(lambda: landed(world, docs["number"]), 60, "the docs PR to land")
+    assert world.hub.read_file(world.repo, "calc.py", done["merge_commit_sha"]).endswith(
+        b"return a + b\n")
+    assert len(main_log(world)) == 3
+
+
 def test_a_ruleset_refusal_is_reported_with_githubs_message_and_not_bypassed(world):
     protect(world, approvals=2, checks=())
     world.start_hangar()
