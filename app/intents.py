@@ -80,8 +80,15 @@ async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         if job is None:
             await reply(ops, intent, NOT_A_HANGAR_PR)
             return "not a hangar PR"
-        return await start_followup(engine, job, intent.thread.number, intent.args["prompt"],
-                                    kind="followup", requested_by=intent.author)
+        outcome = await start_followup(engine, job, intent.thread.number,
+                                       intent.args["prompt"], kind="followup",
+                                       requested_by=intent.author)
+        if outcome == BUSY:
+            # Said, not dropped in silence: the person knows to ask again.
+            await reply(ops, intent, "A turn is still running on this pull request, so "
+                                     "hangar did not start another. Comment again once the "
+                                     "status comment says it is done.")
+        return outcome
     return start_job(engine, intent, intent.args["prompt"], attempts=1)
 
 
@@ -132,7 +139,7 @@ async def start_followup(
         return "no run for this PR"
     last = max(pr_runs, key=lambda r: r.turn)
     if not last.finished:
-        return "a turn is already running on this PR"
+        return BUSY
     run = Run(
         job_id=job.id, attempt=last.attempt, turn=last.turn + 1, kind=kind, prompt=prompt,
         base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
@@ -249,6 +256,7 @@ ACTIONS = {
     "review_turn": later,
 }
 
+BUSY = "a turn is already running on this PR"
 NOT_A_HANGAR_PR = ("This pull request was not opened by hangar, so hangar will not push to it. "
                    "Ask on an issue instead: `/hangar <instruction>`.")
 

@@ -226,7 +226,7 @@ def test_fix_with_hangar_button_starts_a_turn_on_request(world):
 
 def test_changes_requested_review_starts_a_turn_for_that_review_only(world):
     # The review comes while a follow-up turn runs: its turn starts when that one ends.
-    world.start_hangar(agent(t1=RIGHT, t2="sleep 4; printf '# more\\n' >> calc.py",
+    world.start_hangar(agent(t1=RIGHT, t2="sleep 6; printf '# more\\n' >> calc.py",
                              t3="printf '# documented\\n' >> calc.py"))
     issue, _ = world.ask("/hangar fix the failing test")
     pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
@@ -235,11 +235,17 @@ def test_changes_requested_review_starts_a_turn_for_that_review_only(world):
     world.hub.comment(world.repo, number, "/hangar add a note", as_user="mona")
     wait_until(lambda: "follow-up turn 1" in world.status(issue)
                and "the agent is working" in world.status(issue), 30, "the follow-up running")
+    # a second instruction meanwhile is answered, not dropped in silence
+    world.hub.comment(world.repo, number, "/hangar and another", as_user="mona")
+    wait_until(lambda: any("A turn is still running" in r for r in world.replies(number)), 30,
+               "the busy reply")
     world.hub.review(world.repo, number, "rita", "COMMENT", body="Just a thought.",
                      comments=[{"path": "calc.py", "line": 1, "body": "OTHER-REVIEW-NOTE"}])
     world.hub.review(world.repo, number, "rita", "REQUEST_CHANGES",
                      body="Please document add().",
                      comments=[{"path": "calc.py", "line": 2, "body": "ADD-A-COMMENT-HERE"}])
+    wait_until(lambda: "when the running one ends" in world.status(issue), 10,
+               "the review's turn waiting for the follow-up")
     wait_until(lambda: prompt_of(world, number, 3), 90, "the review turn's commit")
     wait_until(lambda: autofix_labels(world, issue)
                == ["auto-fix turn 1 of 2: changes requested by @rita"], 30, "the turn's label")
