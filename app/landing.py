@@ -447,6 +447,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
         request.problems = problems
         save(engine, request)
     policy = config.land
+    await sync_reviews(engine, ops, request)
     verdicts = await review_verdicts(engine, ops, request, policy)
     approved = [r for r, why in verdicts if why is None]
     await explain_reviews(engine, ops, request, verdicts)
@@ -472,6 +473,27 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
     await show(engine, ops, request)
 
 
+async def sync_reviews(engine: Engine, ops: RepoOps, request: LandRequest) -> None:
+    """Read the PR's reviews from GitHub: a review whose webhook was missed (hangar was
+    down, a delivery failed) still counts, and a dismissal is seen."""
+    changed = False
+    known = {r.id: r for r in request.reviews}
+    async for review in ops.gh.getiter(f"{ops.base}/pulls/{request.pr_number}/reviews"):
+        state = (review.get("state") or "").lower()
+        existing = known.get(review["id"])
+        if existing is not None:
+            if state == "dismissed" and not existing.dismissed:
+                existing.dismissed = changed = True
+            continue
+        user = review.get("user") or {}
+        request.reviews.append(ReviewRecord(
+            id=review["id"], user=user.get("login", ""), user_type=user.get("type", "User"),
+            state=state, commit_id=review.get("commit_id"), dismissed=state == "dismissed"))
+        changed = True
+    if changed:
+        save(engine, request)
+
+
 def lane_taken(engine: Engine, request: LandRequest) -> bool:
     """Whether another request on this repo and base is updating, waiting for CI or
     merging; if so, say so on this one. (No await: the check and the move are one.)"""
@@ -488,7 +510,8 @@ async def review_verdicts(
     engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy
 ) -> list[tuple[ReviewRecord, str | None]]:
     latest: dict[str, ReviewRecord] = {}
-    for review in request.reviews:  # a person's latest review is their word
+    # A person's latest review is their word (GitHub's review ids grow with time).
+    for review in sorted(request.reviews, key=lambda r: r.id):
         if review.state in ("approved", "changes_requested", "dismissed"):
             latest[review.user] = review
     verdicts = []

@@ -481,6 +481,28 @@ def test_closing_the_pr_cancels_landing(world):
     assert merge_calls(world, pr["number"]) == []
 
 
+def test_an_approval_missed_while_hangar_was_down_is_found_by_the_poll(world):
+    protect(world, checks=())
+    world.start_hangar(process=True)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    world.hub.comment(world.repo, number, "/hangar land", as_user=world.maintainer)
+    wait_until(lambda: says(world, number, "approval(s) of"), 60, "hangar waiting to land")
+
+    world.hangar.kill9()
+    # ...and GitHub's redelivery will not bring it back either (older than 3 days, say)
+    world.hub.inject_fault("*", r"^/app/hook/deliveries", status=502, times=None)
+    approve(world, number)  # its webhook finds nobody listening
+    failed = world.hub.wait_for_delivery("pull_request_review", "submitted",
+                                         app_id=world.app.id)
+    wait_until(lambda: next(d for d in world.hub.deliveries(world.app.id, "pull_request_review")
+                            if d.guid == failed.guid).error, 10, "the failed delivery")
+    world.restart()
+    wait_until(lambda: landed(world, number), 60, "the PR to land after the restart")
+    assert merge_calls(world, number) == [200]
+
+
 # -- commands ------------------------------------------------------------------------
 
 
