@@ -35,6 +35,12 @@ PROMPT_CHARS = 12000  # the whole prompt
 TRUNCATED = "\n…(truncated)"
 SIGNATURE_LINES = 5
 MAX_JUDGED = 50
+PUSH_WORD_GRACE_S = 120  # how long CI on an unknown head waits for the push event
+
+MERGING_REASON = "the pull request is being merged"
+QUIET_REASON = ("someone pushed to the branch recently; hangar leaves it to them "
+                "(the **Fix with hangar** button on `hangar / verify` or "
+                "`/hangar <instruction>` asks for a turn)")
 
 # Lines that say what failed; the rest of a log is context.
 _FAILING_LINE = re.compile(r"(?i)(fail|error|exception|assert|panic|traceback|not ok\b)")
@@ -66,6 +72,7 @@ class AutofixRow(BaseModel):
     # a change request that came while a turn ran: {review_id, author, body}, started next
     pending_review: dict[str, Any] | None = None
     pushed_heads: list[str] = []  # heads GitHub said were pushed (synchronize), by anyone
+    unknown_heads: dict[str, float] = {}  # heads seen before word of their push: since when
     last_human_push_at: float | None = None
     stopped: str | None = None  # why hangar stopped trying, shown in the status comment
     due_at: float = 0.0
@@ -114,7 +121,7 @@ def why_not(
     progress still hold; the rules that keep hangar from acting on its own do not.
     """
     if landing:
-        return "the pull request is being merged"
+        return MERGING_REASON
     if row.turns >= policy.max_turns:
         return (f"auto-fix used its {policy.max_turns} turn(s); comment `/hangar <instruction>` "
                 "to ask for another turn, or fix it by hand")
@@ -129,9 +136,7 @@ def why_not(
         return ("the last auto-fix turn failed the same way; hangar stopped repeating itself. "
                 "Comment `/hangar <instruction>` with a hint, or fix it by hand")
     if row.last_human_push_at and now_s - row.last_human_push_at < policy.quiet_minutes * 60:
-        return ("someone pushed to the branch recently; hangar leaves it to them "
-                "(the **Fix with hangar** button on `hangar / verify` or "
-                "`/hangar <instruction>` asks for a turn)")
+        return QUIET_REASON
     return None
 
 
@@ -222,7 +227,9 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
 def record_push(engine: Engine, job: Job, event: PullRequestEvent) -> None:
     row = ensure_row(engine, job, event.number)
     fields: dict[str, Any] = {"due_at": 0, "pushed_heads": [
-        *row.pushed_heads[-MAX_JUDGED:], event.pull_request.head.sha]}
+        *row.pushed_heads[-MAX_JUDGED:], event.pull_request.head.sha],
+        "unknown_heads": {h: t for h, t in row.unknown_heads.items()
+                          if h != event.pull_request.head.sha}}
     if not event.sender.is_bot:
         fields["last_human_push_at"] = time.time()
     patch(engine, row.id, **fields)
@@ -331,7 +338,18 @@ async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
     if not requested and not known_head(engine, job, row, head):
         # CI on a head hangar did not make, before GitHub's word of the push: it may be
         # a person's, so wait for the synchronize event (it makes the row due again).
-        return "waiting to learn who pushed the head"
+        first = row.unknown_heads.get(head)
+        if first is None:
+            first = time.time()
+            patch(engine, row.id, unknown_heads={**row.unknown_heads, head: first})
+        if time.time() - first < PUSH_WORD_GRACE_S:
+            return "waiting to learn who pushed the head"
+        # The word never came (a missed webhook): count it as a person's push, made
+        # when hangar first saw the head.
+        row = get_row(engine, row.id)
+        patch(engine, row.id, pushed_heads=[*row.pushed_heads[-MAX_JUDGED:], head],
+              unknown_heads={h: t for h, t in row.unknown_heads.items() if h != head},
+              last_human_push_at=max(row.last_human_push_at or 0.0, first))
     signature = failure_signature(failures)
     key = f"{head}:{signature}"
     if key in row.seen_heads and not requested:
@@ -346,7 +364,10 @@ async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
     if reason:
         if row.stopped != reason:
             engine.note(job.id, f"auto-fix on #{row.pr_number} not started: {reason}")
-        patch(engine, row.id, stopped=reason, seen_heads=judged(row, key))
+        # A reason that passes with time is looked at again; the others are said once.
+        later = reason in (MERGING_REASON, QUIET_REASON)
+        patch(engine, row.id, stopped=reason,
+              seen_heads=row.seen_heads if later else judged(row, key))
         await show(engine, job)
         return f"not started: {reason}"
     turn = row.turns + 1
