@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -303,15 +302,19 @@ class _Proxy:
                 timeout=UPSTREAM_TIMEOUT,
             )
         )
-        if push is not None:
-            await self._until_sent(sending, push)
         try:
+            if push is not None:
+                await self._until_sent(sending, push)
             upstream = await sending
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             if push is not None and push.refusal:
                 raise _Refused(409, push.refusal) from exc
             log.warning("upstream unreachable", extra={"repo": grant.repo, "error": str(exc)})
             raise _Refused(502, "hangar: could not reach GitHub; try again") from exc
+        except BaseException:
+            # Cancelled (the client went away) or refused: let go of upstream now.
+            _drop(sending)
+            raise
         async with upstream:
             if upstream.status in (401, 403, 404) or upstream.status >= 500:
                 text = (await upstream.text(errors="replace")).strip()[:500]
@@ -370,12 +373,6 @@ class _Proxy:
         finally:
             ended.cancel()
         if not push.complete:
-            if sending.done() and not sending.cancelled() and sending.exception() is None:
-                sending.result().close()
-            else:
-                sending.cancel()
-                with contextlib.suppress(BaseException):
-                    await sending
             raise _Refused(409, push.refusal or "hangar: the push was cut off; push again")
 
     async def _refuse_push(
@@ -390,6 +387,14 @@ class _Proxy:
         if not drained:
             response.force_close()
         return response
+
+
+def _drop(sending: asyncio.Future[aiohttp.ClientResponse]) -> None:
+    """Abandon an upstream request: its connection is closed, not reused."""
+    if not sending.done():
+        sending.cancel()
+    elif not sending.cancelled() and sending.exception() is None:
+        sending.result().close()
 
 
 class _PushStopped(Exception):

@@ -4,6 +4,7 @@ The stand-in only records what reached it and answers canned bytes; real git aga
 fakehub is in test_proxy_git.py.
 """
 
+import asyncio
 import base64
 import gzip
 import hashlib
@@ -33,6 +34,7 @@ class RecordingUpstream:
         self.tip = OLD
         self.status = 200
         self.early_headers = False
+        self.broken: list[str] = []  # requests whose body never arrived whole
         self.app = web.Application(client_max_size=2**30)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.base = ""
@@ -49,7 +51,11 @@ class RecordingUpstream:
                 headers={"Content-Type": "application/x-git-receive-pack-result"}
             )
             await early.prepare(request)
-        body = await request.read()
+        try:
+            body = await request.read()
+        except BaseException:  # cut off, or cancelled because the connection went away
+            self.broken.append(request.path)
+            raise
         self.requests.append(
             {
                 "method": request.method,
@@ -108,8 +114,19 @@ async def upstream(aiohttp_server):
 
 @pytest.fixture
 def make_client(aiohttp_client, registry, upstream):
-    async def make(max_push_bytes=200 * 2**20):
-        app = web.Application()
+    async def make(max_push_bytes=200 * 2**20, handled=None):
+        middlewares = []
+        if handled is not None:
+
+            @web.middleware
+            async def record_end(request, handler):
+                try:
+                    return await handler(request)
+                finally:
+                    handled.append(request.path)
+
+            middlewares.append(record_end)
+        app = web.Application(middlewares=middlewares)
         setup_proxy(app, registry=registry, upstream=upstream, max_push_bytes=max_push_bytes)
         return await aiohttp_client(app)
 
@@ -568,3 +585,42 @@ async def test_mutated_push_bodies_never_reach_upstream_for_another_ref(
         parsed = pktline.parse_commands(seen["body"])
         assert parsed.refs in ((), (OWN,))
     assert statuses == {200, 400}
+
+
+@pytest.mark.parametrize("early_headers", [False, True])
+async def test_push_cut_off_by_the_client_is_dropped_upstream_at_once(
+    make_client, upstream, token, early_headers
+):
+    upstream.early_headers = early_headers
+    handled = []
+    client = await make_client(handled=handled)
+    body = push_body(f"{OLD} {NEW} {OWN}", pack=b"PACK" + os.urandom(200_000))
+    # A client killed mid-push: the kernel closes its socket half-way through the body.
+    _reader, writer = await asyncio.open_connection(client.host, client.port)
+    auth = basic(token)["Authorization"]
+    writer.write(
+        f"POST {RP} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n"
+        f"Content-Type: {RESULT['Content-Type']}\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        + b"%x\r\n" % len(body)
+        + body
+        + b"\r\n"
+    )
+    await writer.drain()
+    await asyncio.sleep(0.3)
+    writer.transport.abort()
+    # The proxy lets go of the upstream request at once, not at the read timeout.
+    for _ in range(100):
+        if handled:
+            break
+        await asyncio.sleep(0.05)
+    assert handled == [RP]
+    if early_headers:
+        # Upstream had started: it sees its request end short at once.
+        for _ in range(100):
+            if upstream.broken:
+                break
+            await asyncio.sleep(0.05)
+        assert upstream.broken == ["/octo/widgets.git/git-receive-pack"]
+    # Never a whole request upstream.
+    assert upstream.broken in ([], ["/octo/widgets.git/git-receive-pack"])
+    assert upstream.posts("git-receive-pack") == []
