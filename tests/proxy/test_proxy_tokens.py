@@ -106,16 +106,16 @@ def test_safe_next_to_other_writers_and_threads(registry, tmp_path):
 
 def test_sandbox_git_files_for_github():
     files = sandbox_git_files(
-        "http://10.0.0.2:8787/", "sb-1", "hgs_abc", "https://github.com/octo/widgets.git"
+        "http://hangar-proxy:8787/", "sb-1", "hgs_abc", "https://github.com/octo/widgets.git"
     )
     assert files == {
         "/workspace/home/.gitconfig": (
-            b'[url "http://10.0.0.2:8787/git/sb-1/"]\n'
+            b'[url "http://hangar-proxy:8787/git/sb-1/"]\n'
             b"\tinsteadOf = https://github.com/\n"
             b"[credential]\n"
             b"\thelper = store --file /workspace/home/.git-credentials\n"
         ),
-        "/workspace/home/.git-credentials": b"http://x-hangar:hgs_abc@10.0.0.2:8787\n",
+        "/workspace/home/.git-credentials": b"http://x-hangar:hgs_abc@hangar-proxy:8787\n",
     }
 
 
