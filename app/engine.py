@@ -132,7 +132,8 @@ class Engine:
 
         now = time.time()
         for intent in self.store.all("intent", Intent, active=True):
-            self._schedule(intent.id, "intent", intents.process_intent, intent.id)
+            if intent.retry_at <= now:
+                self._schedule(intent.id, "intent", intents.process_intent, intent.id)
         for run in self.store.all("run", Run, active=True):
             if run.retry_at <= now:
                 self._schedule(run.id, "run", runs.advance_run, run.id)

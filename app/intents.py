@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from app import commands, render
@@ -36,6 +37,10 @@ async def process_intent(engine: Engine, intent_id: str) -> None:
     if intent.comment_id:
         await ops.react(intent.comment_id, "eyes")
     outcome = await ACTIONS[intent.command](engine, ops, intent)
+    if outcome == DEFERRED:
+        # Level-triggered: the intent stays open and is taken again until it can act.
+        engine.save_intent(intent.model_copy(update={"retry_at": time.time() + DEFER_S}))
+        return
     finish(engine, intent, outcome)
 
 
@@ -84,10 +89,11 @@ async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
                                        intent.args["prompt"], kind="followup",
                                        requested_by=intent.author)
         if outcome == BUSY:
-            # Said, not dropped in silence: the person knows to ask again.
-            await reply(ops, intent, "A turn is still running on this pull request, so "
-                                     "hangar did not start another. Comment again once the "
-                                     "status comment says it is done.")
+            # Said once, and kept: the turn starts when the running one ends.
+            await reply(ops, intent, "A turn is still running on this pull request; hangar "
+                                     "will start this one as soon as it ends.",
+                        key=f"waiting-{intent.id}")
+            return DEFERRED
         return outcome
     return start_job(engine, intent, intent.args["prompt"], attempts=1)
 
@@ -257,6 +263,8 @@ ACTIONS = {
 }
 
 BUSY = "a turn is already running on this PR"
+DEFERRED = "deferred"
+DEFER_S = 2.0
 NOT_A_HANGAR_PR = ("This pull request was not opened by hangar, so hangar will not push to it. "
                    "Ask on an issue instead: `/hangar <instruction>`.")
 

@@ -48,6 +48,7 @@ class Intent(BaseModel):
     default_branch: str = "main"
     state: str = "new"  # new → done
     outcome: str | None = None
+    retry_at: float = 0.0  # a deferred intent (waiting for a running turn) is taken again then
     created_at: float = Field(default_factory=now)
 
 

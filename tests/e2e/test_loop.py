@@ -353,3 +353,35 @@ def test_uncommitted_changes_are_reported_not_committed(world):
     assert "hangar did not commit them" in status
     # the PR's file list comes from GitHub's compare: the scratch file never left the sandbox
     assert "`calc.py`" in pr["body"] and "notes.txt" not in pr["body"]
+
+
+def test_a_follow_up_asked_during_a_turn_waits_for_it(world):
+    slow_turns = """\
+set -e
+if [ "$HANGAR_TURN" = 1 ]; then
+  sed -i 's/return a - b/return a + b/' calc.py
+else
+  sleep 3
+  printf '%s\n' "$HANGAR_PROMPT" | tail -n 1 >> NOTES.md
+fi
+git add -A && git commit -qm "turn $HANGAR_TURN"
+"""
+    world.start_hangar(slow_turns)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first turn")
+    world.hub.comment(world.repo, pr["number"], "/hangar first note", as_user=world.maintainer)
+    wait_until(lambda: "the agent is working" in world.status(pr["number"]), 30, "turn 2")
+    world.hub.comment(world.repo, pr["number"], "/hangar second note",
+                      as_user=world.maintainer)
+    reply = wait_until(lambda: world.replies(pr["number"]), 30, "the waiting reply")
+    assert "as soon as it ends" in reply[0]
+
+    def notes():
+        from fakehub import gitrepo
+
+        found = gitrepo.read_blob(world.hub.hub.repo(world.repo).path, pr["head"]["ref"],
+                                  "NOTES.md")
+        return found[0].decode() if found and found[0].count(b"\n") == 2 else None
+
+    text = wait_until(notes, 90, "both follow-up turns")
+    assert text == "first note\nsecond note\n"  # in the order asked, one after the other
