@@ -207,6 +207,19 @@ def _glob_regex(pattern: str) -> str:
     return "".join(out)
 
 
+def bypassing_rulesets(rulesets: list[dict], app_id: int | None) -> list[str]:
+    """Names of the rulesets hangar's App may bypass (none, for the ruleset to be a gate).
+
+    GitHub says so for the caller itself (`current_user_can_bypass`); bypass_actors may
+    be hidden from an installation, so both are read."""
+    return [
+        rs.get("name") or str(rs.get("id")) for rs in rulesets
+        if rs.get("current_user_can_bypass") in ("always", "pull_requests_only", "exempt")
+        or any(actor.get("actor_type") == "Integration" and actor.get("actor_id") == app_id
+               for actor in rs.get("bypass_actors") or [])
+    ]
+
+
 def gate_report(
     rules: list[dict], rulesets: list[dict], app_id: int | None
 ) -> list[tuple[bool, str]]:
@@ -230,14 +243,7 @@ def gate_report(
                   if "non_fast_forward" in kinds else "force pushes allowed: add non_fast_forward"))
     lines.append(("deletion" in kinds, "deletion blocked"
                   if "deletion" in kinds else "the branch can be deleted: add the deletion rule"))
-    # GitHub says for the caller itself (`current_user_can_bypass`); bypass_actors may be
-    # hidden from an installation, so both are read.
-    bypass = [
-        rs.get("name") or rs.get("id") for rs in rulesets
-        if rs.get("current_user_can_bypass") in ("always", "pull_requests_only", "exempt")
-        or any(actor.get("actor_type") == "Integration" and actor.get("actor_id") == app_id
-               for actor in rs.get("bypass_actors") or [])
-    ]
+    bypass = bypassing_rulesets(rulesets, app_id)
     lines.append((not bypass, "hangar is not a bypass actor" if not bypass else
                   f"hangar's App is a bypass actor of ruleset {bypass[0]!r}: remove it from "
                   "the bypass list, or the ruleset is no gate for hangar"))
@@ -439,9 +445,14 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
         return await show(engine, ops, request)
     head = pr["head"]["sha"]
     if head != request.head_sha:
+        moved_from = request.head_sha
         request.head_sha = head
         request.ci_since = None
         save(engine, request)
+        # A new head (a push; not hangar's own update) is checked again from the start.
+        if moved_from and request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
+                                            LandState.MERGING):
+            move(engine, request, LandState.QUEUED, f"the head moved to `{head[:7]}`")
     config, problems = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=request.base))
     if problems != request.problems:
         request.problems = problems
@@ -455,7 +466,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
         return await show(engine, ops, request)
     if request.state == LandState.QUEUED:
         if not (request.wished or approved):
-            request.reason = "waiting for an approval from someone with write access"
+            request.reason = approvals_wanted(request, policy, 0)
             save(engine, request)
             return await show(engine, ops, request)
         if lane_taken(engine, request):
@@ -641,10 +652,7 @@ async def await_approval(
     approved: list[ReviewRecord],
 ) -> None:
     if len(approved) < policy.required_approvals:
-        request.reason = (f"waiting for {policy.required_approvals - len(approved)} approval(s) "
-                          f"of `{request.head_sha[:7]}` from someone with write access"
-                          + (f" other than @{request.requested_by}"
-                             if policy.forbid_self_approval else ""))
+        request.reason = approvals_wanted(request, policy, len(approved))
         save(engine, request)
         return
     runs = [r for r in engine.runs_of(request.job_id) if r.pr_number == request.pr_number]
@@ -659,11 +667,24 @@ async def await_approval(
     move(engine, request, LandState.MERGING, None)
 
 
+def approvals_wanted(request: LandRequest, policy: LandPolicy, have: int) -> str:
+    return (f"waiting for {policy.required_approvals - have} approval(s) of "
+            f"`{(request.head_sha or '')[:7]}` from someone with write access"
+            + (f" other than @{request.requested_by}" if policy.forbid_self_approval else ""))
+
+
 async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy) -> None:
     job = engine.get_job(request.job_id)
     pr = await ops.get_pr(request.pr_number)
     if pr.get("merged"):  # a crash after GitHub merged: record it once
         return await landed(engine, ops, request, pr.get("merge_commit_sha"))
+    _, rulesets = await read_rules(ops, request.base)
+    bypass = bypassing_rulesets(rulesets, engine.settings.app_id)
+    if bypass:  # GitHub would not hold hangar to the ruleset: it is no gate
+        return move(engine, request, LandState.REJECTED,
+                    f"hangar's App is a bypass actor of ruleset {bypass[0]!r}, so GitHub would "
+                    "not hold this merge to the ruleset; hangar does not merge around it. "
+                    "Remove the App from the bypass list, then `/hangar land`")
     # GitHub merges onto whatever the base is now; what was checked is head on the old base.
     if (await ops.compare(request.base, request.head_sha))["behind_by"] > 0:
         return move(engine, request, LandState.UPDATING,
@@ -739,6 +760,12 @@ async def show(engine: Engine, ops: RepoOps, request: LandRequest) -> None:
 
 async def read_gate(ops: RepoOps, branch: str, app_id: int | None) -> list[tuple[bool, str]]:
     """gate_report for a branch, read from GitHub: its rules and their rulesets."""
+    rules, rulesets = await read_rules(ops, branch)
+    return gate_report(rules, rulesets, app_id)
+
+
+async def read_rules(ops: RepoOps, branch: str) -> tuple[list[dict], list[dict]]:
+    """The active rules for a branch, and the rulesets they come from."""
     from app.github import get_or_none
 
     rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{branch}")
@@ -747,7 +774,7 @@ async def read_gate(ops: RepoOps, branch: str, app_id: int | None) -> list[tuple
         found = await get_or_none(ops.gh, f"{ops.base}/rulesets/{ruleset_id}")
         if found:
             rulesets.append(found)
-    return gate_report(rules, rulesets, app_id)
+    return rules, rulesets
 
 
 def land_check_status(state: LandState) -> tuple[str, str | None]:

@@ -155,7 +155,8 @@ def test_an_approval_of_an_older_head_does_not_count(world):
     assert stays_unmerged(world, number)
     assert len(explanations(world, number)) == 1  # said once, not on every pass
     assert merge_calls(world, number) == []
-    assert "waiting for an approval" in land_line(world, number)
+    assert f"waiting for 1 approval(s) of `{new[:7]}`" in land_line(world, number)
+    assert "other than @mona" in land_line(world, number)
 
 
 def test_the_requester_a_bot_and_a_reader_approving_do_not_count(world):
@@ -247,6 +248,27 @@ def test_a_push_after_the_approval_lapses_it(world):
     approve(world, number, sha=new)
     done = wait_until(lambda: landed(world, number), 60, "the PR to land")
     assert world.hub.read_file(world.repo, "NOTES.md", done["merge_commit_sha"]) == b"notes\n"
+
+
+def test_a_push_while_waiting_for_the_approval_is_verified_again(world):
+    on_main(world, {".github/hangar.yml": "autofix:\n  enabled: false\n"})
+    protect(world, checks=())  # nothing in the ruleset would catch a broken head
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    world.hub.comment(world.repo, number, "/hangar land", as_user=world.maintainer)
+    wait_until(lambda: says(world, number, "approval(s) of"), 60, "hangar waiting to land")
+
+    broken = world.hub.push_files(world.repo, pr["head"]["ref"],
+                                  {"calc.py": "def add(a, b):\n    return a - b\n"},
+                                  "Undo the fix", as_user=world.maintainer)
+    approve(world, number, sha=broken)
+    line = wait_until(lambda: says(world, number, "required checks failed"), 90,
+                      "verification of the new head to fail")
+    assert f"on `{broken[:7]}`: hangar / verify" in line
+    assert world.checks(broken)["hangar / verify"]["conclusion"] == "failure"
+    assert not merged(world, number) and merge_calls(world, number) == []
 
 
 # -- checks --------------------------------------------------------------------------
@@ -400,6 +422,22 @@ def test_a_ruleset_refusal_is_reported_with_githubs_message_and_not_bypassed(wor
     assert "At least 2 approving reviews are required" in check["output"]["summary"]
     assert stays_unmerged(world, pr["number"])
     assert merge_calls(world, pr["number"]) == [405]  # asked once, then left to people
+
+
+def test_hangar_does_not_merge_while_it_is_a_bypass_actor(world):
+    protect(world, approvals=2, checks=(), bypass_app_ids=[world.app.id])
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    approve(world, pr["number"])  # one approval; the ruleset wants two, but not of hangar
+
+    line = wait_until(lambda: says(world, pr["number"], "bypass actor"), 60, "the refusal")
+    assert "hangar does not merge around it" in line and "Remove the App" in line
+    check = land_check(world, pr["head"]["sha"])
+    assert check["conclusion"] == "failure"
+    assert "hangar's App is a bypass actor" in check["output"]["summary"]
+    assert stays_unmerged(world, pr["number"], 2)
+    assert merge_calls(world, pr["number"]) == []
 
 
 # -- crashes -------------------------------------------------------------------------
