@@ -299,3 +299,24 @@ def test_doctor_permission_report(granted, ok, named):
         assert name in line
     if not ok:
         assert "accept the new permissions" in line
+
+
+# -- GitHub's refusal, on one line -------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Repository rule violations found\n\nAt least 2 approving reviews are required by "
+         "reviewers with write access.\n\n",
+         "Repository rule violations found: At least 2 approving reviews are required by "
+         "reviewers with write access"),
+        ("Repository rule violations found\n\nA.\nB.\n",
+         "Repository rule violations found: A; B"),
+        ("Pull Request is not mergeable", "Pull Request is not mergeable"),
+        ("", "no reason given"),
+    ],
+)
+def test_one_line(message, expected):
+    from app.landing import one_line
+
+    assert one_line(message) == expected
