@@ -16,6 +16,7 @@ from typing import Any
 
 from gidgethub import routing, sansio
 
+from app.intake import DeliveryWriter
 from app.metrics import Metrics
 from app.store import Delivery, Store
 
@@ -31,8 +32,10 @@ class Dispatcher:
         router: routing.Router,
         metrics: Metrics,
         handler_kwargs: dict[str, Any],
+        writer: DeliveryWriter,
     ):
         self.store = store
+        self.writer = writer
         self.router = router
         self.metrics = metrics
         self.handler_kwargs = handler_kwargs
@@ -76,8 +79,8 @@ class Dispatcher:
             outcomes.append(await self.dispatch(delivery))
             self._queued.discard(delivery.id)
         if outcomes:
-            # On a worker thread: SQLite releases the GIL, the loop keeps answering webhooks.
-            await asyncio.to_thread(self.store.mark_deliveries, outcomes)
+            # Written with the next batch of new deliveries, off the loop.
+            self.writer.record(outcomes)
 
     async def stop(self) -> None:
         self._stopping = True

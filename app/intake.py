@@ -1,15 +1,16 @@
 """Group commit for webhook deliveries.
 
 Every delivery must be durable before GitHub hears 2xx. Under load, many requests are in
-flight at once: they join one batch, one transaction stores them all, and each request is
-answered when its batch is on disk. SQLite runs on a worker thread (it releases the GIL),
-so the event loop keeps reading and checking the next requests meanwhile. An idle
-service pays one loop iteration of latency.
+flight at once: they join one batch, one transaction stores them all (and records the
+dispatcher's outcomes so far), and each request is answered when its batch is on disk.
+SQLite runs on one worker thread (it releases the GIL), so the event loop keeps reading
+and checking the next requests meanwhile. An idle service pays one loop iteration.
 """
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 from app.store import Delivery, Store
 
@@ -18,24 +19,43 @@ class DeliveryWriter:
     def __init__(self, store: Store):
         self.store = store
         self._pending: list[tuple[Delivery, str | None, asyncio.Future[bool]]] = []
+        self._outcomes: list[tuple[str, str, str | None]] = []
         self._flushing = False
+        # One thread: writes keep their order and never wait on each other for the lock.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangar-writer")
 
     async def add(self, delivery: Delivery, raw: str | None) -> bool:
         """Store the delivery; False when its id was stored before."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append((delivery, raw, future))
+        self._kick()
+        return await future
+
+    def record(self, outcomes: list[tuple[str, str, str | None]]) -> None:
+        """Dispatch outcomes, written with the next batch (a crash re-dispatches them)."""
+        self._outcomes += outcomes
+        self._kick()
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)
+        if self._outcomes:
+            self.store.write_deliveries([], self._outcomes)
+
+    def _kick(self) -> None:
         if not self._flushing:
             self._flushing = True
             asyncio.get_running_loop().create_task(self._flush())
-        return await future
 
     async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            while self._pending:
+            while self._pending or self._outcomes:
                 batch, self._pending = self._pending, []
+                outcomes, self._outcomes = self._outcomes, []
                 try:
-                    fresh = await asyncio.to_thread(
-                        self.store.add_deliveries, [(d, raw) for d, raw, _ in batch])
+                    fresh = await loop.run_in_executor(
+                        self._thread, self.store.write_deliveries,
+                        [(d, raw) for d, raw, _ in batch], outcomes)
                 except Exception as exc:
                     for _, _, future in batch:
                         if not future.done():

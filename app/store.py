@@ -121,17 +121,38 @@ class Store:
 
     def add_deliveries(self, items: list[tuple[Delivery, str | None]]) -> list[bool]:
         """Store many deliveries in one transaction; for each, whether it was new."""
-        fresh = []
+        return self.write_deliveries(items, [])
+
+    def write_deliveries(
+        self, items: list[tuple[Delivery, str | None]], outcomes: list[tuple[str, str, str | None]]
+    ) -> list[bool]:
+        """One transaction: store new deliveries, record (id, state, error) outcomes.
+
+        Returns, for each item, whether it was new (a redelivery keeps its id).
+        """
+        ids = [d.id for d, _ in items]
         with self._tx() as db:
+            known = {row[0] for row in db.execute(
+                f"SELECT id FROM deliveries WHERE id IN ({','.join('?' * len(ids))})", ids)
+            } if ids else set()
+            fresh, rows = [], []
             for d, raw in items:
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO deliveries"
-                    " (id, event, action, repo, installation_id, received_at, payload, state)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (d.id, d.event, d.action, d.repo, d.installation_id, d.received_at,
-                     raw if raw is not None else json.dumps(d.payload), d.state),
-                )
-                fresh.append(cur.rowcount == 1)
+                new = d.id not in known
+                known.add(d.id)
+                fresh.append(new)
+                if new:
+                    rows.append((d.id, d.event, d.action, d.repo, d.installation_id,
+                                 d.received_at, raw if raw is not None else json.dumps(d.payload),
+                                 d.state))
+            db.executemany(
+                "INSERT INTO deliveries"
+                " (id, event, action, repo, installation_id, received_at, payload, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            if outcomes:
+                at = time.time()
+                db.executemany(
+                    "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ? WHERE id = ?",
+                    [(state, error, at, delivery_id) for delivery_id, state, error in outcomes])
         return fresh
 
     def pending_deliveries(self, limit: int = 100) -> list[Delivery]:
@@ -147,12 +168,7 @@ class Store:
 
     def mark_deliveries(self, outcomes: list[tuple[str, str, str | None]]) -> None:
         """Record (id, state, error) for many deliveries in one transaction."""
-        at = time.time()
-        with self._tx() as db:
-            db.executemany(
-                "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ? WHERE id = ?",
-                [(state, error, at, delivery_id) for delivery_id, state, error in outcomes],
-            )
+        self.write_deliveries([], outcomes)
 
     def delivery(self, delivery_id: str) -> Delivery | None:
         with self._lock:

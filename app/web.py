@@ -60,6 +60,7 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
     app[STORE] = Store(settings.db_path)
     app[WRITER] = DeliveryWriter(app[STORE])
     yield
+    app[WRITER].close()
     app[STORE].close()
 
 
@@ -83,7 +84,7 @@ async def _engine_and_dispatcher(app: web.Application) -> AsyncIterator[None]:
 
     engine = Engine.from_app(app)
     app[ENGINE] = engine
-    dispatcher = Dispatcher(app[STORE], router, app[METRICS], {"engine": engine})
+    dispatcher = Dispatcher(app[STORE], router, app[METRICS], {"engine": engine}, app[WRITER])
     app[DISPATCHER] = dispatcher
     tasks = [engine.start(), _spawn(dispatcher.run(), "dispatcher")]
     yield

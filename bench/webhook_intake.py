@@ -53,14 +53,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def payload() -> bytes:
+def payload(event: str = "issue_comment") -> bytes:
+    """GitHub's own example payload for the event (a comment that is no command)."""
     index = json.loads((EXAMPLES / "index.json").read_text())
     for entry in index:
-        if entry["name"] == "issue_comment":
+        if entry["name"] == event:
             example = dict(entry["examples"][0])
-            example["comment"] = {**example["comment"], "body": "Looks good to me."}
+            if "comment" in example:
+                example["comment"] = {**example["comment"], "body": "Looks good to me."}
             return json.dumps(example).encode()
-    raise SystemExit("the issue_comment example is missing; run scripts/setup.sh")
+    raise SystemExit(f"the {event} example is missing; run scripts/setup.sh")
 
 
 def wait_port(port: int, proc: subprocess.Popen) -> None:
@@ -122,9 +124,12 @@ def start_bare() -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+EVENT = ["issue_comment"]
+
+
 def headers(body: bytes) -> dict[str, str]:
     return {
-        "X-GitHub-Event": "issue_comment",
+        "X-GitHub-Event": EVENT[0],
         "X-GitHub-Delivery": str(uuid.uuid4()),
         "X-Hub-Signature-256": "sha256="
         + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
@@ -183,8 +188,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=float, default=200)
     parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--event", default="issue_comment",
+                        help="whose example payload to send (e.g. ping, a small one)")
     args = parser.parse_args()
-    body = payload()
+    EVENT[0] = args.event
+    body = payload(args.event)
     results: dict[str, dict[str, list[float]]] = {
         name: {"throughput": [], "latency": []} for name in ("hangar", "bare")
     }
@@ -209,7 +217,7 @@ def main() -> None:
         finally:
             hangar.terminate()
             bare.terminate()
-    print(f"payload: issue_comment, {len(body)} bytes; {args.rounds} rounds, alternating")
+    print(f"payload: {args.event}, {len(body)} bytes; {args.rounds} rounds, alternating")
     for name, r in results.items():
         tput = statistics.median(r["throughput"])
         p50, p99 = pct(r["latency"], 50) * 1000, pct(r["latency"], 99) * 1000
