@@ -273,11 +273,7 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         return f"autofix {'on' if enabled else 'off'}"
     if intent.command == "review_turn":
         return await review_turn(engine, ops, job, row, {"author": intent.author, **intent.args})
-    if intent.command == "autofix_button":
-        return await fix_now(engine, ops, job, row, requested=True)
-    await reply(ops, intent, "`/hangar pick` chooses among attempts of `/hangar try`; this "
-                             "job has a single attempt.")
-    return "pick without attempts"
+    return await fix_now(engine, ops, job, row, requested=True)  # the "Fix with hangar" button
 
 
 # -- the step ---------------------------------------------------------------------------

@@ -240,10 +240,16 @@ async def pick(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return f"picked attempt {n}"
 
 
-async def later(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def landing_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     from app import landing
 
     return await landing.handle_command(engine, ops, intent)
+
+
+async def autofix_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    from app import autofix
+
+    return await autofix.handle_command(engine, ops, intent)
 
 
 ACTIONS = {
@@ -254,12 +260,12 @@ ACTIONS = {
     "cancel": cancel,
     "verify": verify_again,
     "status": status,
-    "land": later,
-    "land_cancel": later,
+    "land": landing_command,
+    "land_cancel": landing_command,
     "pick": pick,
-    "autofix": later,
-    "autofix_button": later,
-    "review_turn": later,
+    "autofix": autofix_command,
+    "autofix_button": autofix_command,
+    "review_turn": autofix_command,
 }
 
 BUSY = "a turn is already running on this PR"

@@ -10,7 +10,6 @@ GitHub decides what may merge; hangar only ever asks it, with the approved head 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -169,42 +168,24 @@ def required_from_rules(rules: list[dict]) -> list[str]:
 
 
 def sensitive_files(compare: dict | None, patterns: list[str]) -> list[str]:
-    """Changed files that match the policy's sensitive paths (`**` crosses directories)."""
+    """Changed files that match the policy's sensitive paths (gitignore-like patterns)."""
+    from proxy.policy import sensitive_paths
+
     if not compare:
         return []
     names = [f["filename"] for f in compare.get("files", [])]
-    return [n for n in names if any(_matches(n, p) for p in patterns)]
+    return sensitive_paths(names, [_gitignore_style(p) for p in patterns])
 
 
-def _matches(path: str, pattern: str) -> bool:
-    """gitignore-like: `**` crosses directories, `*` does not, and a pattern without a
-    slash matches the file's name at any depth."""
+def _gitignore_style(pattern: str) -> str:
+    """As in .gitignore: a pattern without a slash matches a name at any depth, a leading
+    slash anchors it at the top, and a trailing slash means everything under a directory."""
     if "/" not in pattern.rstrip("/"):
         pattern = "**/" + pattern
-    return re.fullmatch(_glob_regex(pattern.lstrip("/")), path) is not None
-
-
-def _glob_regex(pattern: str) -> str:
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
+    pattern = pattern.lstrip("/")
     if pattern.endswith("/"):
-        out.append(".*")
-    return "".join(out)
+        pattern += "**"
+    return pattern
 
 
 def bypassing_rulesets(rulesets: list[dict], app_id: int | None) -> list[str]:
@@ -362,11 +343,8 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
 
 
 async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    from app import autofix
     from app.intents import NOT_A_HANGAR_PR, reply
 
-    if intent.command in ("autofix", "autofix_button", "pick", "review_turn"):
-        return await autofix.handle_command(engine, ops, intent)
     job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
     if job is None:
         await reply(ops, intent, NOT_A_HANGAR_PR)
@@ -639,7 +617,8 @@ async def ensure_verified(engine: Engine, request: LandRequest) -> None:
     from app.intents import request_verification
 
     runs = [r for r in engine.runs_of(request.job_id) if r.pr_number == request.pr_number]
-    if any(r.head_sha == request.head_sha and r.kind != "autofix" for r in runs):
+    # Every turn (auto-fix ones too) verifies its own head on its way to done.
+    if any(r.head_sha == request.head_sha for r in runs):
         return
     if any(not r.finished for r in runs):
         return

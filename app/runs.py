@@ -431,14 +431,15 @@ async def verify(engine: Engine, run: Run) -> None:
             output={"title": "Verifying", "summary": f"`{spec.verify.command}` on `{head[:7]}` "
                                                      "in a clean sandbox"})
         verification = await verify_in_clean_sandbox(engine, run, job, spec, head)
+    run = engine.patch_run(run.id, verification=verification)
+    # The PR's body first: once the check says completed, everything says the same.
+    if run.pr_number:
+        await ops.update_pr(run.pr_number, body=render.pr_body(job, run))
     await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
                        conclusion=verify_conclusion(verification),
                        output=render.verify_check_output(verification),
                        actions=verify_actions(verification))
-    run = engine.patch_run(run.id, verification=verification, stage=RunStage.DONE,
-                           outcome="pr")
-    if run.pr_number:
-        await ops.update_pr(run.pr_number, body=render.pr_body(job, run))
+    engine.patch_run(run.id, stage=RunStage.DONE, outcome="pr")
     engine.note(run.job_id, f"{run.id} verification "
                 + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
 
