@@ -255,11 +255,10 @@ def record_change_request(engine: Engine, job: Job, event: PullRequestReviewEven
 
 
 async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    from app.intents import NOT_A_HANGAR_PR, job_for_pr, reply
+    from app.intents import hangar_pr_job
 
-    job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
+    job = await hangar_pr_job(engine, ops, intent)
     if job is None:
-        await reply(ops, intent, NOT_A_HANGAR_PR)
         return "not a hangar PR"
     row = ensure_row(engine, job, intent.thread.number)
     if intent.command == "autofix":

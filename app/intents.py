@@ -79,11 +79,18 @@ async def show_help(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return "help reply"
 
 
+async def hangar_pr_job(engine: Engine, ops: RepoOps, intent: Intent) -> Job | None:
+    """The job that owns the PR this intent was written on; else a reply saying why not."""
+    job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
+    if job is None:
+        await reply(ops, intent, NOT_A_HANGAR_PR)
+    return job
+
+
 async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     if intent.thread.is_pr:
-        job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
+        job = await hangar_pr_job(engine, ops, intent)
         if job is None:
-            await reply(ops, intent, NOT_A_HANGAR_PR)
             return "not a hangar PR"
         outcome = await start_followup(engine, job, intent.thread.number,
                                        intent.args["prompt"], kind="followup",
@@ -176,9 +183,8 @@ async def cancel(engine: Engine, ops: RepoOps, intent: Intent) -> str:
 
 
 async def verify_again(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
+    job = await hangar_pr_job(engine, ops, intent)
     if job is None:
-        await reply(ops, intent, NOT_A_HANGAR_PR)
         return "not a hangar PR"
     return request_verification(engine, job, intent.thread.number)
 

@@ -343,11 +343,10 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
 
 
 async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    from app.intents import NOT_A_HANGAR_PR, reply
+    from app.intents import hangar_pr_job, reply
 
-    job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
+    job = await hangar_pr_job(engine, ops, intent)
     if job is None:
-        await reply(ops, intent, NOT_A_HANGAR_PR)
         return "not a hangar PR"
     request = ensure_request(engine, job, intent.thread.number)
     if intent.command == "land_cancel":
