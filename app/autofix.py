@@ -180,7 +180,7 @@ def ensure_row(engine: Engine, job: Job, pr_number: int) -> AutofixRow:
     if existing:
         return existing
     row = AutofixRow(id=row_id(job.thread.repo, pr_number), job_id=job.id,
-                     repo=job.thread.repo, pr_number=pr_number, enabled=job.autofix)
+                     repo=job.thread.repo, pr_number=pr_number)
     return save(engine, row)
 
 

@@ -161,7 +161,7 @@ async def start_followup(
     )
     engine.save_run(run)
     if job.state != JobState.ACTIVE:
-        engine.patch_job(job.id, state=JobState.ACTIVE, reason=None)
+        engine.patch_job(job.id, state=JobState.ACTIVE)
     engine.note(job.id, f"{kind} turn {run.turn - 1} on #{pr_number} asked by @{requested_by}")
     return f"{kind} {run.id}"
 

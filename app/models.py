@@ -72,13 +72,12 @@ class Job(BaseModel):
     base_branch: str
     attempts: int = 1
     state: JobState = JobState.ACTIVE
-    reason: str | None = None
     # thread number → id of hangar's status comment there (the issue, then each PR)
     status_comments: dict[int, int] = {}
-    rendered: dict[int, str] = {}  # what each status comment last said, to skip no-op edits
+    # What each status comment last said: an unchanged body costs no API call.
+    rendered: dict[int, str] = {}
     winner: int | None = None  # the attempt kept by `/hangar pick`
     ranking: list[dict[str, Any]] = []  # attempts best first, once all have finished
-    autofix: bool = True
     created_at: float = Field(default_factory=now)
 
 
