@@ -205,23 +205,23 @@ def judged(row: AutofixRow, key: str) -> list[str]:
 
 
 def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
-    """A check or status finished: look again at the PRs of this repository."""
+    """A check or status finished on head_sha: look again at the PR whose head it is.
+
+    Only that PR: a busy repository's CI must not make every open PR ask GitHub again. A
+    head hangar has not heard of yet is looked at when its push event comes (or by the
+    slow poll)."""
     from app.models import Run
 
+    prs = set()
     for run in engine.store.all("run", Run):
         if run.pr_number and run.head_sha == head_sha:
             job = engine.get_job(run.job_id)
             if job is not None and job.thread.repo == repo:
                 ensure_row(engine, job, run.pr_number)
+                prs.add(run.pr_number)
     for row in engine.store.all("autofix", AutofixRow, active=True):
-        if row.repo == repo:
+        if row.repo == repo and (row.pr_number in prs or head_sha in row.pushed_heads):
             patch(engine, row.id, due_at=0)
-    from app.landing import LandRequest
-
-    for request in engine.store.all("land", LandRequest, active=True):
-        if request.repo == repo:
-            request.due_at = 0
-            engine.store.put("land", request.id, request, active=True)
 
 
 def record_push(engine: Engine, job: Job, event: PullRequestEvent) -> None:
