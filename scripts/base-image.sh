@@ -7,7 +7,11 @@
 set -euo pipefail
 image="${1:-hangar-base:1}"
 suite=bookworm
-mirror="${HANGAR_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# The machine's own Debian mirror (from apt's sources), unless HANGAR_DEBIAN_MIRROR says
+# otherwise; with neither, debootstrap uses its default.
+mirror="${HANGAR_DEBIAN_MIRROR:-$(grep -rhoE '^(URIs:|deb)[[:space:]]+[^[:space:]]+' \
+  /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | awk '{print $2}' \
+  | grep -E '/debian/?$' | head -n 1 || true)}"
 packages=git,ca-certificates,python3
 cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/hangar"
 tarball="$cache_dir/rootfs-$suite-$(echo "$packages" | tr ',' '-').tar"
@@ -25,7 +29,7 @@ if [ ! -s "$tarball" ]; then
   work="$(mktemp -d "$cache_dir/rootfs.XXXXXX")"
   trap 'rm -rf "$work"' EXIT
   echo "base-image: building a $suite rootfs with $packages (about a minute)"
-  if ! debootstrap --variant=minbase --include="$packages" "$suite" "$work/root" "$mirror" \
+  if ! debootstrap --variant=minbase --include="$packages" "$suite" "$work/root" ${mirror:+"$mirror"} \
       >"$work/debootstrap.log" 2>&1; then
     echo "base-image: debootstrap failed; last lines of its log:" >&2
     tail -n 20 "$work/debootstrap.log" >&2
