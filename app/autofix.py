@@ -13,11 +13,15 @@ import hashlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from app.models import Intent, Job, now
+from app import ci, commands
+from app.engine import PrNotes
+from app.intents import job_for_pr
+from app.models import AutofixRow, Intent, Job, RunStage, autofix_row_id, changed
 from app.redact import redact, tail
 from app.repoconfig import CONFIG_PATH, AutofixPolicy, parse_repo_config
 
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IGNORED_CHECKS = ("hangar / agent", "hangar / land")
-FAILED = ("failure", "timed_out", "cancelled", "action_required", "startup_failure")
+VERIFY_CHECK = "hangar / verify"
 EVIDENCE_CHARS = 6000  # per failed check
 PROMPT_CHARS = 12000  # the whole prompt
 TRUNCATED = "\n…(truncated)"
@@ -58,29 +62,15 @@ class Failure(BaseModel):
     details: list[str] = []  # annotations, log lines, the status's description and URL
 
 
-class AutofixRow(BaseModel):
-    id: str
-    job_id: str
-    repo: str
-    pr_number: int
-    enabled: bool = True
-    turns: int = 0
-    last_signature: str | None = None
-    # "<head>:<signature>" pairs already decided against: said once, not again
-    seen_heads: list[str] = []
-    seen_reviews: list[int] = []
-    # a change request that came while a turn ran: {review_id, author, body}, started next
-    pending_review: dict[str, Any] | None = None
-    pushed_heads: list[str] = []  # heads GitHub said were pushed (synchronize), by anyone
-    unknown_heads: dict[str, float] = {}  # heads seen before word of their push: since when
-    last_human_push_at: float | None = None
-    stopped: str | None = None  # why hangar stopped trying, shown in the status comment
-    due_at: float = 0.0
-    created_at: float = Field(default_factory=now)
+row_id = autofix_row_id  # an auto-fix row is one per repository and PR
 
 
-def row_id(repo: str, pr_number: int) -> str:
-    return f"autofix-{repo.replace('/', '-')}-{pr_number}"
+def status_notes(engine: Engine, repo: str, pr_number: int) -> PrNotes:
+    """Why auto-fix stopped trying on a PR, for its job's status comment."""
+    row = engine.store.get("autofix", row_id(repo, pr_number), AutofixRow)
+    if row and row.stopped:
+        return PrNotes((f"**Auto-fix on #{pr_number}:** {row.stopped}",))
+    return PrNotes()
 
 
 # -- pure rules ------------------------------------------------------------------------
@@ -194,7 +184,7 @@ def patch(engine: Engine, autofix_id: str, **fields: Any) -> AutofixRow:
     events that arrived while a step awaited GitHub are kept."""
     row = get_row(engine, autofix_id)
     assert row is not None, autofix_id
-    return save(engine, row.model_copy(update=fields))
+    return save(engine, changed(row, **fields))
 
 
 def judged(row: AutofixRow, key: str) -> list[str]:
@@ -202,6 +192,50 @@ def judged(row: AutofixRow, key: str) -> list[str]:
 
 
 # -- intake -----------------------------------------------------------------------------
+# The engine calls these (app/wiring.py registers them) for the events auto-fix hears of,
+# beside landing's own listeners: one's failure never keeps the other from hearing.
+
+
+def on_review(engine: Engine, event: PullRequestReviewEvent) -> None:
+    """A review asking for changes starts a turn; one that holds a `/hangar` command is
+    that command instead."""
+    if (event.action == "dismissed" or event.review.state.lower() != "changes_requested"
+            or commands.parse(event.review.body or "")):
+        return
+    job = job_for_pr(engine, event.repository.full_name, event.pull_request.number)
+    if job is not None:
+        record_change_request(engine, job, event)
+
+
+def on_pull_request(engine: Engine, event: PullRequestEvent) -> None:
+    if event.action not in ("closed", "synchronize"):
+        return
+    job = job_for_pr(engine, event.repository.full_name, event.number)
+    if job is None:
+        return
+    if event.action == "closed":
+        record_closed(engine, job.thread.repo, event.number)
+    else:
+        record_push(engine, job, event)
+
+
+def on_ci(engine: Engine, repo: str, head_sha: str, *, check: str | None = None,
+          ours: bool = False) -> None:
+    # Of hangar's own checks only `verify` is evidence for auto-fix (and the end of a
+    # turn wakes it too): its agent and land checks and its suite tell it nothing.
+    if not ours or check == VERIFY_CHECK:
+        record_ci(engine, repo, head_sha)
+
+
+def after_run_step(engine: Engine, run_id: str) -> None:
+    """A turn is over once its verification is done: look at the head's CI now (a fix
+    waits for the turn)."""
+    run = engine.get_run(run_id)
+    if run is None or run.stage != RunStage.DONE or run.verification is None:
+        return
+    job = engine.get_job(run.job_id)
+    if job is not None and run.head_sha:
+        record_ci(engine, job.thread.repo, run.head_sha)
 
 
 def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
@@ -213,8 +247,8 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
     from app.models import Run
 
     prs = set()
-    for run in engine.store.all("run", Run):
-        if run.pr_number and run.head_sha == head_sha:
+    for run in engine.store.find("run", Run, head_sha=head_sha):
+        if run.pr_number:
             job = engine.get_job(run.job_id)
             if job is not None and job.thread.repo == repo:
                 ensure_row(engine, job, run.pr_number)
@@ -224,14 +258,32 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
             patch(engine, row.id, due_at=0)
 
 
+def record_closed(engine: Engine, repo: str, pr_number: int) -> None:
+    """GitHub said the PR was closed (or merged): nothing to fix there, no look needed.
+    Any later event on it (a reopen, a push, CI) makes the row active again."""
+    row = get_row(engine, row_id(repo, pr_number))
+    if row is not None:
+        save(engine, row, active=False)
+
+
+def last_turn(engine: Engine, job: Job, pr_number: int) -> Any:
+    """The newest finished turn on the PR that saw it (its answer kept), or None."""
+    done = [r for r in engine.runs_of(job.id)
+            if r.pr_number == pr_number and r.finished and r.pr_seen]
+    return max(done, key=lambda r: r.queued_at) if done else None
+
+
 def record_push(engine: Engine, job: Job, event: PullRequestEvent) -> None:
     row = ensure_row(engine, job, event.number)
-    fields: dict[str, Any] = {"due_at": 0, "pushed_heads": [
+    last = last_turn(engine, job, event.number)  # a push makes its answer stale
+    fields: dict[str, Any] = {"due_at": 0, "turn_seen": last.id if last else row.turn_seen,
+                              "pushed_heads": [
         *row.pushed_heads[-MAX_JUDGED:], event.pull_request.head.sha],
         "unknown_heads": {h: t for h, t in row.unknown_heads.items()
                           if h != event.pull_request.head.sha}}
     if not event.sender.is_bot:
         fields["last_human_push_at"] = time.time()
+        fields["pushers"] = list(dict.fromkeys([*row.pushers, event.sender.login]))
     patch(engine, row.id, **fields)
 
 
@@ -272,7 +324,8 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         return f"autofix {'on' if enabled else 'off'}"
     if intent.command == "review_turn":
         return await review_turn(engine, ops, job, row, {"author": intent.author, **intent.args})
-    return await fix_now(engine, ops, job, row, requested=True)  # the "Fix with hangar" button
+    # the "Fix with hangar" button: the person who pressed it asked for the turn
+    return await fix_now(engine, ops, job, row, requested=True, requested_by=intent.author)
 
 
 # -- the step ---------------------------------------------------------------------------
@@ -311,17 +364,27 @@ def merging(engine: Engine, row: AutofixRow) -> bool:
 
 
 async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
-                  requested: bool) -> str:
-    pr = await ops.get_pr(row.pr_number)
+                  requested: bool, requested_by: str = "hangar") -> str:
+    if turn_running(engine, job, row.pr_number):
+        return "a turn is running"  # its end wakes the row again (after_run_step)
+    last = None if requested else last_turn(engine, job, row.pr_number)
+    if (last is not None and last.id != row.turn_seen
+            and time.time() - last.pr_seen.get("at", 0) < engine.settings.poll_interval_seconds):
+        # Looks woken by the turn's end start from GitHub's answer to the turn's edit of
+        # the PR; no push came since. The slow poll, later, reads the PR itself.
+        pr = last.pr_seen
+    else:
+        pr = await ops.get_pr(row.pr_number)
     if pr.get("state") != "open":
         save(engine, get_row(engine, row.id) or row, active=False)
         return "PR not open"
     head = pr["head"]["sha"]
-    if turn_running(engine, job, row.pr_number):
-        return "a turn is running"
     if row.pending_review and not requested:
         return await review_turn(engine, ops, job, row, row.pending_review)
-    failures, finished = await collect_failures(ops, head, own_app_id=engine.settings.app_id)
+    # Whether every suite finished matters only to act on a failure, or to lift a stop.
+    failures, finished = await collect_failures(
+        ops, head, own_app_id=engine.settings.app_id,
+        suites_needed=lambda failed: failed or bool(row.stopped))
     if not finished and not requested:
         return "CI still running"
     if not failures:
@@ -369,7 +432,7 @@ async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
     names = ", ".join(dict.fromkeys(f.name for f in failures))
     started = await start_followup_now(
         engine, job, row, prompt_for_failures(failures, turn, policy.max_turns),
-        requested_by="hangar",
+        requested_by=requested_by,
         label=f"auto-fix turn {turn} of {policy.max_turns}: {names} failed")
     if started:
         patch(engine, row.id, last_signature=signature)
@@ -398,30 +461,41 @@ async def show(engine: Engine, job: Job) -> None:
 
 
 async def collect_failures(
-    ops: RepoOps, head: str, *, own_app_id: int | None = None
+    ops: RepoOps, head: str, *, own_app_id: int | None = None,
+    suites_needed: Callable[[bool], bool] = lambda _failed: True,
 ) -> tuple[list[Failure], bool]:
     """The failed checks on head with their evidence, and whether everything finished.
 
     hangar's own `agent` and `land` runs are neither failures nor waited for (land stays
     in progress until a person approves); a suite with no runs (an App that never
-    reports) is not waited for either.
+    reports) is not waited for either. The suites (CI asked for that has no check run
+    yet) are read only when `suites_needed(any failed)` says so; unread, only the check
+    runs and statuses say whether everything finished.
     """
-    # One page of 100 (GitHub's default is 30): more checks than that on one commit is
-    # beyond what hangar judges.
-    suites = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-suites?per_page=100")
-    runs = await ops.gh.getitem(
-        f"{ops.base}/commits/{head}/check-runs?filter=latest&per_page=100")
-    combined = await ops.gh.getitem(f"{ops.base}/commits/{head}/status?per_page=100")
-    checks = [r for r in runs.get("check_runs", []) if r["name"] not in IGNORED_CHECKS]
+    # Every page of each: a matrix CI has more than a page of checks, and the failure
+    # that matters may be on the last.
+    runs = await ops.check_runs(head)
+    # hangar's own `verify` is evidence; its `agent` and `land` are not, and another App's
+    # check under a hangar name is set aside.
+    checks = [r for r in runs if r["name"] not in IGNORED_CHECKS
+              and (not ci.is_hangars_name(r["name"])
+                   or (r.get("app") or {}).get("id") == own_app_id)]
+    statuses = [s for s in await ops.statuses(head)
+                if not ci.is_hangars_name(s.get("context") or "")]
+    failed = any(ci.of_check_run(r, strict=ci.is_hangars_name(r["name"])) == ci.Outcome.FAILED
+                 for r in checks) or any(ci.of_status(s) == ci.Outcome.FAILED for s in statuses)
+    suites = await ops.check_suites(head) if suites_needed(failed) else []
     finished = all(
-        s.get("status") == "completed" for s in suites.get("check_suites", [])
+        s.get("status") == "completed" for s in suites
         if s.get("latest_check_runs_count") and (s.get("app") or {}).get("id") != own_app_id)
-    finished = finished and all(r.get("status") == "completed" for r in checks)
-    finished = finished and all(s.get("state") != "pending"
-                                for s in combined.get("statuses", []))
+    finished = finished and all(
+        ci.of_check_run(r) != ci.Outcome.PENDING for r in checks)
+    finished = finished and all(ci.of_status(s) != ci.Outcome.PENDING for s in statuses)
     failures = []
     for run in checks:
-        if run.get("status") != "completed" or run.get("conclusion") not in FAILED:
+        # Only a failure a new commit may fix starts a turn: not a cancelled or stale run,
+        # nor one waiting for a person, nor a verification that did not run.
+        if ci.of_check_run(run, strict=ci.is_hangars_name(run["name"])) != ci.Outcome.FAILED:
             continue
         output = run.get("output") or {}
         details = await annotations(ops, run)
@@ -430,8 +504,8 @@ async def collect_failures(
             details.append(tail(output["text"], 3000))
         failures.append(Failure(name=run["name"], title=output.get("title") or "",
                                 summary=(output.get("summary") or "")[:2000], details=details))
-    for status in combined.get("statuses", []):
-        if status.get("state") in ("failure", "error"):
+    for status in statuses:
+        if ci.of_status(status) == ci.Outcome.FAILED:
             failures.append(Failure(
                 name=status["context"], title=status.get("description") or "",
                 details=[f"details: {status['target_url']}"] if status.get("target_url") else []))
@@ -494,3 +568,13 @@ async def review_turn(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow,
         return f"review turn {turn}"
     patch(engine, row.id, pending_review=review, due_at=0)
     return "review turn waits for the running turn"
+
+
+def give_up(engine: Engine, autofix_id: str, reason: str) -> None:
+    """The step failed again and again: stop looking until an event wakes the row."""
+    row = get_row(engine, autofix_id)
+    if row is None:
+        return
+    save(engine, changed(row, **{
+        "stopped": f"hangar stopped watching after repeated errors ({reason})"}), active=False)
+    engine.note(row.job_id, f"auto-fix #{row.pr_number} stopped: {reason}")

@@ -1,4 +1,4 @@
-"""`hangar` on the command line: serve, demo, fakehub, doctor."""
+"""`hangar` on the command line: serve, backup, demo, fakehub, doctor."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from app.settings import Settings, SettingsError
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fakehub"]:
+        # fakehub parses its own options (--port, --help, ...): hand them over untouched.
+        from fakehub.cli import main as fakehub_main
+
+        return fakehub_main(argv[1:], prog="hangar fakehub")
     parser = argparse.ArgumentParser(
         prog="hangar", description="A GitHub App that runs coding agents in sandboxes."
     )
@@ -17,37 +23,66 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run the GitHub App (webhooks, proxy, API)")
     serve.add_argument("--host", help="address to listen on (HANGAR_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (HANGAR_PORT)")
+    serve.add_argument("--rebuild", action="store_true",
+                       help="start without the database and recover hangar's open work "
+                            "from what it wrote on GitHub (docs/operations.md)")
+
+    backup = sub.add_parser("backup", help="write a consistent copy of hangar's database, "
+                                           "also while it serves")
+    backup.add_argument("path", metavar="PATH", help="the copy's file, or a directory for it")
+
+    setup = sub.add_parser("setup", help="register hangar's GitHub App from a local page "
+                                         "(GitHub's App manifest flow)")
+    setup.add_argument("--host", help="address to listen on (HANGAR_HOST)")
+    setup.add_argument("--port", type=int, help="port to listen on (HANGAR_PORT)")
 
     demo = sub.add_parser("demo", help="the whole loop against a local GitHub stand-in")
     from app.demo import add_arguments
 
     add_arguments(demo)
 
-    fake = sub.add_parser("fakehub", help="run the local GitHub stand-in alone",
-                          add_help=False)
-    fake.add_argument("rest", nargs=argparse.REMAINDER)
+    sub.add_parser("fakehub", help="run the local GitHub stand-in alone "
+                                   "(hangar fakehub --help lists its options)")
 
     doctor = sub.add_parser("doctor", help="check what protects a repository's default branch")
     doctor.add_argument("repo", metavar="OWNER/REPO")
 
+    env = sub.add_parser("env", help="environment builds: list, show, roll back, unpin")
+    from app.envbuilds import add_env_arguments
+
+    add_env_arguments(env)
+
     sub.add_parser("mcp", help="an MCP server on stdio for orchestrator agents "
                               "(HANGAR_API_URL, HANGAR_API_TOKEN)")
+
+    token = sub.add_parser("token", help="API tokens with scopes: create, list, revoke")
+    from app.access import add_token_arguments
+
+    add_token_arguments(token)
 
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
+    if args.command == "setup":
+        return setup_command(args)
+    if args.command == "backup":
+        return backup_command(args)
     if args.command == "demo":
         from app.demo import run_demo
 
         return run_demo(args)
-    if args.command == "fakehub":
-        from fakehub.cli import main as fakehub_main
-
-        return fakehub_main(args.rest)
     if args.command == "mcp":
         from app.mcp_server import main as mcp_main
 
         return mcp_main()
+    if args.command == "token":
+        from app.access import token_command
+
+        return token_command(args, load_settings())
+    if args.command == "env":
+        from app.envbuilds import env_command
+
+        return env_command(args, load_settings())
     if args.command == "doctor":
         from app.doctor import doctor_command
 
@@ -67,17 +102,81 @@ def serve_command(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from app import logs
-    from app.web import create_app
+    from app.wiring import create_app
 
     settings = load_settings(host=args.host, port=args.port)
+    if not data_dir_usable(settings):
+        return 2
+    if not settings.app_configured:
+        register_app(settings)
+        settings = load_settings(host=args.host, port=args.port)
     try:
         settings.check_for_serving()
     except SettingsError as exc:
         print(f"hangar: {exc}", file=sys.stderr)
         return 2
+    from app.datadir import check_history, request_rebuild
+
+    try:
+        start = check_history(settings, rebuild=args.rebuild)
+    except SettingsError as exc:
+        print(f"hangar: {exc}", file=sys.stderr)
+        return 2
+    if start != "existing" or args.rebuild:
+        # A new database: what hangar wrote on GitHub before (if anything) comes back.
+        request_rebuild(settings.data_dir)
     logs.configure(settings.log_level)
     web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None)
     return 0
+
+
+def backup_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from app.datadir import backup_database
+
+    settings = load_settings()
+    try:
+        target, size = backup_database(settings.db_path, Path(args.path))
+    except SettingsError as exc:
+        print(f"hangar: {exc}", file=sys.stderr)
+        return 2
+    print(f"hangar: copied {settings.db_path} to {target} ({size / 2**20:.1f} MB, "
+          "checked with SQLite's quick_check)")
+    return 0
+
+
+def setup_command(args: argparse.Namespace) -> int:
+    settings = load_settings(host=args.host, port=args.port)
+    if settings.app_configured:
+        print(f"hangar setup: an App is configured already (HANGAR_APP_ID={settings.app_id}); "
+              "unset it and use an empty HANGAR_DATA_DIR to register another", file=sys.stderr)
+        return 2
+    if not data_dir_usable(settings):
+        return 2
+    register_app(settings)
+    return 0
+
+
+def data_dir_usable(settings: Settings) -> bool:
+    from app.datadir import check_data_dir
+
+    try:
+        check_data_dir(settings.data_dir, settings.db_path)
+    except SettingsError as exc:
+        print(f"hangar: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def register_app(settings: Settings) -> None:
+    import asyncio
+
+    from app.setup_pages import serve_until_registered
+
+    info = asyncio.run(serve_until_registered(settings))
+    print(f"hangar: registered the GitHub App {info['slug']} (id {info['id']}); saved in "
+          f"{info['path']}.\nInstall it: {info['install_url']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -143,6 +143,17 @@ COMMANDS: tuple[CommandSpec, ...] = (
         where="both",
     ),
     CommandSpec(
+        name="retry",
+        usage="/hangar retry",
+        summary=(
+            "Push again the commits hangar kept when GitHub refused or could not take a "
+            "push, once the cause is fixed."
+        ),
+        examples=("/hangar retry",),
+        who="write",
+        where="both",
+    ),
+    CommandSpec(
         name="help",
         usage="/hangar help",
         summary="List these commands.",
@@ -410,7 +421,7 @@ def _read_command(
             return _land(number, line, rest)
         case "autofix":
             return _autofix(number, line, rest)
-        case "cancel" | "verify" | "status" | "help":
+        case "cancel" | "verify" | "status" | "retry" | "help":
             if rest:
                 return _usage_error(
                     number,

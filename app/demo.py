@@ -4,17 +4,27 @@ A sample repository with a failing test; a maintainer comments `/hangar fix the 
 test`; the script harness makes the fix in a sandbox; hangar pushes through its proxy,
 opens the PR, verifies it in a clean sandbox; a reviewer approves and hangar lands it.
 The timeline printed is what a person watching GitHub would see, read from fakehub.
+
+With `--agent claude` or `--agent codex` the agent is the real pinned CLI (installed by
+scripts/setup.sh), talking to a scripted model on loopback (fakehub/model.py) through
+hangar's model gateway: a real CLI at work without a key.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
+import os
+import random
 import re
 import socket
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +52,17 @@ echo "I fixed add() in calc.py. All tests pass now."
 """
 
 # A line of the status comment's "Turns on the pull request" list.
-AUTOFIX_LINE = re.compile(r"- (?P<label>auto-fix turn (?P<turn>\d+) of \d+: .*?): \S")
+# The label is shown as code (it may quote a check's name): its backticks are not part of it.
+AUTOFIX_LINE = re.compile(r"- `*(?P<label>auto-fix turn (?P<turn>\d+) of \d+: .*?)`*: \S")
 
 AUTOFIX_STOPPED = re.compile(r"\*\*Auto-fix on #\d+:\*\* (.*)")
 
 DEFAULT_PROMPT = "fix the failing test"
 DEFAULT_VERIFY = "python3 -m unittest -q"
+# The credential hangar holds for the scripted model: a name of the demo's own, so that a
+# real key in the environment is never read or replaced.
+DEMO_CREDENTIALS = {"claude": "HANGAR_DEMO_ANTHROPIC_KEY", "codex": "HANGAR_DEMO_OPENAI_KEY"}
+DEMO_KEY = "demo-key-for-the-scripted-model"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", default=DEFAULT_VERIFY, help="the verify command")
     parser.add_argument("--ci", help="a CI command fakehub runs on every PR head (ci / test)")
     parser.add_argument("--provider", choices=["local", "docker"], default="local")
+    parser.add_argument("--agent", choices=["script", "claude", "codex"], default="script",
+                        help="the demo's script, or the real pinned Claude Code or Codex "
+                             "CLI against a scripted model (no key needed)")
     parser.add_argument("--no-land", action="store_true",
                         help="stop once the PR is verified, without approving it")
     parser.add_argument("--keep", action="store_true", help="stay up and print the URLs")
@@ -67,10 +85,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, help="keep hangar's and fakehub's files here")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Ports are picked below Linux's ephemeral range (32768-60999 by default): a port the
+# kernel hands out for port 0 is free now, but between closing it and binding it again
+# any process's next outgoing connection may take it.
+PICKED_PORTS = range(20000, 32768)
+
+
+def free_port(candidates: Iterable[int] | None = None) -> int:
+    """The first loopback port of `candidates` (a random few of PICKED_PORTS) that binds."""
+    for port in candidates if candidates is not None else random.sample(PICKED_PORTS, 100):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free loopback port among those tried")
 
 
 def repo_files(directory: Path | None) -> dict[str, str | bytes]:
@@ -100,9 +130,56 @@ def write_envs(directory: Path, args: argparse.Namespace) -> Path:
         "max_minutes": 10,
     }
     if args.provider == "docker":
-        spec.update(image="hangar-base:1", network="host")
+        spec.update(image="hangar-base:1", network="loopback")
+    if args.agent != "script":
+        spec.update(harness=args.agent, agent_script=None,
+                    model_credential_env=DEMO_CREDENTIALS[args.agent])
+        if args.provider == "docker":  # an image of the base plus the pinned CLI
+            spec.update(image=None, image_recipe={"base": "hangar-base:1",
+                                                  "agent_clis": [args.agent]})
+        else:
+            spec["agent_command"] = str(agent_cli(args.agent))
     (envs / "default.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return envs
+
+
+def agent_cli(name: str) -> Path:
+    """The pinned CLI hangar runs, or a sentence saying how to install it."""
+    from sandbox.envimage import AGENT_CLIS_DIR
+
+    path = AGENT_CLIS_DIR / name
+    if not path.exists():
+        raise SystemExit(f"hangar demo: the pinned {name} CLI is not installed in "
+                         f"{AGENT_CLIS_DIR}: run scripts/setup.sh (it installs the versions "
+                         "in tests/agents_cli with npm), or leave out --agent")
+    return path
+
+
+@contextlib.contextmanager
+def scripted_model(api_key: str | None = None) -> Iterator[Any]:
+    """fakehub's scripted model (the demo's fix, then a documented follow-up) on its own
+    thread and loop, on loopback. Yields the ModelServer; its URL is `.url`."""
+    from aiohttp import web
+
+    from fakehub.model import ModelServer, fix_calc_script
+
+    model = ModelServer(fix_calc_script(api_key=api_key))
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True, name="scripted-model").start()
+    runner = web.AppRunner(model.app(), access_log=None)
+    port = free_port()
+
+    async def start() -> None:
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+
+    asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    model.url = f"http://127.0.0.1:{port}"
+    try:
+        yield model
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
 
 
 class Timeline:
@@ -123,17 +200,45 @@ class Timeline:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from app.service import ServiceThread
-    from app.settings import Settings
-    from fakehub.testing import running_fakehub
-
     workdir = args.data_dir or Path(tempfile.mkdtemp(prefix="hangar-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     say = (lambda *_: None) if args.json else print
     port = free_port()
     result: dict[str, Any] = {"issue": None, "pr": None, "branch": None, "head_sha": None,
                               "verify": "not run", "landed": False, "merge_sha": None,
-                              "autofix_turns": 0}
+                              "autofix_turns": 0, "agent": args.agent}
+    model_endpoints: dict[str, dict[str, str]] = {}
+    with contextlib.ExitStack() as stack:
+        if args.agent != "script":
+            if args.agent_script:
+                raise SystemExit("hangar demo: --agent-script is for the script agent; leave "
+                                 f"it out with --agent {args.agent}")
+            if args.provider == "local":
+                agent_cli(args.agent)
+            model = stack.enter_context(scripted_model(api_key=DEMO_KEY))
+            credential = DEMO_CREDENTIALS[args.agent]
+            os.environ[credential] = DEMO_KEY  # hangar's side only; never in the sandbox
+            model_endpoints = {credential: {"base_url": model.url}}
+            say(f"hangar demo: the real {args.agent} CLI, with a scripted model at {model.url}")
+        ok = _run_world(args, workdir, port, say, result, model_endpoints)
+        if args.agent != "script":
+            result["model_requests"] = len(model.requests)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        model = (f", {result['model_requests']} model request(s) through hangar's gateway"
+                 if "model_requests" in result else "")
+        print(f"hangar demo: {'ok' if ok else 'FAILED'} — PR #{result['pr']}, "
+              f"verify {result['verify']}, landed {result['landed']}{model}")
+    return 0 if ok else 1
+
+
+def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
+               result: dict[str, Any], model_endpoints: dict[str, dict[str, str]]) -> bool:
+    from app.service import ServiceThread
+    from app.settings import Settings
+    from fakehub.testing import running_fakehub
+
     with running_fakehub(workdir / "fakehub") as hub:
         app = hub.create_app(name="hangar", webhook_url=f"http://127.0.0.1:{port}/webhook")
         maintainer = hub.create_user("mona")
@@ -151,6 +256,10 @@ def run_demo(args: argparse.Namespace) -> int:
             webhook_secret=app.webhook_secret, data_dir=workdir / "hangar",
             github_url=hub.api_url, port=port, envs_dir=write_envs(workdir, args),
             poll_interval_seconds=5, log_level="WARNING",
+            # The local stand-in enforces GitHub's write limits itself: no need to space.
+            github_write_spacing_seconds=0, model_endpoints=model_endpoints,
+            # A demo is watched step by step: its status comment follows every stage.
+            status_edit_interval_seconds=2,
         )
         say(f"hangar demo: fakehub at {hub.base_url}, hangar at http://127.0.0.1:{port}")
         with ServiceThread(settings):
@@ -170,12 +279,7 @@ def run_demo(args: argparse.Namespace) -> int:
                         time.sleep(3600)
                 except KeyboardInterrupt:
                     pass
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"hangar demo: {'ok' if ok else 'FAILED'} — PR #{result['pr']}, "
-              f"verify {result['verify']}, landed {result['landed']}")
-    return 0 if ok else 1
+    return ok
 
 
 def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,

@@ -10,7 +10,7 @@ from gidgethub import GitHubException
 
 from app.ghops import RepoOps
 from app.github import AppAuth, get_or_none
-from app.landing import read_gate
+from app.landing import read_gate, read_protection
 from app.settings import Settings, SettingsError
 
 # What the installation must grant for hangar to push, open PRs, report checks and merge.
@@ -50,6 +50,25 @@ def permission_report(granted: dict[str, str]) -> tuple[bool, str]:
                    "settings, then accept the new permissions on the installation")
 
 
+LEVELS = {"none": 0, "read": 1, "write": 2, "admin": 3}
+
+
+def app_permission_report(granted: dict[str, str],
+                          wanted: dict[str, str] | None = None) -> tuple[bool, str]:
+    """Whether the App itself asks for every permission of hangar's App manifest."""
+    from app.registration import load_app_manifest
+
+    wanted = wanted if wanted is not None else load_app_manifest()["default_permissions"]
+    lacking = [f"{name}: {level}" for name, level in sorted(wanted.items())
+               if LEVELS.get(granted.get(name, "none"), 0) < LEVELS[level]]
+    if not lacking:
+        return True, ("the App's permissions cover hangar's manifest "
+                      f"({', '.join(f'{k}: {v}' for k, v in sorted(wanted.items()))})")
+    return False, (f"the App lacks {', '.join(lacking)} (manifests/github-app.json): add them "
+                   "under the App's settings > Permissions, then accept them on each "
+                   "installation")
+
+
 async def inspect(settings: Settings, repo: str) -> list[tuple[bool, str]]:
     async with aiohttp.ClientSession() as session:
         auth = AppAuth(settings.app_id, settings.private_key(), api_url=settings.github_url,
@@ -60,9 +79,60 @@ async def inspect(settings: Settings, repo: str) -> list[tuple[bool, str]]:
         if installation is None:
             return [(False, f"the App is not installed on {repo}: install it from the App's "
                             "public page and grant it this repository")]
+        app_info = await app_client.getitem("/app", jwt=auth.jwt())
         gh = await auth.client(installation["id"])
         info = await gh.getitem(f"/repos/{repo}")
         branch = info["default_branch"]
-        gate = await read_gate(RepoOps(gh, repo), branch, settings.app_id)
+        ops = RepoOps(gh, repo)
+        gate = await read_gate(ops, branch, settings.app_id, classic=True)
+        rules = await gh.getitem(f"/repos/{repo}/rules/branches/{branch}")
+        hangar_rules = await gh.getitem(f"/repos/{repo}/rules/branches/{HANGAR_PROBE}")
+        classic = await read_protection(ops, branch)
         header = (True, f"{repo}: default branch {branch}, installation {installation['id']}")
-        return [header, permission_report(installation.get("permissions") or {}), *gate]
+        return [header, app_permission_report(app_info.get("permissions") or {}),
+                permission_report(installation.get("permissions") or {}), *gate,
+                *merging_report(branch, info, rules, classic), pushes_report(hangar_rules)]
+
+
+HANGAR_PROBE = "hangar/doctor"  # a branch name like those hangar pushes, for its rules
+# Rules that do not stand in the way of a push that creates or moves a branch.
+HARMLESS_TO_PUSHES = {"deletion", "merge_queue"}
+
+
+def merging_report(branch: str, repo: dict, rules: list[dict],
+                   classic: dict | None) -> list[tuple[bool, str]]:
+    """Merge queue, the merge methods GitHub will take, and signature rules on `branch`."""
+    kinds = {r.get("type") for r in rules}
+    lines: list[tuple[bool, str]] = []
+    lines.append((False, f"{branch} takes changes only through a merge queue, and hangar does "
+                         "not add pull requests to it: lift the merge_queue rule for "
+                         f"{branch}, or merge hangar's pull requests by hand")
+                 if "merge_queue" in kinds else (True, f"no merge queue on {branch}"))
+    flags = {"squash": "allow_squash_merge", "merge": "allow_merge_commit",
+             "rebase": "allow_rebase_merge"}
+    allowed = [m for m in flags if repo.get(flags[m], True)]
+    for rule in rules:  # a ruleset's pull_request rule may narrow them further
+        narrowed = (rule.get("parameters") or {}).get("allowed_merge_methods")
+        if rule.get("type") == "pull_request" and narrowed:
+            allowed = [m for m in allowed if m in narrowed]
+    lines.append((True, f"merge methods allowed: {', '.join(allowed)} (set land.method in "
+                        ".github/hangar.yml to one of them)") if allowed else
+                 (False, "no merge method is allowed on this branch: allow squash, merge or "
+                         "rebase in the repository settings and the ruleset"))
+    signed = "required_signatures" in kinds or bool(
+        ((classic or {}).get("required_signatures") or {}).get("enabled"))
+    if signed:
+        lines.append((True, f"commits on {branch} must be signed: GitHub signs the squash and "
+                            "merge commits it makes, not a rebase merge, so keep land.method "
+                            "at squash or merge"))
+    return lines
+
+
+def pushes_report(hangar_rules: list[dict]) -> tuple[bool, str]:
+    """Whether rulesets would refuse hangar's pushes to its own `hangar/*` branches."""
+    refusing = sorted({r.get("type", "?") for r in hangar_rules} - HARMLESS_TO_PUSHES)
+    if not refusing:
+        return True, "no rule refuses pushes to hangar/* branches"
+    return False, (f"rules on hangar/* branches would refuse hangar's pushes "
+                   f"({', '.join(refusing)}): exclude refs/heads/hangar/** from those "
+                   "rulesets' conditions")

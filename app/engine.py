@@ -13,41 +13,153 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 from pydantic import BaseModel
 
 from app import commands
+from app.datadir import gate_dir, rebuild_pending
 from app.ghops import RepoOps
 from app.github import AppAuth
 from app.metrics import Metrics
-from app.models import Intent, Job, JobState, Run, Thread
+from app.models import Intent, Job, JobState, Run, Thread, changed
 from app.payloads import (
     CheckRunEvent,
     IssueCommentEvent,
     PullRequestEvent,
     PullRequestReviewEvent,
+    ReviewCommentEvent,
 )
 from app.settings import Settings
 from app.store import Store
+from proxy import TokenRegistry
+from proxy.egress import EgressLedger
+from proxy.gateway import ModelLedger
+from sandbox.envspec import EnvSpec
+from sandbox.provider import Provider
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
 TICK_S = 1.0
-MAX_STEP_FAILURES = 5
-PERMISSION_TTL_S = 300
+MAX_STEP_FAILURES = 5  # a row whose step raised this many times in a row ends with the error
+BACKOFF_MAX_S = 300.0
+# A command is acted on, and an approval counted, with a permission at most this old;
+# membership and collaborator events drop it at once.
+PERMISSION_TTL_S = 30
 CONFIG_TTL_S = 30
+REBUILD_RETRY_S = 5.0
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
 
-async def _catch_up(engine: Engine, _row: str) -> None:
-    from app.redelivery import catch_up
+def backoff_delay(failures: int, base: float = 2.0) -> float:
+    """Seconds a row waits after its n-th failure in a row: 2, 4, 8, … (from the base
+    `step_backoff_seconds`) up to 5 minutes."""
+    return min(BACKOFF_MAX_S, base * 2 ** (failures - 1))
 
-    await catch_up(engine)
+
+class StepContext(Protocol):
+    """What a step may use: its rows (the store and the row helpers), the GitHub client
+    for an installation (repo_ops, with cached permissions and repository config),
+    sandboxes (provider), the sandbox gate's tokens and ledgers, settings, notes for the
+    status comment, a lock for work several rows share, and wake. `Engine` is one; a
+    test may pass its own."""
+
+    settings: Settings
+    store: Store
+    auth: AppAuth
+    metrics: Metrics
+    tokens: TokenRegistry
+    models: ModelLedger | None
+    egress: EgressLedger | None
+    envs: dict[str, EnvSpec]
+    instance_id: str
+    rebuilding: bool
+    command_actions: dict[str, CommandAction]  # each `/hangar` command's action
+
+    def wake(self) -> None: ...
+    def note(self, row_id: str, what: str) -> None: ...
+    def lock(self, key: str) -> asyncio.Lock: ...
+    def provider(self, name: str) -> Provider: ...
+    async def repo_ops(self, thread: Thread) -> RepoOps: ...
+    async def permission(self, ops: RepoOps, login: str) -> str: ...
+    async def may_write(self, ops: RepoOps, login: str) -> bool: ...
+    async def config_text(self, ops: RepoOps, ref: str,
+                          sha: str | None = None) -> str | None: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def get_run(self, run_id: str) -> Run | None: ...
+    def save_job(self, job: Job) -> Job: ...
+    def save_run(self, run: Run) -> Run: ...
+    def save_intent(self, intent: Intent) -> Intent: ...
+    def patch_run(self, run_id: str, **fields: Any) -> Run: ...
+    def patch_job(self, job_id: str, **fields: Any) -> Job: ...
+    def runs_of(self, job_id: str) -> list[Run]: ...
+    def active_runs(self) -> list[Run]: ...
+    def pr_status(self, repo: str, pr_numbers: list[int]) -> PrStatus: ...
+
+
+@dataclass(frozen=True)
+class PrNotes:
+    """What one concern has to say about one PR in a job's status comment."""
+
+    notes: tuple[str, ...] = ()
+    landed: bool = False
+
+
+@dataclass(frozen=True)
+class PrStatus:
+    """What every concern has to say about a job's PRs: notes, PR by PR, and the PRs
+    that have landed."""
+
+    notes: list[str]
+    landed: list[int]
+
+
+# What a concern says about a PR: (engine, repository, PR number) -> its notes.
+StatusNotes = Callable[["Engine", str, int], PrNotes]
+
+
+Step = Callable[["Engine", str], Awaitable[None]]
+# What a `/hangar` command does: (engine, the repository's operations, the intent) -> outcome.
+CommandAction = Callable[["Engine", RepoOps, Intent], Awaitable[str]]
+
+
+def always(_row: Any, _now: float) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class RowKind:
+    """One kind of row the engine advances, as its concern declares it: the table, the
+    row model, when a row is due, the step that advances it, and what ends a row whose
+    step failed too often. The engine knows concerns only through these."""
+
+    kind: str  # the metrics label and the log field
+    table: str
+    model: type[BaseModel]
+    step: Step
+    due: Callable[[Any, float], bool] = always
+    give_up: Callable[[Engine, str, str], None] | None = None
+    # A run counts its failures in its own row instead of the engine's backoff.
+    counts_failures: Callable[[Engine, str, Exception], None] | None = None
+    # Commands wait for a rebuild: "not opened by hangar" must not answer its own PR.
+    waits_for_rebuild: bool = False
+    looks_again: bool = False  # the next step may be due at once: look now
+
+
+@dataclass(frozen=True)
+class Chore:
+    """Work of the whole engine, not of one row, done at most every `every` seconds while
+    `wanted` says so (a rebuild from GitHub, catching up on missed webhooks)."""
+
+    kind: str
+    run: Callable[[Engine], Awaitable[None]]
+    every: Callable[[Engine], float]
+    wanted: Callable[[Engine], bool] = lambda _engine: True
 
 
 class Engine:
@@ -58,8 +170,10 @@ class Engine:
         store: Store,
         auth: AppAuth,
         metrics: Metrics,
-        tokens: Any,
-        providers: Callable[[str], Any] | None = None,
+        tokens: TokenRegistry,
+        providers: Callable[[str], Provider] | None = None,
+        models: ModelLedger | None = None,
+        egress: EgressLedger | None = None,
     ):
         from sandbox.envspec import default_envs_dir, load_envs
 
@@ -68,30 +182,95 @@ class Engine:
         self.auth = auth
         self.metrics = metrics
         self.tokens = tokens
+        # The model gateway's ledger: model tokens, usage and rate limits.
+        self.models = models
+        # The egress proxy's ledger: per-sandbox credentials and refused connections.
+        self.egress = egress
         self.envs = load_envs(settings.envs_dir or default_envs_dir())
         # Labels every sandbox this hangar makes, so its reaper never touches another's.
         self.instance_id = hashlib.sha256(
             str(Path(settings.data_dir).resolve()).encode()).hexdigest()[:12]
-        self._providers: dict[str, Any] = {}
+        self._providers: dict[str, Provider] = {}
         self._provider_factory = providers or self._make_provider
         self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)
         self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
+        self._pinned_configs: LRUCache[tuple[str, str], str | None] = LRUCache(1024)
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._next_catch_up = 0.0
+        # A row whose step raised is held back: (failures in a row, not before).
+        self._failures: dict[str, tuple[int, float]] = {}
+        self.kinds: dict[str, RowKind] = {}
+        self.command_actions: dict[str, CommandAction] = {}
+        self.chores: list[Chore] = []
+        self._chores_due: dict[str, float] = {}
+        self._at_start: list[tuple[str, Callable[[Engine], Awaitable[None]]]] = []
+        self._after_step: dict[str, list[Callable[[Engine, str], None]]] = {}
+        self._listeners: dict[str, list[Callable[..., None]]] = {}
+        self._status_notes: list[StatusNotes] = []
+        # A new database waits for what GitHub remembers before it acts on commands.
+        self.rebuilding = rebuild_pending(settings.data_dir)
         self._stopping = False
         self._loop_task: asyncio.Task | None = None
 
-    @classmethod
-    def from_app(cls, app: Any) -> Engine:
-        from app.upstream import TOKENS
-        from app.web import AUTH, METRICS, SETTINGS, STORE
+    # -- registration: what the composition root (app/wiring.py) tells the engine --------
 
-        return cls(
-            settings=app[SETTINGS], store=app[STORE], auth=app[AUTH], metrics=app[METRICS],
-            tokens=app[TOKENS],
-        )
+    def register(self, *kinds: RowKind) -> None:
+        for kind in kinds:
+            if kind.kind in self.kinds:
+                raise ValueError(f"row kind {kind.kind!r} is registered twice")
+            self.kinds[kind.kind] = kind
+
+    def on_command(self, actions: dict[str, CommandAction]) -> None:
+        for name, action in actions.items():
+            if name in self.command_actions:
+                raise ValueError(f"command {name!r} has two actions")
+            self.command_actions[name] = action
+
+    def add_chore(self, chore: Chore) -> None:
+        self.chores.append(chore)
+
+    def at_start(self, what: str, run: Callable[[Engine], Awaitable[None]]) -> None:
+        """Work before the first tick (reaping orphans); a failure is logged, not fatal."""
+        self._at_start.append((what, run))
+
+    def after_step(self, kind: str, hook: Callable[[Engine, str], None]) -> None:
+        """Call hook(engine, row_id) after each step of that kind that did not raise."""
+        self._after_step.setdefault(kind, []).append(hook)
+
+    def listen(self, event: str, listener: Callable[..., None]) -> None:
+        """Call listener(engine, ...) when a handler records that event (intake)."""
+        self._listeners.setdefault(event, []).append(listener)
+
+    def status_notes(self, provider: StatusNotes) -> None:
+        """Ask provider(engine, repo, pr_number) what to say about a PR in a job's status
+        comment; notes come PR by PR, each PR's in the order the providers were given."""
+        self._status_notes.append(provider)
+
+    def pr_status(self, repo: str, pr_numbers: list[int]) -> PrStatus:
+        notes: list[str] = []
+        landed: list[int] = []
+        for number in pr_numbers:
+            said = [provider(self, repo, number) for provider in self._status_notes]
+            notes += [note for one in said for note in one.notes]
+            if any(one.landed for one in said):
+                landed.append(number)
+        return PrStatus(notes, landed)
+
+    def _tell(self, event: str, *args: Any, **kwargs: Any) -> None:
+        """Every listener hears the event, whatever another's failure; the first failure
+        is raised after all have heard, so the delivery is still marked failed."""
+        first: Exception | None = None
+        for listener in self._listeners.get(event, ()):
+            try:
+                listener(self, *args, **kwargs)
+            except Exception as exc:
+                self.metrics.engine_step_errors.inc(kind=f"listen:{event}")
+                log.exception("a %s listener failed", event,
+                              extra={"listener": getattr(listener, "__qualname__", "?")})
+                first = first or exc
+        if first is not None:
+            raise first
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -115,7 +294,11 @@ class Engine:
         self._wake.set()
 
     async def _loop(self) -> None:
-        await self._reap_orphans()
+        for what, run in self._at_start:
+            try:
+                await run(self)
+            except Exception:
+                log.exception("%s failed", what)
         while not self._stopping:
             self._wake.clear()
             try:
@@ -128,26 +311,17 @@ class Engine:
                 pass
 
     def _schedule_due(self) -> None:
-        from app import autofix, intents, landing, runs
-
         now = time.time()
-        for intent in self.store.all("intent", Intent, active=True):
-            if intent.retry_at <= now:
-                self._schedule(intent.id, "intent", intents.process_intent, intent.id)
-        for run in self.store.all("run", Run, active=True):
-            if run.retry_at <= now:
-                self._schedule(run.id, "run", runs.advance_run, run.id)
-        for job in self.store.all("job", Job, active=True):
-            self._schedule(job.id, "job", runs.advance_job, job.id)
-        for request in self.store.all("land", landing.LandRequest, active=True):
-            if request.due_at <= now:
-                self._schedule(request.id, "land", landing.advance_land, request.id)
-        for row in self.store.all("autofix", autofix.AutofixRow, active=True):
-            if row.due_at <= now:
-                self._schedule(row.id, "autofix", autofix.advance_autofix, row.id)
-        if now >= self._next_catch_up:
-            self._next_catch_up = now + self.settings.redelivery_interval_seconds
-            self._schedule("redelivery", "redelivery", _catch_up, "app")
+        for chore in self.chores:
+            if chore.wanted(self) and now >= self._chores_due.get(chore.kind, 0.0):
+                self._chores_due[chore.kind] = now + chore.every(self)
+                self._schedule(chore.kind, chore.kind, _chore_step(chore), "app")
+        for kind in self.kinds.values():
+            if kind.waits_for_rebuild and self.rebuilding:
+                continue
+            for row in self.store.all(kind.table, kind.model, active=True):
+                if kind.due(row, now):
+                    self._schedule(row.id, kind.kind, kind.step, row.id)
 
     def _schedule(
         self, key: str, kind: str, step: Callable[[Engine, str], Awaitable[None]], row_id: str
@@ -155,45 +329,67 @@ class Engine:
         task = self._tasks.get(key)
         if task is not None and not task.done():
             return
+        if self.held_until(key) > time.time():
+            return  # backing off after a failure
         self._tasks[key] = asyncio.get_running_loop().create_task(
-            self._guarded(kind, step, row_id), name=f"{kind}:{row_id}"
+            self._guarded(kind, step, row_id, key), name=f"{kind}:{row_id}"
         )
 
+    def held_until(self, key: str) -> float:
+        return self._failures.get(key, (0, 0.0))[1]
+
     async def _guarded(
-        self, kind: str, step: Callable[[Engine, str], Awaitable[None]], row_id: str
+        self, kind: str, step: Callable[[Engine, str], Awaitable[None]], row_id: str,
+        key: str | None = None,
     ) -> None:
+        key = key or row_id
         self.metrics.engine_steps.inc(kind=kind)
         try:
             await step(self, row_id)
         except Exception as exc:
             self.metrics.engine_step_errors.inc(kind=kind)
             log.exception("%s step failed", kind, extra={kind: row_id, "error": repr(exc)})
-            self._step_failed(kind, row_id, exc)
-        if kind in ("intent", "run"):
+            self._back_off(kind, row_id, key, exc)
+        else:
+            self._failures.pop(key, None)
+            for hook in self._after_step.get(kind, ()):
+                hook(self, row_id)
+        registered = self.kinds.get(kind)
+        if registered is not None and registered.looks_again:
             # The next step may be due at once (a new run, the next stage): look now.
             # Run steps that must wait (the watch interval, a backoff) set retry_at.
             self.wake()
 
-    def _step_failed(self, kind: str, row_id: str, exc: Exception) -> None:
-        """Back off and retry; after MAX_STEP_FAILURES the row ends with the error."""
-        if kind == "run":
-            from app import runs
+    def _back_off(self, kind: str, row_id: str, key: str, exc: Exception) -> None:
+        """Hold the row back, twice as long after each failure in a row (a rate limit:
+        until its reset, without counting); after MAX_STEP_FAILURES the row ends with
+        the error, in a state that says what happened."""
+        from app.github import limited_until
 
-            runs.note_failure(self, row_id, exc)
-        elif kind == "intent":
-            intent = self.store.get("intent", row_id, Intent)
-            if intent and time.time() - intent.created_at > 300:
-                self.save_intent(intent.model_copy(update={"state": "done",
-                                                            "outcome": f"failed: {exc!r}"}))
+        failures, _ = self._failures.get(key, (0, 0.0))
+        reset = limited_until(exc)
+        if reset is not None:
+            self._failures[key] = (failures, reset)
+            return
+        registered = self.kinds.get(kind)
+        if registered is not None and registered.counts_failures is not None:
+            registered.counts_failures(self, row_id, exc)
+            return
+        failures += 1
+        if failures >= MAX_STEP_FAILURES:
+            self._failures.pop(key, None)
+            self._give_up(kind, row_id, exc)
+            return
+        delay = backoff_delay(failures, self.settings.step_backoff_seconds)
+        self._failures[key] = (failures, time.time() + delay)
 
-    async def _reap_orphans(self) -> None:
-        """Destroy sandboxes of runs that no longer need one (a crash can leave them)."""
-        from app import runs
-
-        try:
-            await runs.reap_orphans(self)
-        except Exception:
-            log.exception("reaping orphan sandboxes failed")
+    def _give_up(self, kind: str, row_id: str, exc: Exception) -> None:
+        reason = f"{type(exc).__name__}: {exc}"[:500]
+        log.error("%s step failed %d times in a row; giving up", kind, MAX_STEP_FAILURES,
+                  extra={kind: row_id, "error": reason})
+        registered = self.kinds.get(kind)
+        if registered is not None and registered.give_up is not None:
+            registered.give_up(self, row_id, reason)
 
     # -- rows -----------------------------------------------------------------------
 
@@ -204,7 +400,8 @@ class Engine:
         return self.store.get("run", run_id, Run)
 
     def save_job(self, job: Job) -> Job:
-        self.store.put("job", job.id, job, active=job.state == JobState.ACTIVE)
+        active = job.state == JobState.ACTIVE or job.status_due_at > 0
+        self.store.put("job", job.id, job, active=active)
         return job
 
     def save_run(self, run: Run) -> Run:
@@ -219,22 +416,18 @@ class Engine:
         """Read the run fresh, change only these fields, write it back (no await between)."""
         run = self.get_run(run_id)
         assert run is not None, run_id
-        updated = run.model_copy(update=fields)
-        return self.save_run(Run.model_validate(updated.model_dump()))
+        return self.save_run(changed(run, **fields))
 
     def patch_job(self, job_id: str, **fields: Any) -> Job:
         job = self.get_job(job_id)
         assert job is not None, job_id
-        return self.save_job(Job.model_validate(job.model_copy(update=fields).model_dump()))
+        return self.save_job(changed(job, **fields))
 
     def runs_of(self, job_id: str) -> list[Run]:
-        return [r for r in self.store.all("run", Run) if r.job_id == job_id]
+        return self.store.find("run", Run, job_id=job_id)
 
     def active_runs(self) -> list[Run]:
         return self.store.all("run", Run, active=True)
-
-    def jobs_on(self, repo: str) -> list[Job]:
-        return [j for j in self.store.all("job", Job) if j.thread.repo == repo]
 
     def note(self, row_id: str, what: str) -> None:
         self.store.note(row_id, what)
@@ -253,14 +446,29 @@ class Engine:
             self._permissions[key] = cached
         return cached
 
+    def forget_permissions(self, owner: str | None) -> int:
+        """Drop cached permissions on the owner's repositories (all, when owner is None)."""
+        stale = [k for k in list(self._permissions)
+                 if owner is None or k[0].split("/")[0].lower() == owner.lower()]
+        for key in stale:
+            self._permissions.pop(key, None)
+        return len(stale)
+
     def lock(self, key: str) -> asyncio.Lock:
         """A lock for work that several rows' steps may do at once (e.g. one comment)."""
         return self._locks.setdefault(key, asyncio.Lock())
 
-    async def config_text(self, ops: RepoOps, ref: str) -> str | None:
-        """`.github/hangar.yml` at ref, read at most every CONFIG_TTL_S per repo and ref."""
+    async def config_text(self, ops: RepoOps, ref: str, sha: str | None = None) -> str | None:
+        """`.github/hangar.yml` at ref, read at most every CONFIG_TTL_S per repo and ref;
+        given the commit ref points at now, read once for that commit (it never changes:
+        a file that is not there, a 404, is kept too, and a 404 no ETag makes free)."""
         from app.repoconfig import CONFIG_PATH
 
+        if sha is not None:
+            pinned = (ops.full_name, sha)
+            if pinned not in self._pinned_configs:
+                self._pinned_configs[pinned] = await ops.get_text(CONFIG_PATH, ref=sha)
+            return self._pinned_configs[pinned]
         key = (ops.full_name, ref)
         if key not in self._configs:
             self._configs[key] = await ops.get_text(CONFIG_PATH, ref=ref)
@@ -271,40 +479,73 @@ class Engine:
 
     # -- sandboxes ------------------------------------------------------------------
 
-    def provider(self, name: str) -> Any:
+    def provider(self, name: str) -> Provider:
         if name not in self._providers:
             self._providers[name] = self._provider_factory(name)
         return self._providers[name]
 
-    def _make_provider(self, name: str) -> Any:
+    def _make_provider(self, name: str) -> Provider:
         from sandbox.providers import get_provider
 
         if name == "local":
             root = Path(self.settings.data_dir).resolve() / "sandboxes"
             return get_provider(
                 "local", root=root, proxy_port=self.settings.port,
+                gate_dir=gate_dir(self.settings.data_dir),
                 hidden_paths=[Path(self.settings.data_dir).resolve()],
             )
         if name == "docker":
-            return get_provider("docker", instance=self.instance_id)
+            return get_provider("docker", instance=self.instance_id, proxy_port=self.settings.port,
+                                gate_dir=gate_dir(self.settings.data_dir))
+        if name == "kubernetes":
+            builds = {"build_registry": self.settings.build_registry,
+                      "build_registry_auth": self.settings.build_registry_auth,
+                      "build_pull_secret": self.settings.build_pull_secret}
+            if self.settings.sandbox_port:
+                return get_provider(name, proxy_port=self.settings.sandbox_port, **builds)
+            return get_provider(name, **builds)
         return get_provider(name)
 
     # -- intake: handlers call these; they record and wake, nothing slow -----------
 
     async def record_comment(self, event: IssueCommentEvent) -> None:
-        if event.comment.user.is_bot or event.comment.user.login in self.settings.ignored_logins:
-            return  # bots, hangar included, never trigger
         if event.installation is None:
             return
-        parsed = commands.parse(event.comment.body or "")
         thread = Thread(
             repo=event.repository.full_name,
             number=event.issue.number,
             installation_id=event.installation.id,
             is_pr=event.issue.pull_request is not None,
         )
+        self._record_commands(
+            f"comment-{event.comment.id}", thread, event.comment.body or "",
+            event.comment.user, event, title=event.issue.title, body=event.issue.body or "",
+            comment_id=event.comment.id)
+
+    async def record_review_comment(self, event: ReviewCommentEvent) -> None:
+        """`/hangar …` in a line comment of a review (no 👀: GitHub's reactions for those
+        live elsewhere; the reply says it was heard)."""
+        if event.installation is None:
+            return
+        self._record_commands(
+            f"review-comment-{event.comment.id}", self._pr_thread(event),
+            event.comment.body or "", event.comment.user, event,
+            title=event.pull_request.title, body=event.pull_request.body or "")
+
+    def _pr_thread(self, event: Any) -> Thread:
+        return Thread(repo=event.repository.full_name, number=event.pull_request.number,
+                      installation_id=event.installation.id, is_pr=True)
+
+    def _record_commands(
+        self, source: str, thread: Thread, text: str, user: Any, event: Any, *,
+        title: str, body: str, comment_id: int = 0,
+    ) -> None:
+        """Record each `/hangar` command in `text` as an intent, once per source."""
+        if user.is_bot or user.login in self.settings.ignored_logins:
+            return  # bots, hangar included, never trigger
+        parsed = commands.parse(text)
         for index, item in enumerate(parsed):
-            intent_id = f"comment-{event.comment.id}-{index}"
+            intent_id = f"{source}-{index}"
             if self.store.get("intent", intent_id, Intent):
                 continue
             is_usage = isinstance(item, commands.UsageError)
@@ -312,14 +553,14 @@ class Engine:
                 Intent(
                     id=intent_id,
                     thread=thread,
-                    comment_id=event.comment.id,
-                    author=event.comment.user.login,
-                    author_type=event.comment.user.type,
+                    comment_id=comment_id,
+                    author=user.login,
+                    author_type=user.type,
                     command="usage" if is_usage else item.name,
                     args={} if is_usage else dict(item.args),
                     usage_message=item.message if is_usage else None,
-                    title=event.issue.title,
-                    body=event.issue.body or "",
+                    title=title,
+                    body=body,
                     clone_url=event.repository.clone_url or "",
                     default_branch=event.repository.default_branch,
                 )
@@ -328,25 +569,44 @@ class Engine:
             self.wake()
 
     async def record_review(self, event: PullRequestReviewEvent) -> None:
-        from app import landing
-
-        landing.record_review(self, event)
+        self._tell("review", event)
+        if event.action == "submitted" and event.installation is not None:
+            self._record_commands(
+                f"review-{event.review.id}", self._pr_thread(event), event.review.body or "",
+                event.review.user, event, title=event.pull_request.title,
+                body=event.pull_request.body or "")
         self.wake()
 
     async def record_pull_request(self, event: PullRequestEvent) -> None:
-        from app import landing
-
-        landing.record_pull_request(self, event)
+        self._tell("pull_request", event)
         self.wake()
 
-    async def record_ci(self, repo: str, head_sha: str) -> None:
-        from app import landing
-
-        landing.record_ci(self, repo, head_sha)
+    async def record_ci(
+        self, repo: str, head_sha: str, *, check: str | None = None, ours: bool = False
+    ) -> None:
+        self._tell("ci", repo, head_sha, check=check, ours=ours)
         self.wake()
 
     async def record_check_action(self, event: CheckRunEvent) -> None:
-        from app import intents
-
-        intents.record_check_action(self, event)
+        self._tell("check_action", event)
         self.wake()
+
+
+def _chore_step(chore: Chore) -> Step:
+    async def step(engine: Engine, _row: str) -> None:
+        await chore.run(engine)
+
+    return step
+
+
+def give_up_intent(engine: Engine, intent_id: str, reason: str) -> None:
+    intent = engine.store.get("intent", intent_id, Intent)
+    if intent:
+        engine.save_intent(changed(intent, state="done", outcome=f"failed: {reason}"))
+
+
+def give_up_job(engine: Engine, job_id: str, reason: str) -> None:
+    job = engine.get_job(job_id)
+    if job and job.state == JobState.ACTIVE:
+        engine.patch_job(job_id, state=JobState.FAILED)
+        engine.note(job_id, f"{job_id} failed: {reason}")

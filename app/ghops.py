@@ -7,13 +7,34 @@ by its hidden marker, a PR by its head branch, a check run by name and external 
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 from gidgethub import BadRequest
 
+from app import render
 from app.github import GitHubClient, get_or_none
 
 MAX_COMPARE_FILES = 300  # GitHub's compare lists at most 300 files
+MAX_COMPARE_COMMITS = 250  # ... and at most 250 commits
+# What hangar keeps of a commit message (an agent may write a megabyte of one): the
+# check run and the PR body show subjects only.
+MAX_COMMIT_MESSAGE_CHARS = 4096
+
+
+def same_repository(pr: dict) -> bool:
+    """Whether a PR's head lives in its base repository (not in a fork, nor a deleted one)."""
+    head = (pr.get("head") or {}).get("repo") or {}
+    return head.get("id") is not None and head.get("id") == ((pr.get("base") or {}).get(
+        "repo") or {}).get("id")
+PAGE = 100  # GitHub's largest page; its default is 30
+
+
+def pr_facts(pr: dict) -> dict:
+    """What hangar keeps of a PR as GitHub answered it: number, state, head, base, and
+    when it was answered."""
+    return {"number": pr["number"], "state": pr.get("state"), "at": time.time(),
+            "head": {"sha": pr["head"]["sha"]}, "base": {"ref": pr["base"]["ref"]}}
 
 
 class RepoOps:
@@ -31,18 +52,22 @@ class RepoOps:
         )
 
     async def find_own_comment(self, number: int, marker: str) -> dict | None:
-        async for comment in self.gh.getiter(f"{self.base}/issues/{number}/comments"):
+        url = f"{self.base}/issues/{number}/comments?per_page={PAGE}"
+        async for comment in self.gh.getiter(url):
             user = comment.get("user") or {}
             if marker in (comment.get("body") or "") and user.get("type") == "Bot":
                 return comment
         return None
 
     async def upsert_comment(
-        self, number: int, marker: str, body: str, known_id: int | None = None
+        self, number: int, marker: str, body: str, known_id: int | None = None,
+        *, look_first: bool = True,
     ) -> int:
-        """Edit hangar's comment carrying `marker`, or post it once."""
+        """Edit hangar's comment carrying `marker`, or post it once. Without a known id it
+        is looked for on the thread first, unless the caller knows it was never posted."""
+        body = render.fit_body(body)  # GitHub refuses a longer one: the comment would be lost
         comment_id = known_id
-        if comment_id is None:
+        if comment_id is None and look_first:
             found = await self.find_own_comment(number, marker)
             comment_id = found["id"] if found else None
         if comment_id is not None:
@@ -75,18 +100,26 @@ class RepoOps:
                 "status": f.get("status"),
                 "additions": f.get("additions", 0),
                 "deletions": f.get("deletions", 0),
+                **({"previous_filename": f["previous_filename"]}
+                   if f.get("previous_filename") else {}),
             }
-            for f in data.get("files") or []
+            for f in (data.get("files") or [])[:MAX_COMPARE_FILES]
         ]
         commits = [
             {
                 "sha": c["sha"],
-                "message": (c.get("commit") or {}).get("message", ""),
+                "message": ((c.get("commit") or {}).get("message") or "")[
+                    :MAX_COMMIT_MESSAGE_CHARS],
                 "author": ((c.get("commit") or {}).get("author") or {}).get("name"),
+                # the GitHub accounts linked as author and committer (None: nobody's)
+                "people": [{"login": user.get("login"), "type": user.get("type")}
+                           for role in ("author", "committer")
+                           if (user := c.get(role) or {}).get("login")],
             }
-            for c in data.get("commits") or []
+            for c in (data.get("commits") or [])[:MAX_COMPARE_COMMITS]
         ]
         return {
+            "base_sha": (data.get("base_commit") or {}).get("sha"),
             "ahead_by": data.get("ahead_by", 0),
             "behind_by": data.get("behind_by", 0),
             "total_commits": data.get("total_commits", len(commits)),
@@ -108,16 +141,18 @@ class RepoOps:
     async def find_pr(self, branch: str) -> dict | None:
         url = f"{self.base}/pulls?head={self.owner}:{branch}&state=all"
         async for pr in self.gh.getiter(url):
-            if pr["head"]["ref"] == branch:
+            # A fork's branch of the same name is never hangar's (hangar never pushes there).
+            if pr["head"]["ref"] == branch and same_repository(pr):
                 return pr
         return None
 
     async def create_pr(self, *, title: str, body: str, head: str, base: str) -> dict:
-        return await self.gh.post(
-            f"{self.base}/pulls", data={"title": title, "body": body, "head": head, "base": base}
-        )
+        return await self.gh.post(f"{self.base}/pulls", data={
+            "title": title, "body": render.fit_body(body), "head": head, "base": base})
 
     async def update_pr(self, number: int, **fields: Any) -> dict:
+        if fields.get("body") is not None:
+            fields["body"] = render.fit_body(fields["body"])
         return await self.gh.patch(f"{self.base}/pulls/{number}", data=fields)
 
     async def get_pr(self, number: int) -> dict:
@@ -125,10 +160,23 @@ class RepoOps:
 
     # -- check runs -----------------------------------------------------------------
 
+    async def check_runs(self, sha: str, query: str = "filter=latest") -> list[dict]:
+        """Every check run on a commit, all pages (a matrix CI has more than one page)."""
+        url = f"{self.base}/commits/{sha}/check-runs?{query}&per_page={PAGE}"
+        return [run async for run in self.gh.getiter(url, iterable_key="check_runs")]
+
+    async def check_suites(self, sha: str) -> list[dict]:
+        """Every check suite on a commit, all pages."""
+        url = f"{self.base}/commits/{sha}/check-suites?per_page={PAGE}"
+        return [suite async for suite in self.gh.getiter(url, iterable_key="check_suites")]
+
+    async def statuses(self, sha: str) -> list[dict]:
+        """The latest status of each context on a commit (the combined status), all pages."""
+        url = f"{self.base}/commits/{sha}/status?per_page={PAGE}"
+        return [status async for status in self.gh.getiter(url, iterable_key="statuses")]
+
     async def find_check_run(self, name: str, head_sha: str, external_id: str) -> dict | None:
-        url = f"{self.base}/commits/{head_sha}/check-runs?check_name={name}&filter=all"
-        data = await self.gh.getitem(url)
-        for run in data.get("check_runs", []):
+        for run in await self.check_runs(head_sha, f"check_name={name}&filter=all"):
             if run.get("external_id") == external_id:
                 return run
         return None
@@ -145,18 +193,24 @@ class RepoOps:
         actions: list[dict] | None = None,
         details_url: str | None = None,
         known_id: int | None = None,
+        look_first: bool = True,
     ) -> int:
+        """Update the check run, or create it once. Without a known id it is looked for
+        first, unless the caller knows it was never created (a create it may have sent is
+        marked before it is sent)."""
         fields: dict[str, Any] = {"status": status}
         if conclusion:
             fields["conclusion"] = conclusion
         if output:
-            fields["output"] = output
+            fields["output"] = {key: render.fit_output(value) if key in ("summary", "text")
+                                and isinstance(value, str) else value
+                                for key, value in output.items()}
         if actions is not None:
             fields["actions"] = actions
         if details_url:
             fields["details_url"] = details_url
         check_id = known_id
-        if check_id is None:
+        if check_id is None and look_first:
             found = await self.find_check_run(name, head_sha, external_id)
             check_id = found["id"] if found else None
         if check_id is not None:
@@ -167,3 +221,9 @@ class RepoOps:
             data={"name": name, "head_sha": head_sha, "external_id": external_id, **fields},
         )
         return created["id"]
+
+
+async def read_ci(ops: RepoOps, sha: str) -> tuple[list[dict], list[dict]]:
+    """Every check run (the latest of each) and every commit status on one commit, all
+    pages of both."""
+    return await ops.check_runs(sha), await ops.statuses(sha)

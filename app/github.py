@@ -1,26 +1,33 @@
-"""GitHub App authentication and a REST client that retries what GitHub asks it to.
+"""GitHub App authentication, and a REST client that keeps within GitHub's limits.
 
 - The App JWT is built here with PyJWT: `iat` 60 s in the past (clock drift), `exp` nine
   minutes ahead (GitHub's limit is ten), `iss` the App id.
 - Installation tokens are cached until five minutes before their `expires_at`.
-- The client retries 5xx answers, secondary rate limits and exhausted primary limits,
-  honouring `Retry-After` and `x-ratelimit-reset`, with capped exponential backoff.
+- One ETag cache per installation: a GET answered 304 costs nothing against the limit.
+- A read is retried after a 5xx or a timeout, with capped exponential backoff. A write
+  (POST, PATCH, PUT, DELETE) never is: GitHub may have done it before failing to answer,
+  so the caller reads back (its marker, its name) before writing again.
+- When an installation is rate limited, every call for it fails at once with
+  `RateLimited` until the reset GitHub named; the engine holds the row until then.
+  Content-creating calls are spaced (GitHub asks for a second between them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import aiohttp
 import jwt
-from cachetools import TLRUCache
+from cachetools import LRUCache, TLRUCache
 from gidgethub import HTTPException
 from gidgethub.aiohttp import GitHubAPI
 
@@ -31,6 +38,8 @@ log = logging.getLogger(__name__)
 USER_AGENT = "hangar"
 API_VERSION = "2022-11-28"
 TOKEN_REFRESH_MARGIN_S = 300
+READS = ("GET", "HEAD")
+ETAG_CACHE_SIZE = 2048  # URLs remembered per installation
 
 
 @dataclass(frozen=True)
@@ -46,10 +55,76 @@ class RetryPolicy:
     base_delay_s: float = 0.5
     max_delay_s: float = 60.0
     request_timeout_s: float = 30.0
+    write_spacing_s: float = 1.0  # between content-creating calls of one installation
+    # GitHub's secondary limit: at most 80 content-creating requests a minute.
+    writes_per_minute: int = 80
+    max_inline_wait_s: float = 5.0  # a shorter rate-limit wait is slept; a longer one raises
+
+
+class RateLimited(Exception):
+    """GitHub limited this installation; nothing is sent for it before `until`."""
+
+    def __init__(self, until: float, why: str):
+        super().__init__(f"{why}; waiting until {time.strftime('%H:%M:%S', time.gmtime(until))}"
+                         " UTC")
+        self.until = until
+
+
+def limited_until(exc: BaseException) -> float | None:
+    """When a failed step may be tried again, if it failed on a rate limit."""
+    if isinstance(exc, RateLimited):
+        return exc.until
+    if isinstance(exc, HTTPException):
+        delay = rate_limit_delay(int(exc.status_code), exc.headers, str(exc))
+        if delay is not None:
+            return time.time() + delay
+    return None
+
+
+class JsonCache(MutableMapping):
+    """gidgethub's ETag cache, holding answers as JSON: a caller that changes what it got
+    back cannot change what the next 304 returns."""
+
+    def __init__(self, size: int = ETAG_CACHE_SIZE):
+        self._entries: LRUCache[str, tuple[Any, Any, str, Any]] = LRUCache(size)
+
+    def __getitem__(self, url: str) -> tuple[Any, Any, Any, Any]:
+        etag, modified, data, more = self._entries[url]
+        return etag, modified, json.loads(data), more
+
+    def __setitem__(self, url: str, value: tuple[Any, Any, Any, Any]) -> None:
+        etag, modified, data, more = value
+        self._entries[url] = (etag, modified, json.dumps(data), more)
+
+    def __delitem__(self, url: str) -> None:
+        del self._entries[url]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass
+class Allowance:
+    """What one installation (or the App itself) may send now: shared by its clients."""
+
+    limited_until: float = 0.0
+    why: str = ""
+    next_write_at: float = 0.0
+    recent_writes: deque[float] = field(default_factory=deque)  # monotonic times, last minute
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    cache: JsonCache = field(default_factory=JsonCache)
+    charged: int = 0  # answers that counted against the limit (not 304)
+
+    def limit(self, until: float, why: str) -> None:
+        if until > self.limited_until:
+            self.limited_until, self.why = until, why
 
 
 class GitHubClient(GitHubAPI):
-    """gidgethub's aiohttp client plus retries and a request counter."""
+    """gidgethub's aiohttp client plus an ETag cache, limits and retries of reads."""
 
     def __init__(
         self,
@@ -59,11 +134,38 @@ class GitHubClient(GitHubAPI):
         oauth_token: str | None = None,
         retry: RetryPolicy = RetryPolicy(),
         metrics: Metrics | None = None,
+        allowance: Allowance | None = None,
     ):
-        super().__init__(session, USER_AGENT, oauth_token=oauth_token, base_url=base_url)
+        self.allowance = allowance or Allowance()
+        super().__init__(session, USER_AGENT, oauth_token=oauth_token, base_url=base_url,
+                         cache=self.allowance.cache if oauth_token else None)
         self.retry = retry
         self.metrics = metrics
         self.calls = 0
+
+    async def manage_rate_limit(self, *, method: str, url: str) -> None:
+        allowance = self.allowance
+        if allowance.limited_until > time.time():
+            raise RateLimited(allowance.limited_until, allowance.why)
+        if method in READS:
+            return
+        async with allowance.write_lock:
+            recent, now = allowance.recent_writes, time.monotonic()
+            while recent and now - recent[0] >= 60:
+                recent.popleft()
+            if len(recent) >= self.retry.writes_per_minute:
+                # Wait for the minute to free a write rather than be refused by GitHub.
+                wait = recent[0] + 60 - now
+                if wait > self.retry.max_inline_wait_s:
+                    allowance.limit(time.time() + wait,
+                                    f"{len(recent)} writes in the last minute, GitHub's limit")
+                    raise RateLimited(allowance.limited_until, allowance.why)
+                await asyncio.sleep(wait)
+            wait = allowance.next_write_at - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            allowance.next_write_at = time.monotonic() + self.retry.write_spacing_s
+            recent.append(time.monotonic())
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
@@ -78,10 +180,15 @@ class GitHubClient(GitHubAPI):
                 ) as response:
                     payload = await response.read()
                     self._count(f"{response.status // 100}xx")
+                    if response.status != 304:
+                        self.allowance.charged += 1
+                    self._note_remaining(response.status, response.headers)
                     return response.status, response.headers, payload
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self._count("error")
-                if attempt == self.retry.attempts:
+                # A write that may have reached GitHub is not sent again blindly.
+                unsent = isinstance(exc, aiohttp.ClientConnectorError)
+                if attempt == self.retry.attempts or (method not in READS and not unsent):
                     raise
                 delay = self._backoff(attempt)
                 log.warning(
@@ -91,17 +198,35 @@ class GitHubClient(GitHubAPI):
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
+    def _note_remaining(self, status: int, headers: Mapping[str, str]) -> None:
+        """The primary limit used up: nothing more until its reset."""
+        lowered = {k.lower(): v for k, v in headers.items()}
+        if lowered.get("x-ratelimit-remaining") == "0" and status < 400:
+            try:
+                reset = float(lowered["x-ratelimit-reset"])
+            except (KeyError, ValueError):
+                return
+            self.allowance.limit(reset + 1, "GitHub's hourly API allowance is used up")
+
     async def handle_rate_limit_error(
         self, *, method: str, url: str, exception: HTTPException, attempt: int
     ) -> bool:
-        if attempt >= self.retry.attempts:
+        status = int(exception.status_code)
+        limit = rate_limit_delay(status, exception.headers, str(exception))
+        if limit is not None:
+            # GitHub did not do what was asked: trying it again is safe, after the wait.
+            if limit > self.retry.max_inline_wait_s or attempt >= self.retry.attempts:
+                until = time.time() + limit
+                why = f"GitHub answered {status}: rate limited"
+                self.allowance.limit(until, why)
+                raise RateLimited(until, why) from exception
+            delay = limit
+        elif status >= 500 and method in READS and attempt < self.retry.attempts:
+            delay = self._backoff(attempt)
+        else:
             return False
-        delay = retry_delay(exception.status_code, exception.headers, str(exception))
-        if delay is None:
-            return False
-        delay = min(max(delay, self._backoff(attempt)), self.retry.max_delay_s)
         log.warning(
-            "GitHub answered %s, retrying in %.1fs", int(exception.status_code), delay,
+            "GitHub answered %s, retrying in %.1fs", status, delay,
             extra={"step": f"{method} {url}"},
         )
         await asyncio.sleep(delay)
@@ -116,24 +241,24 @@ class GitHubClient(GitHubAPI):
             self.metrics.github_requests.inc(outcome=outcome)
 
 
-def retry_delay(status: int, headers: Mapping[str, str], message: str = "") -> float | None:
-    """Seconds to wait before retrying an answer, or None when it must not be retried."""
-    status = int(status)
+def rate_limit_delay(status: int, headers: Mapping[str, str], message: str = "") -> float | None:
+    """Seconds GitHub asks to wait before asking again, or None when this answer is not a
+    rate limit (then it must not be retried as one)."""
+    if status not in (403, 429):
+        return None
     lowered = {k.lower(): v for k, v in headers.items()}
     if "retry-after" in lowered:
         try:
             return max(0.0, float(lowered["retry-after"]))
         except ValueError:
-            return 1.0
-    if status in (403, 429) and lowered.get("x-ratelimit-remaining") == "0":
+            return 60.0
+    if lowered.get("x-ratelimit-remaining") == "0":
         try:
             return max(0.0, float(lowered["x-ratelimit-reset"]) - time.time()) + 1
         except (KeyError, ValueError):
             return 60.0
-    if status in (403, 429) and "secondary rate limit" in message.lower():
-        return 60.0
-    if status >= 500:
-        return 0.0  # the caller's backoff applies
+    if "secondary rate limit" in message.lower():
+        return 60.0  # GitHub's advice when it names no time: at least a minute
     return None
 
 
@@ -156,13 +281,18 @@ class AppAuth:
         self.session = session
         self.metrics = metrics
         self.retry = retry
-        self._tokens: TLRUCache[int, InstallationToken] = TLRUCache(
+        self._tokens: TLRUCache[Any, InstallationToken] = TLRUCache(
             maxsize=1024,
             ttu=lambda _key, value, _now: value.expires_at - TOKEN_REFRESH_MARGIN_S,
             timer=time.time,
         )
         self._locks: dict[int, asyncio.Lock] = {}
+        # One allowance (limit, spacing, ETag cache) per installation; 0 is the App's own.
+        self.allowances: dict[int, Allowance] = {}
         self.tokens_minted = 0
+
+    def allowance(self, installation_id: int) -> Allowance:
+        return self.allowances.setdefault(installation_id, Allowance())
 
     def jwt(self, now: float | None = None) -> str:
         now = int(now if now is not None else time.time())
@@ -172,22 +302,35 @@ class AppAuth:
     async def client_for_app(self) -> GitHubClient:
         """A client for /app routes; pass `jwt=self.jwt()` with each call."""
         return GitHubClient(self.session, base_url=self.api_url, metrics=self.metrics,
-                            retry=self.retry)
+                            retry=self.retry, allowance=self.allowance(0))
 
-    async def installation_token(self, installation_id: int) -> InstallationToken:
-        cached = self._tokens.get(installation_id)
+    async def installation_token(
+        self, installation_id: int, *, repository: str | None = None,
+        permissions: Mapping[str, str] | None = None,
+    ) -> InstallationToken:
+        """A token for the installation; narrowed to one repository ("owner/name") and
+        some permissions when asked (a push needs only `contents` on its repository)."""
+        key: Any = installation_id
+        if repository or permissions:
+            key = (installation_id, repository, tuple(sorted((permissions or {}).items())))
+        cached = self._tokens.get(key)
         if cached:
             return cached
         lock = self._locks.setdefault(installation_id, asyncio.Lock())
         async with lock:
-            cached = self._tokens.get(installation_id)
+            cached = self._tokens.get(key)
             if cached:
                 return cached
+            body: dict[str, Any] = {}
+            if repository:
+                body["repositories"] = [repository.split("/", 1)[-1]]
+            if permissions:
+                body["permissions"] = dict(permissions)
             gh = await self.client_for_app()
             data = await gh.post(
                 "/app/installations/{installation_id}/access_tokens",
                 url_vars={"installation_id": str(installation_id)},
-                data={},
+                data=body,
                 jwt=self.jwt(),
             )
             token = InstallationToken(
@@ -196,7 +339,7 @@ class AppAuth:
                 permissions=data.get("permissions") or {},
             )
             self.tokens_minted += 1
-            self._tokens[installation_id] = token
+            self._tokens[key] = token
             return token
 
     async def client(self, installation_id: int) -> GitHubClient:
@@ -207,6 +350,7 @@ class AppAuth:
             oauth_token=token.token,
             metrics=self.metrics,
             retry=self.retry,
+            allowance=self.allowance(installation_id),
         )
 
 

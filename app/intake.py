@@ -10,9 +10,12 @@ and checking the next requests meanwhile. An idle service pays one loop iteratio
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from app.store import Delivery, Store
+
+log = logging.getLogger(__name__)
 
 
 class DeliveryWriter:
@@ -47,22 +50,41 @@ class DeliveryWriter:
             asyncio.get_running_loop().create_task(self._flush())
 
     async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while self._pending or self._outcomes:
                 batch, self._pending = self._pending, []
                 outcomes, self._outcomes = self._outcomes, []
                 try:
-                    fresh = await loop.run_in_executor(
-                        self._thread, self.store.write_deliveries,
-                        [(d, raw) for d, raw, _ in batch], outcomes)
-                except Exception as exc:
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for (_, _, future), new in zip(batch, fresh, strict=True):
-                    if not future.done():
-                        future.set_result(new)
+                    await self._write(batch, outcomes)
+                except Exception:
+                    # One delivery the database refuses must not fail the others with it.
+                    log.exception("a group commit failed; writing its parts one by one")
+                    for item in batch:
+                        await self._write([item], [])
+                    if outcomes:
+                        await self._write([], outcomes)
         finally:
             self._flushing = False
+
+    async def _write(
+        self,
+        batch: list[tuple[Delivery, str | None, asyncio.Future[bool]]],
+        outcomes: list[tuple[str, str, str | None]],
+    ) -> None:
+        """One transaction, its requests answered; raises only when it held several parts."""
+        try:
+            fresh = await asyncio.get_running_loop().run_in_executor(
+                self._thread, self.store.write_deliveries,
+                [(d, raw) for d, raw, _ in batch], outcomes)
+        except Exception as exc:
+            if len(batch) + bool(outcomes) > 1:
+                raise
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if outcomes:
+                log.exception("recording dispatch outcomes failed; they are dispatched again")
+            return
+        for (_, _, future), new in zip(batch, fresh, strict=True):
+            if not future.done():
+                future.set_result(new)

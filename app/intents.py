@@ -11,9 +11,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from app import commands, render
+from app import commands, ghops, render
 from app.ghops import RepoOps
-from app.models import Intent, Job, JobState, Run, RunStage, RunState
+from app.models import Intent, Job, JobState, Run, RunStage, RunState, changed
 from app.payloads import CheckRunEvent
 
 if TYPE_CHECKING:
@@ -34,18 +34,22 @@ async def process_intent(engine: Engine, intent_id: str) -> None:
     if who != "anyone" and not trusted and not await engine.may_write(ops, intent.author):
         await reply(ops, intent, refusal_text(intent.author), key=f"refused-{intent.author}")
         return finish(engine, intent, "refused: no write access")
-    if intent.comment_id:
+    if intent.comment_id and not intent.waiting:
         await ops.react(intent.comment_id, "eyes")
-    outcome = await ACTIONS[intent.command](engine, ops, intent)
+    outcome = await engine.command_actions[intent.command](engine, ops, intent)
     if outcome == DEFERRED:
-        # Level-triggered: the intent stays open and is taken again until it can act.
-        engine.save_intent(intent.model_copy(update={"retry_at": time.time() + DEFER_S}))
+        # The intent stays open; the end of the running turn wakes it (wake_waiting), and
+        # the slow poll takes it again in case that word is lost.
+        fresh = engine.store.get("intent", intent.id, Intent) or intent
+        engine.save_intent(changed(fresh, **{
+            "waiting": True,
+            "retry_at": time.time() + engine.settings.poll_interval_seconds}))
         return
     finish(engine, intent, outcome)
 
 
 def finish(engine: Engine, intent: Intent, outcome: str) -> None:
-    engine.save_intent(intent.model_copy(update={"state": "done", "outcome": outcome}))
+    engine.save_intent(changed(intent, **{"state": "done", "outcome": outcome}))
     log.info("intent %s: %s", intent.command, outcome, extra={"repo": intent.thread.repo})
 
 
@@ -83,8 +87,11 @@ async def hangar_pr_job(engine: Engine, ops: RepoOps, intent: Intent) -> Job | N
     """The job that owns the PR this intent was written on; else a reply saying why not."""
     job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
     if job is None:
-        await reply(ops, intent, NOT_A_HANGAR_PR)
+        pr = await ops.get_pr(intent.thread.number)
+        await reply(ops, intent, NOT_A_HANGAR_PR if ghops.same_repository(pr) else
+                    render.fork_pr_reply(pr, intent.default_branch))
     return job
+
 
 
 async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
@@ -97,9 +104,10 @@ async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
                                        requested_by=intent.author)
         if outcome == BUSY:
             # Said once, and kept: the turn starts when the running one ends.
-            await reply(ops, intent, "A turn is still running on this pull request; hangar "
-                                     "will start this one as soon as it ends.",
-                        key=f"waiting-{intent.id}")
+            if not intent.waiting:
+                await reply(ops, intent, "A turn is still running on this pull request; "
+                                         "hangar will start this one as soon as it ends.",
+                            key=f"waiting-{intent.id}")
             return DEFERRED
         return outcome
     return start_job(engine, intent, intent.args["prompt"], attempts=1)
@@ -128,7 +136,7 @@ def start_job(engine: Engine, intent: Intent, prompt: str, *, attempts: int) -> 
         suffix = f"-{attempt}" if attempts > 1 else ""
         engine.save_run(Run(
             id=f"run-{short}{attempt}-{job_id[-4:]}", job_id=job_id, attempt=attempt,
-            kind="agent", prompt=prompt, base_branch=base,
+            kind="agent", prompt=prompt, base_branch=base, requested_by=intent.author,
             branch=f"hangar/{intent.thread.number}-{short}{suffix}",
         ))
     engine.save_job(job)
@@ -158,6 +166,7 @@ async def start_followup(
         base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
         pr_number=pr_number, label=label or f"follow-up turn {last.turn}: asked by "
                                               f"@{requested_by}",
+        requested_by=requested_by,
     )
     engine.save_run(run)
     if job.state != JobState.ACTIVE:
@@ -167,7 +176,8 @@ async def start_followup(
 
 
 async def cancel(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
+                                                      intent.thread.number)
     if job is None:
         await reply(ops, intent, "There is no hangar work on this thread to cancel.")
         return "nothing to cancel"
@@ -205,6 +215,22 @@ def request_verification(engine: Engine, job: Job, pr_number: int) -> str:
     return "verification requested"
 
 
+async def retry_push(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+    """Push again the commits of runs whose push GitHub did not take."""
+    from app import publishing
+
+    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    held = [r for r in engine.runs_of(job.id) if r.stage == RunStage.HELD] if job else []
+    if not held:
+        await reply(ops, intent, "hangar holds no unpushed commits here: every push it made "
+                                 "reached GitHub. `/hangar status` shows where the work stands.")
+        return "nothing held"
+    for run in held:
+        publishing.request_retry(engine, run)
+        engine.note(run.job_id, f"@{intent.author} asked to push {run.id} again")
+    return f"retrying the push of {len(held)} run(s)"
+
+
 async def status(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
     if job is None:
@@ -219,7 +245,8 @@ async def status(engine: Engine, ops: RepoOps, intent: Intent) -> str:
 
 async def pick(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     """Keep one attempt of `/hangar try N`: close the other attempts' pull requests."""
-    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
+                                                      intent.thread.number)
     n = intent.args["n"]
     if job is None or job.attempts < 2:
         await reply(ops, intent, "`/hangar pick N` chooses among the attempts of "
@@ -246,18 +273,7 @@ async def pick(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return f"picked attempt {n}"
 
 
-async def landing_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    from app import landing
-
-    return await landing.handle_command(engine, ops, intent)
-
-
-async def autofix_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
-    from app import autofix
-
-    return await autofix.handle_command(engine, ops, intent)
-
-
+# This concern's commands; landing and auto-fix register theirs (app/wiring.py).
 ACTIONS = {
     "usage": usage,
     "help": show_help,
@@ -266,33 +282,48 @@ ACTIONS = {
     "cancel": cancel,
     "verify": verify_again,
     "status": status,
-    "land": landing_command,
-    "land_cancel": landing_command,
+    "retry": retry_push,
     "pick": pick,
-    "autofix": autofix_command,
-    "autofix_button": autofix_command,
-    "review_turn": autofix_command,
 }
 
 BUSY = "a turn is already running on this PR"
 DEFERRED = "deferred"
-DEFER_S = 2.0
 NOT_A_HANGAR_PR = ("This pull request was not opened by hangar, so hangar will not push to it. "
                    "Ask on an issue instead: `/hangar <instruction>`.")
 
 
+def wake_waiting(engine: Engine, run_id: str) -> None:
+    """A turn ended: the commands waiting for it on its PR are taken now."""
+    run = engine.get_run(run_id)
+    if run is None or not run.finished or run.pr_number is None:
+        return
+    job = engine.get_job(run.job_id)
+    if job is None:
+        return
+    for intent in engine.store.all("intent", Intent, active=True):
+        if (intent.waiting and intent.thread.repo == job.thread.repo
+                and intent.thread.number == run.pr_number and intent.retry_at > 0):
+            engine.save_intent(changed(intent, **{"retry_at": 0.0}))
+
+
 def job_for_pr(engine: Engine, repo: str, pr_number: int) -> Job | None:
-    for job in reversed(engine.jobs_on(repo)):
-        if any(r.pr_number == pr_number for r in engine.runs_of(job.id)):
+    """The job of the latest run on this PR (indexed: the history is never read whole)."""
+    for run in reversed(engine.store.find("run", Run, pr_number=pr_number)):
+        job = engine.get_job(run.job_id)
+        if job is not None and job.thread.repo == repo:
             return job
     return None
 
 
+def job_named(engine: Engine, intent: Intent) -> Job | None:
+    """The job an API call named (a comment names none: the thread's latest job counts)."""
+    job_id = intent.args.get("job")
+    return engine.get_job(job_id) if job_id else None
+
+
 def job_for_thread(engine: Engine, repo: str, number: int) -> Job | None:
-    for job in reversed(engine.jobs_on(repo)):
-        if job.thread.number == number:
-            return job
-    return job_for_pr(engine, repo, number)
+    jobs = engine.store.find("job", Job, thread__repo=repo, thread__number=number)
+    return jobs[-1] if jobs else job_for_pr(engine, repo, number)
 
 
 def record_check_action(engine: Engine, event: CheckRunEvent) -> None:
@@ -311,6 +342,6 @@ def record_check_action(engine: Engine, event: CheckRunEvent) -> None:
         return
     thread = Thread(repo=event.repository.full_name, number=run.pr_number,
                     installation_id=event.installation.id, is_pr=True)
-    command = "verify" if identifier == "verify" else "autofix_button"
+    command = {"verify": "verify", "retry": "retry"}.get(identifier, "autofix_button")
     engine.save_intent(Intent(id=intent_id, thread=thread, comment_id=0,
                               author=event.sender.login, command=command))

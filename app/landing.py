@@ -9,16 +9,23 @@ GitHub decides what may merge; hangar only ever asks it, with the approved head 
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import time
+from collections.abc import Collection
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from gidgethub import BadRequest
+from gidgethub import BadRequest, HTTPException
 from pydantic import BaseModel, Field
 
-from app.models import Intent, Job, JobState, now
+from app import ci, render
+from app.engine import PrNotes
+from app.ghops import read_ci
+from app.models import AutofixRow, Intent, Job, JobState, autofix_row_id, now
 from app.repoconfig import CONFIG_PATH, LandPolicy, parse_repo_config
+from app.sensitive import COMPARE_FILES, sensitive_names
 
 if TYPE_CHECKING:
     from app.engine import Engine
@@ -28,9 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LAND_CHECK = "hangar / land"
-PASSING = ("success", "neutral", "skipped")
-FAILING = ("failure", "cancelled", "timed_out", "action_required", "startup_failure", "stale",
-           "error")
 
 
 class LandState(StrEnum):
@@ -88,7 +92,11 @@ class LandRequest(BaseModel):
     history: list[dict[str, Any]] = []
     due_at: float = 0.0  # the engine's next look; events set it to now
     problems: list[str] = []  # what is wrong in .github/hangar.yml (defaults apply)
+    impostors: list[str] = []  # others' checks under hangar's names, set aside (said once)
     shown: str | None = None  # what check run `hangar / land` last said, to skip no-op edits
+    check_ids: dict[str, int] = {}  # head sha → id of check run `hangar / land` on it
+    # Heads whose land check run is being created: after a crash it may exist already.
+    check_posting: list[str] = []
     version: int = 0  # bumped by every save; a step holding an older copy stops
     updated_at: float = Field(default_factory=now)
 
@@ -104,18 +112,39 @@ def land_id(repo: str, pr_number: int) -> str:
 # -- pure rules ------------------------------------------------------------------------
 
 
+MAX_PR_COMMITS = 250  # GitHub lists at most this many commits of a pull request
+
+
 def approval_verdict(
     review: ReviewRecord, *, head_sha: str | None, requester: str, permission: str,
-    policy: LandPolicy,
+    policy: LandPolicy, askers: Collection[str] = (), makers: Collection[str] = (),
+    makers_unknown: str | None = None,
 ) -> str | None:
-    """None when this review counts as an approval of head_sha; else why it does not."""
+    """None when this review counts as an approval of head_sha; else why it does not.
+
+    `askers`: who asked for a later turn on the PR (a follow-up, a review turn, the "Fix
+    with hangar" button). `makers`: who pushed to the branch, or authored or committed a
+    commit on it, other than hangar's agent (GitHub's "approval of the most recent
+    reviewable push" asks the same). `makers_unknown`: why hangar cannot tell them all."""
     if review.state.lower() != "approved":
         return "it is not an approval"
     if review.user_type == "Bot" or review.user.endswith("[bot]"):
         return f"@{review.user} is a bot; only people can approve hangar's work"
-    if policy.forbid_self_approval and review.user == requester:
+    # GitHub logins ignore case: so does every comparison of people here.
+    who = review.user.lower()
+    askers, makers = {a.lower() for a in askers}, {m.lower() for m in makers}
+    if policy.forbid_self_approval and who == requester.lower():
         return (f"@{review.user} asked for this work, and the policy forbids self-approval "
                 "(land.forbid_self_approval); someone else with write access must approve")
+    if policy.forbid_self_approval and who in askers:
+        return (f"@{review.user} asked for a turn on this pull request, and the policy forbids "
+                "approving work you asked for (land.forbid_self_approval); someone else with "
+                "write access must approve")
+    if who in makers:
+        return (f"@{review.user} pushed to this branch or made a commit on it, and nobody "
+                "approves their own changes; someone else with write access must approve")
+    if makers_unknown:
+        return makers_unknown
     if permission not in ("admin", "maintain", "write"):
         return f"@{review.user} does not have write access to this repository"
     if review.commit_id != head_sha:
@@ -127,35 +156,15 @@ def approval_verdict(
 
 
 def checks_verdict(
-    required: list[str], check_runs: list[dict], statuses: list[dict]
+    required: list[str], check_runs: list[dict], statuses: list[dict], *,
+    own_app_id: int | None = None,
 ) -> tuple[str, list[str]]:
     """("passed" | "failed" | "pending", names) for the required checks on one commit.
 
     Pending names list the checks nobody has reported first, then those still running.
+    Under hangar's names only hangar's own App counts, and only its `success` passes.
     """
-    results = check_results(check_runs, statuses)
-    failed = [n for n in required if results.get(n) in FAILING]
-    if failed:
-        return "failed", failed
-    unreported = [n for n in required if n not in results]
-    running = [n for n in required if n in results and results[n] not in PASSING]
-    if unreported or running:
-        return "pending", [*unreported, *running]
-    return "passed", []
-
-
-def check_results(check_runs: list[dict], statuses: list[dict]) -> dict[str, str]:
-    """Each check's result by name: a conclusion, a status state, or "pending"."""
-    results: dict[str, str] = {}
-    for run in check_runs:
-        name = run["name"]
-        value = run.get("conclusion") if run.get("status") == "completed" else "pending"
-        # Of several runs with one name (a re-run), a success stands.
-        if results.get(name) != "success":
-            results[name] = value or "pending"
-    for status in statuses:
-        results.setdefault(status["context"], status["state"])
-    return results
+    return ci.verdict(required, ci.read(check_runs, statuses, own_app_id=own_app_id))
 
 
 def required_from_rules(rules: list[dict]) -> list[str]:
@@ -167,25 +176,50 @@ def required_from_rules(rules: list[dict]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def sensitive_files(compare: dict | None, patterns: list[str]) -> list[str]:
-    """Changed files that match the policy's sensitive paths (gitignore-like patterns)."""
-    from proxy.policy import sensitive_paths
-
-    if not compare:
-        return []
-    names = [f["filename"] for f in compare.get("files", [])]
-    return sensitive_paths(names, [_gitignore_style(p) for p in patterns])
+def required_from_protection(classic: dict | None) -> list[str]:
+    """The required checks of a branch's classic protection (`contexts` and `checks`)."""
+    checks = (classic or {}).get("required_status_checks") or {}
+    names = [*(checks.get("contexts") or []),
+             *(c["context"] for c in checks.get("checks") or [] if c.get("context"))]
+    return list(dict.fromkeys(names))
 
 
-def _gitignore_style(pattern: str) -> str:
-    """As in .gitignore: a pattern without a slash matches a name at any depth, a leading
-    slash anchors it at the top, and a trailing slash means everything under a directory."""
-    if "/" not in pattern.rstrip("/"):
-        pattern = "**/" + pattern
-    pattern = pattern.lstrip("/")
-    if pattern.endswith("/"):
-        pattern += "**"
-    return pattern
+def with_protection(policy: LandPolicy, classic: dict | None) -> LandPolicy:
+    """The land policy held at least to the branch's classic protection: GitHub applies
+    it besides the rulesets, so hangar waits for what it requires before merging."""
+    if not classic:
+        return policy
+    reviews = classic.get("required_pull_request_reviews") or {}
+    return policy.model_copy(update={
+        "required_approvals": max(policy.required_approvals,
+                                  int(reviews.get("required_approving_review_count") or 0)),
+        "required_checks": list(dict.fromkeys(
+            [*policy.required_checks, *required_from_protection(classic)])),
+    })
+
+
+PR_FILES = 3000  # GitHub lists at most this many files of a pull request
+
+
+# GitHub's closing keywords: one in a commit message that lands on the default branch
+# closes the issue it names.
+_CLOSING = re.compile(
+    r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+"
+    r"(#\d+|[\w.-]+/[\w.-]+#\d+|gh-\d+|https?://\S+/issues/\d+)")
+
+
+def closing_references(message: str) -> list[str]:
+    """The issues a commit message would close on merge, as written."""
+    return [m.group(0) for m in _CLOSING.finditer(message)]
+
+
+def file_list_gap(listed: int, changed: int | None) -> str | None:
+    """Why a PR's file list is incomplete, or None when it is whole."""
+    if changed is not None and listed < changed:
+        return f"GitHub listed {listed} of the {changed} changed files"
+    if listed >= PR_FILES:
+        return f"the pull request changes {PR_FILES} files or more, more than GitHub lists"
+    return None
 
 
 def bypassing_rulesets(rulesets: list[dict], app_id: int | None) -> list[str]:
@@ -202,13 +236,26 @@ def bypassing_rulesets(rulesets: list[dict], app_id: int | None) -> list[str]:
 
 
 def gate_report(
-    rules: list[dict], rulesets: list[dict], app_id: int | None
+    rules: list[dict], rulesets: list[dict], app_id: int | None, classic: dict | None = None,
 ) -> list[tuple[bool, str]]:
-    """What protects a branch, line by line, with the fix for what is missing."""
+    """What protects a branch, line by line, with the fix for what is missing.
+
+    `classic`: the branch's classic protection, when read (GitHub applies both)."""
     kinds = {r.get("type") for r in rules}
     lines: list[tuple[bool, str]] = []
     # Several rulesets may each hold a pull_request rule: the strictest of each wins.
     pr_params = [r.get("parameters") or {} for r in rules if r.get("type") == "pull_request"]
+    reviews = (classic or {}).get("required_pull_request_reviews") or {}
+    if reviews:  # classic required reviews, read as the ruleset rule that says the same
+        pr_params.append({
+            "required_approving_review_count": reviews.get("required_approving_review_count", 0),
+            "dismiss_stale_reviews_on_push": reviews.get("dismiss_stale_reviews"),
+            "require_last_push_approval": reviews.get("require_last_push_approval")})
+    if classic:
+        if not (classic.get("allow_force_pushes") or {}).get("enabled"):
+            kinds.add("non_fast_forward")
+        if not (classic.get("allow_deletions") or {}).get("enabled"):
+            kinds.add("deletion")
     lines.append((bool(pr_params), "pull request required" if pr_params else
                   "no pull_request rule: add one to a branch ruleset so nothing lands unreviewed"))
     count = max((p.get("required_approving_review_count", 0) for p in pr_params), default=0)
@@ -217,7 +264,13 @@ def gate_report(
     dismiss = any(p.get("dismiss_stale_reviews_on_push") for p in pr_params)
     lines.append((dismiss, "stale approvals dismissed on push" if dismiss else
                   "approvals survive new pushes: turn on dismiss_stale_reviews_on_push"))
-    checks = required_from_rules(rules)
+    last_push = any(p.get("require_last_push_approval") for p in pr_params)
+    lines.append((last_push, "the most recent push needs someone else's approval"
+                  if last_push else "whoever pushed last may approve their own push: turn on "
+                  "require_last_push_approval (\"Require approval of the most recent "
+                  "reviewable push\") in the ruleset's pull_request rule"))
+    checks = list(dict.fromkeys([*required_from_rules(rules),
+                                 *required_from_protection(classic)]))
     lines.append((bool(checks), f"required checks: {', '.join(checks)}" if checks else
                   "no required status checks: add required_status_checks (e.g. hangar / verify)"))
     lines.append(("non_fast_forward" in kinds, "force pushes blocked"
@@ -310,10 +363,6 @@ def record_review(engine: Engine, event: PullRequestReviewEvent) -> None:
         move(engine, request, LandState.QUEUED, "a new approval arrived")
     request.due_at = 0
     save(engine, request)
-    if state == "changes_requested":
-        from app import autofix
-
-        autofix.record_change_request(engine, job, event)
 
 
 def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
@@ -325,21 +374,38 @@ def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
         request.due_at = 0
         save(engine, request)
     if event.action == "synchronize":
-        from app import autofix
-
-        autofix.record_push(engine, job, event)
         if request and request.state in RESTARTABLE:
             move(engine, request, LandState.QUEUED, "the branch has a new head")
 
 
-def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
-    from app import autofix
-
+def record_ci(
+    engine: Engine, repo: str, head_sha: str, *, check: str | None = None, ours: bool = False
+) -> None:
+    """A check or status completed on head_sha: wake the landings of that head, and look
+    again at one that checks stopped (a re-run may have passed). hangar's own land check
+    and check suite say nothing new about CI: looking again on them would loop."""
+    says_ci = not (ours and check in (None, LAND_CHECK))
     for request in engine.store.all("land", LandRequest, active=True):
         if request.repo == repo and request.head_sha == head_sha:
             request.due_at = 0
+            if says_ci and stopped_by_checks(request):
+                move(engine, request, LandState.QUEUED, "checks completed again")
             save(engine, request)
-    autofix.record_ci(engine, repo, head_sha)
+
+
+def stopped_by_checks(request: LandRequest) -> bool:
+    return request.state == LandState.CI_FAILED or (
+        request.state == LandState.REJECTED and "check" in (request.reason or "").lower())
+
+
+def give_up(engine: Engine, request_id: str, reason: str) -> None:
+    """The step failed again and again: stop, and say so (a person can start it again)."""
+    request = get(engine, request_id)
+    if request is None or not request.active or request.state == LandState.FAILED:
+        return
+    move(engine, request, LandState.FAILED,
+         f"hangar stopped trying after repeated errors ({reason}); comment `/hangar land` "
+         "to try again")
 
 
 async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
@@ -353,14 +419,19 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         return await cancel(engine, ops, intent, request)
     if intent.args.get("ack_sensitive"):
         config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=request.base))
-        if config.land.forbid_self_approval and intent.author == request.requested_by:
-            await reply(ops, intent, (
-                f"@{intent.author}, you asked for this work, so your acknowledgement of the "
-                "sensitive files does not count (land.forbid_self_approval): another person "
-                "with write access must comment `/hangar land --ack-sensitive`."),
-                key=f"ack-refused-{intent.author}-{request.pr_number}")
-            return "ack refused: the requester"
         pr = await ops.get_pr(intent.thread.number)
+        # The acknowledgement is an approver's: the same people may not give it.
+        as_review = ReviewRecord(id=0, user=intent.author, user_type=intent.author_type,
+                                 state="approved", commit_id=pr["head"]["sha"])
+        why = approval_verdict(as_review, head_sha=pr["head"]["sha"],
+                               requester=request.requested_by, permission="write",
+                               policy=config.land, **await who_made(engine, ops, request))
+        if why:
+            await reply(ops, intent, (
+                f"Your acknowledgement of the sensitive files does not count: {why}. Another "
+                "person with write access must comment `/hangar land --ack-sensitive`."),
+                key=f"ack-refused-{intent.author}-{request.pr_number}")
+            return "ack refused"
         request = get(engine, request.id) or request
         request.ack_sensitive_sha = pr["head"]["sha"]
     request.wished = True
@@ -430,13 +501,17 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
         if moved_from and request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
                                             LandState.MERGING):
             move(engine, request, LandState.QUEUED, f"the head moved to `{head[:7]}`")
-    config, problems = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=request.base))
+    # Head against the base as it is now (its ETag makes it free while neither moves): what
+    # the base holds, the PR's commits and files, read once for the whole step.
+    compare = await ops.compare(request.base, head)
+    config, problems = parse_repo_config(
+        await engine.config_text(ops, request.base, compare.get("base_sha")))
     if problems != request.problems:
         request.problems = problems
         save(engine, request)
     policy = config.land
     await sync_reviews(engine, ops, request)
-    verdicts = await review_verdicts(engine, ops, request, policy)
+    verdicts = await review_verdicts(engine, ops, request, policy, compare)
     approved = [r for r, why in verdicts if why is None]
     await explain_reviews(engine, ops, request, verdicts)
     if request.state in RESTARTABLE:
@@ -450,14 +525,15 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
             return await show(engine, ops, request)
         move(engine, request, LandState.UPDATING, None)
     if request.state == LandState.UPDATING:
-        await update(engine, ops, request, pr)
+        await update(engine, ops, request, compare)
+    if request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL):
+        policy = with_protection(policy, await read_protection(ops, request.base))
     if request.state == LandState.WAITING_CI:
         await wait_for_ci(engine, ops, request, policy)
     if request.state == LandState.AWAITING_APPROVAL:
-        await await_approval(engine, ops, request, policy, approved)
+        await await_approval(engine, ops, request, policy, approved, compare)
     if request.state == LandState.MERGING:
-        await show(engine, ops, request)  # people see "merging" while GitHub works
-        await merge(engine, ops, request, policy)
+        await merge_shown_if_slow(engine, ops, request, policy)
     await show(engine, ops, request)
 
 
@@ -466,7 +542,8 @@ async def sync_reviews(engine: Engine, ops: RepoOps, request: LandRequest) -> No
     down, a delivery failed) still counts, and a dismissal is seen."""
     changed = False
     known = {r.id: r for r in request.reviews}
-    async for review in ops.gh.getiter(f"{ops.base}/pulls/{request.pr_number}/reviews"):
+    url = f"{ops.base}/pulls/{request.pr_number}/reviews?per_page=100"
+    async for review in ops.gh.getiter(url):
         state = (review.get("state") or "").lower()
         existing = known.get(review["id"])
         if existing is not None:
@@ -495,23 +572,102 @@ def lane_taken(engine: Engine, request: LandRequest) -> bool:
 
 
 async def review_verdicts(
-    engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy
+    engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    compare: dict | None = None,
 ) -> list[tuple[ReviewRecord, str | None]]:
     latest: dict[str, ReviewRecord] = {}
     # A person's latest review is their word (GitHub's review ids grow with time).
     for review in sorted(request.reviews, key=lambda r: r.id):
         if review.state in ("approved", "changes_requested", "dismissed"):
             latest[review.user] = review
-    verdicts = []
-    for review in latest.values():
-        if review.state != "approved":
-            continue
+    verdicts: list[tuple[ReviewRecord, str | None]] = []
+    approvals = [r for r in latest.values() if r.state == "approved"]
+    if not approvals:
+        return verdicts
+    made = await who_made(engine, ops, request, compare)
+    for review in approvals:
         is_bot = review.user_type == "Bot" or review.user.endswith("[bot]")
         permission = "none" if is_bot else await engine.permission(ops, review.user)
         verdicts.append((review, approval_verdict(
             review, head_sha=request.head_sha, requester=request.requested_by,
-            permission=permission, policy=policy)))
+            permission=permission, policy=policy, **made)))
     return verdicts
+
+
+async def who_made(engine: Engine, ops: RepoOps, request: LandRequest,
+                   compare: dict | None = None) -> dict[str, Any]:
+    """approval_verdict's askers, makers and makers_unknown for this PR, read now
+    (`compare`: the base against the PR's head, read in this step)."""
+    askers = {r.requested_by for r in engine.runs_of(request.job_id)
+              if r.pr_number == request.pr_number and r.requested_by not in (None, "hangar")}
+    makers, unknown = await commit_makers(ops, request, compare)
+    return {"askers": askers, "makers": {*pushers(engine, request), *makers},
+            "makers_unknown": unknown}
+
+
+def status_notes(engine: Engine, repo: str, pr_number: int) -> PrNotes:
+    """What landing says about a PR in its job's status comment, and whether it landed."""
+    request = engine.store.get("land", land_id(repo, pr_number), LandRequest)
+    if request is None:
+        return PrNotes()
+    notes = [render.land_line(request), *(f"⚠️ {p}" for p in request.problems)]
+    if request.impostors:
+        notes.append(render.impostors_note(request.impostors))
+    return PrNotes(tuple(notes), landed=request.state == LandState.LANDED)
+
+
+def pushers(engine: Engine, request: LandRequest) -> list[str]:
+    """People GitHub named as pushers to the branch (hangar's own pushes are its bot's)."""
+    row = engine.store.get("autofix", autofix_row_id(request.repo, request.pr_number),
+                           AutofixRow)
+    return row.pushers if row else []
+
+
+async def closing_commits(ops: RepoOps, request: LandRequest) -> list[tuple[str, str]]:
+    """(sha, closing words) for each commit on the PR whose message would close an issue."""
+    found = []
+    async for commit in ops.gh.getiter(
+            f"{ops.base}/pulls/{request.pr_number}/commits?per_page=100"):
+        said = closing_references((commit.get("commit") or {}).get("message") or "")
+        if said:
+            found.append((commit["sha"], said[0]))
+    return found
+
+
+def compare_makers(compare: dict | None) -> set[str] | None:
+    """commit_makers from a compare of the base against the PR's head, which lists the
+    PR's commits with the same accounts; None when it did not list them all."""
+    if not compare or compare.get("base_sha") is None:
+        return None
+    commits = compare.get("commits") or []
+    if compare.get("total_commits", len(commits)) != len(commits) or any(
+            "people" not in c for c in commits):
+        return None
+    return {p["login"] for c in commits for p in c["people"] if p.get("type") != "Bot"}
+
+
+async def commit_makers(ops: RepoOps, request: LandRequest,
+                        compare: dict | None = None) -> tuple[set[str], str | None]:
+    """The people GitHub links as author or committer of a commit on the PR (hangar's
+    agent commits as `agent@hangar.invalid`, which is nobody's), and why not all are
+    known when the PR has more commits than GitHub lists."""
+    known = compare_makers(compare)
+    if known is not None:
+        return known, None
+    people: set[str] = set()
+    count = 0
+    async for commit in ops.gh.getiter(
+            f"{ops.base}/pulls/{request.pr_number}/commits?per_page=100"):
+        count += 1
+        for role in ("author", "committer"):
+            user = commit.get(role) or {}
+            if user.get("login") and user.get("type") != "Bot":
+                people.add(user["login"])
+    if count >= MAX_PR_COMMITS:
+        return people, (f"the pull request has {MAX_PR_COMMITS} or more commits, more than "
+                        "GitHub lists, so hangar cannot tell who made them all; squash the "
+                        "branch's history, then approve again")
+    return people, None
 
 
 async def explain_reviews(
@@ -534,8 +690,8 @@ async def explain_reviews(
 UPDATE_PATIENCE_S = 120  # GitHub answers update-branch 202 and moves the head a bit later
 
 
-async def update(engine: Engine, ops: RepoOps, request: LandRequest, pr: dict) -> None:
-    compare = await ops.compare(request.base, request.head_sha)
+async def update(engine: Engine, ops: RepoOps, request: LandRequest, compare: dict) -> None:
+    """Bring the branch up to date with the base (`compare`: base against head, now)."""
     if compare["behind_by"] == 0:
         request.updated_from = None
         return move(engine, request, LandState.WAITING_CI, None)
@@ -548,12 +704,17 @@ async def update(engine: Engine, ops: RepoOps, request: LandRequest, pr: dict) -
         await ops.gh.put(f"{ops.base}/pulls/{request.pr_number}/update-branch",
                          data={"expected_head_sha": request.head_sha})
     except BadRequest as exc:
-        if int(exc.status_code) != 422:
-            raise  # not GitHub's word on the branch: the step is tried again
+        status = int(exc.status_code)
+        if status in (403, 404):  # a refusal that asking again will not change
+            return move(engine, request, LandState.FAILED, update_refused(request, str(exc)))
+        if status != 422:
+            raise  # not GitHub's word on the branch: the step is tried again, backing off
         if await head_moved(ops, request):
             return None  # the next pass sees the new head
         files = await conflicting_files(ops, request)
-        named = ", ".join(f"`{f}`" for f in files[:20]) or "files GitHub did not name"
+        from app.render import code_span
+
+        named = ", ".join(code_span(f) for f in files[:20]) or "files GitHub did not name"
         return move(engine, request, LandState.CONFLICT,
                     f"the branch conflicts with {request.base} in {named}; hangar does not "
                     "resolve conflicts silently — ask for a turn (`/hangar resolve the "
@@ -563,6 +724,18 @@ async def update(engine: Engine, ops: RepoOps, request: LandRequest, pr: dict) -
     save(engine, request)
     engine.note(request.job_id, f"land #{request.pr_number}: updating the branch from "
                                 f"{request.base}")
+
+
+def update_refused(request: LandRequest, message: str) -> str:
+    """Why GitHub would not bring the branch up to date, and what a person can do."""
+    if "workflow" in message.lower():
+        return (f"GitHub refused to update the branch from {request.base}: {request.base} "
+                "changed a workflow file (`.github/workflows/`), and a GitHub App may write "
+                "those only with the `workflows` permission. Update the branch by hand "
+                f"(merge {request.base} into it), or grant hangar's App `workflows: write`, "
+                "then `/hangar land`")
+    return (f"GitHub refused to update the branch: {one_line(message)}. Update it by hand, "
+            "then `/hangar land`")
 
 
 async def head_moved(ops: RepoOps, request: LandRequest) -> bool:
@@ -585,10 +758,12 @@ async def wait_for_ci(
     if policy.require_verification and "hangar / verify" not in required:
         required.append("hangar / verify")
     await ensure_verified(engine, request)
-    data = await ops.gh.getitem(f"{ops.base}/commits/{request.head_sha}/check-runs?filter=latest")
-    combined = await ops.gh.getitem(f"{ops.base}/commits/{request.head_sha}/status")
-    verdict, names = checks_verdict(required, data.get("check_runs", []),
-                                    combined.get("statuses", []))
+    check_runs, statuses = await read_ci(ops, request.head_sha)
+    results = ci.read(check_runs, statuses, own_app_id=engine.settings.app_id)
+    if set(results.impostors) - set(request.impostors):
+        request.impostors = list(dict.fromkeys([*request.impostors, *results.impostors]))
+        save(engine, request)
+    verdict, names = ci.verdict(required, results)
     if verdict == "failed":
         return move(engine, request, LandState.CI_FAILED,
                     f"required check(s) failed on `{request.head_sha[:7]}`: {', '.join(names)}")
@@ -598,9 +773,8 @@ async def wait_for_ci(
             save(engine, request)
         waited = time.time() - request.ci_since
         if waited > policy.ci_timeout_minutes * 60:
-            reported = check_results(data.get("check_runs", []), combined.get("statuses", []))
             late = names[0]
-            what = "is still running" if late in reported else "never reported"
+            what = "is still running" if late in results.outcomes else "never reported"
             return move(engine, request, LandState.CI_FAILED,
                         f"check {late} {what} on `{request.head_sha[:7]}` within "
                         f"{policy.ci_timeout_minutes:g} minutes (land.ci_timeout_minutes); "
@@ -627,22 +801,40 @@ async def ensure_verified(engine: Engine, request: LandRequest) -> None:
 
 async def await_approval(
     engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy,
-    approved: list[ReviewRecord],
+    approved: list[ReviewRecord], compare: dict | None = None,
 ) -> None:
     if len(approved) < policy.required_approvals:
         request.reason = approvals_wanted(request, policy, len(approved))
         save(engine, request)
         return
-    runs = [r for r in engine.runs_of(request.job_id) if r.pr_number == request.pr_number]
-    touched = sorted({p for r in runs for p in r.sensitive})
-    if touched and request.ack_sensitive_sha != request.head_sha:
-        request.reason = ("sensitive files changed (" + ", ".join(f"`{p}`" for p in touched[:5])
-                          + "): an approver must comment `/hangar land --ack-sensitive`")
+    touched, gap = await sensitive_on_pr(ops, request, policy, compare)
+    if (touched or gap) and request.ack_sensitive_sha != request.head_sha:
+        from app.render import code_span
+
+        what = (f"sensitive files changed ({', '.join(code_span(p) for p in touched[:5])})"
+                if touched else
+                f"{gap}, so hangar treats it as touching sensitive paths")
+        request.reason = f"{what}: an approver must comment `/hangar land --ack-sensitive`"
         save(engine, request)
         return
     if lane_taken(engine, request):
         return
     move(engine, request, LandState.MERGING, None)
+
+
+async def sensitive_on_pr(
+    ops: RepoOps, request: LandRequest, policy: LandPolicy, compare: dict | None = None,
+) -> tuple[list[str], str | None]:
+    """The PR's sensitive files from its whole file list (every page), and why the list
+    is incomplete when it is. A compare of the base against the PR's head lists the same
+    files (renames with their old names): below GitHub's cut of it, it is the list."""
+    if compare and compare.get("base_sha") and len(compare.get("files") or []) < COMPARE_FILES:
+        return sensitive_names(compare["files"], policy.sensitive_paths), None
+    files = [f async for f in ops.gh.getiter(
+        f"{ops.base}/pulls/{request.pr_number}/files?per_page=100")]
+    pr = await ops.get_pr(request.pr_number)
+    return (sensitive_names(files, policy.sensitive_paths),
+            file_list_gap(len(files), pr.get("changed_files")))
 
 
 def approvals_wanted(request: LandRequest, policy: LandPolicy, have: int) -> str:
@@ -663,28 +855,124 @@ async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: Land
                     f"hangar's App is a bypass actor of ruleset {bypass[0]!r}, so GitHub would "
                     "not hold this merge to the ruleset; hangar does not merge around it. "
                     "Remove the App from the bypass list, then `/hangar land`")
+    if policy.method != "squash":  # the agent's own commit messages would land as written
+        closing = await closing_commits(ops, request)
+        if closing:
+            from app.render import code_span
+
+            sha, said = closing[0]
+            return move(engine, request, LandState.REJECTED,
+                        f"commit `{sha[:7]}` says {code_span(said)}, which would close that "
+                        f"issue when merged with method {policy.method}; hangar does not let "
+                        "agent text close issues. Set `land.method: squash` (hangar writes "
+                        "that message), or reword the commit, then `/hangar land`")
     # GitHub merges onto whatever the base is now; what was checked is head on the old base.
     if (await ops.compare(request.base, request.head_sha))["behind_by"] > 0:
         return move(engine, request, LandState.UPDATING,
                     f"{request.base} moved since the checks ran; updating again")
-    try:
-        result = await ops.gh.put(
-            f"{ops.base}/pulls/{request.pr_number}/merge",
-            data={"sha": request.head_sha, "merge_method": policy.method,
-                  "commit_title": f"{pr['title']} (#{request.pr_number})",
-                  "commit_message": f"Landed by hangar for @{job.requested_by}."},
-        )
-    except BadRequest as exc:
-        status = int(exc.status_code)
-        message = one_line(str(exc))
-        if status == 409:
-            return move(engine, request, LandState.UPDATING, "the head moved; updating again")
-        if status == 405:
-            return move(engine, request, LandState.REJECTED,
-                        f"GitHub refused the merge: {message}. hangar does not get around "
-                        "the ruleset; fix what it names and approve again")
-        raise
+    method = policy.method
+    for _ in range(2):  # a second try only with a method the repository allows
+        try:
+            result = await ops.gh.put(
+                f"{ops.base}/pulls/{request.pr_number}/merge",
+                data={"sha": request.head_sha, "merge_method": method,
+                      "commit_title": f"{pr['title']} (#{request.pr_number})",
+                      "commit_message": f"Landed by hangar for @{job.requested_by}."},
+            )
+            break
+        except BadRequest as exc:
+            status = int(exc.status_code)
+            answer = merge_answer(status, str(exc))
+            if answer == "head_moved":
+                return move(engine, request, LandState.UPDATING, "the head moved; updating again")
+            if answer == "base_moved":
+                raise BaseMoved(one_line(str(exc))) from exc  # tried again, backing off
+            if answer == "method":
+                allowed = await allowed_methods(ops)
+                other = next((m for m in (method, *MERGE_METHODS) if m in allowed), None)
+                if other is None or other == method:
+                    return move(engine, request, LandState.REJECTED,
+                                f"GitHub refused a {method} merge: {one_line(str(exc))}. "
+                                "The repository allows "
+                                + (", ".join(allowed) or "no merge method hangar can use")
+                                + "; set `land.method` in .github/hangar.yml to one of them")
+                engine.note(request.job_id, f"land #{request.pr_number}: the repository does "
+                                            f"not allow {method} merges; using {other}")
+                method = other
+                continue
+            if answer == "queue":
+                return move(engine, request, LandState.REJECTED,
+                            f"{request.base} takes changes only through GitHub's merge queue, "
+                            "and hangar does not add pull requests to it: a person with write "
+                            "access can press \"Merge when ready\" on the pull request, or the "
+                            "merge queue rule can be lifted for this branch")
+            if answer == "workflows":
+                return move(engine, request, LandState.FAILED,
+                            "GitHub refused the merge: it would change a workflow file "
+                            "(`.github/workflows/`), which a GitHub App may do only with the "
+                            "`workflows` permission. Grant hangar's App `workflows: write`, or "
+                            "merge by hand")
+            if answer == "rejected":
+                return move(engine, request, LandState.REJECTED,
+                            f"GitHub refused the merge: {one_line(str(exc))}. hangar does not "
+                            "get around the ruleset; fix what it names and approve again")
+            raise
+    else:
+        return None
     await landed(engine, ops, request, result.get("sha"))
+
+
+MERGE_METHODS = ("squash", "merge", "rebase")
+SHOW_MERGING_AFTER_S = 2.0
+
+
+async def merge_shown_if_slow(
+    engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy
+) -> None:
+    """Merge; the status comment says "merging" only if GitHub takes a while. A merge
+    is one request: shown at once, that edit would be two writes (the issue's comment
+    and the PR's) made stale a second later by the ones that say "landed"."""
+    merging = asyncio.ensure_future(merge(engine, ops, request, policy))
+    try:
+        done, _ = await asyncio.wait({merging}, timeout=SHOW_MERGING_AFTER_S)
+        if not done:
+            await show(engine, ops, request, check=False)
+        await merging
+    finally:
+        merging.cancel()  # only when this step itself was stopped: as a crash would
+
+
+class BaseMoved(Exception):
+    """GitHub's 405 "Base branch was modified": the merge is asked again, after a wait."""
+
+
+def merge_answer(status: int, message: str) -> str | None:
+    """What GitHub's refusal of a merge means for hangar (None: not GitHub's word on
+    this merge, so the step is tried again)."""
+    lowered = message.lower()
+    if status == 409:
+        return "head_moved" if "head branch" in lowered or "base" not in lowered else "base_moved"
+    if status == 403 and "workflow" in lowered:
+        return "workflows"
+    if status != 405:
+        return None
+    if "base branch was modified" in lowered:
+        return "base_moved"
+    if "merge queue" in lowered:
+        return "queue"
+    if "not allowed on this repository" in lowered:
+        return "method"
+    if "workflow" in lowered:
+        return "workflows"
+    return "rejected"
+
+
+async def allowed_methods(ops: RepoOps) -> list[str]:
+    """The merge methods the repository's settings allow, in hangar's order of liking."""
+    repo = await ops.gh.getitem(ops.base)
+    flags = {"squash": "allow_squash_merge", "merge": "allow_merge_commit",
+             "rebase": "allow_rebase_merge"}
+    return [m for m in MERGE_METHODS if repo.get(flags[m], True)]
 
 
 def one_line(message: str) -> str:
@@ -707,39 +995,71 @@ async def landed(engine: Engine, ops: RepoOps, request: LandRequest, merge_sha: 
     await show(engine, ops, request)
 
 
-async def show(engine: Engine, ops: RepoOps, request: LandRequest) -> None:
-    """The land state in check run `hangar / land` on the head, and in the status comment."""
+async def show(engine: Engine, ops: RepoOps, request: LandRequest, *,
+               check: bool = True) -> None:
+    """The land state in check run `hangar / land` on the head (unless not `check`), and
+    in the status comment."""
     from app import render, runs
 
-    if request.head_sha:
+    if request.head_sha and check:
         status, conclusion = land_check_status(request.state)
         gate = await read_gate(ops, request.base, engine.settings.app_id)
-        summary = "\n".join([
+        summary = render.fit_output("\n".join([
             f"**{request.state.value}**" + (f": {request.reason}" if request.reason else ""),
             *([f"Merged as `{request.merge_sha}`."] if request.merge_sha else []),
             "", "What protects the base branch:",
             *[f"- {'✅' if ok else '⚠️'} {line}" for ok, line in gate],
             *([""] + [f"- ⚠️ {p}" for p in request.problems] if request.problems else []),
-        ])[:65000]
+        ]))
         title = render.land_title(request)
         shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"
         if shown != request.shown:
-            await ops.upsert_check_run(
-                LAND_CHECK, request.head_sha, request.id, status=status, conclusion=conclusion,
-                output={"title": title, "summary": summary},
-            )
-            request.shown = shown
-            try:
-                save(engine, request)
-            except RowChanged:
-                pass  # the next step shows it again from the fresh row
+            await show_check(engine, ops, request, shown, status=status, conclusion=conclusion,
+                             output={"title": title, "summary": summary})
     await runs.refresh_status(engine, request.job_id)
 
 
-async def read_gate(ops: RepoOps, branch: str, app_id: int | None) -> list[tuple[bool, str]]:
-    """gate_report for a branch, read from GitHub: its rules and their rulesets."""
+async def show_check(engine: Engine, ops: RepoOps, request: LandRequest, shown: str,
+                     **fields: Any) -> None:
+    """Write check run `hangar / land` on the head: by its id once known; a create is
+    marked on the row first, so only one that may have been sent is looked for."""
+    head = request.head_sha
+    known = request.check_ids.get(head)
+    may_exist = head in request.check_posting
+    try:
+        if known is None and not may_exist:
+            request.check_posting = [*request.check_posting[-9:], head]
+            save(engine, request)
+        check_id = await ops.upsert_check_run(LAND_CHECK, head, request.id, known_id=known,
+                                              look_first=may_exist, **fields)
+        request.check_ids = {**dict(list(request.check_ids.items())[-9:]), head: check_id}
+        request.check_posting = [h for h in request.check_posting if h != head]
+        request.shown = shown
+        save(engine, request)
+    except RowChanged:
+        pass  # the next step shows it again from the fresh row (its mark, if made, kept)
+
+
+async def read_gate(
+    ops: RepoOps, branch: str, app_id: int | None, *, classic: bool = False
+) -> list[tuple[bool, str]]:
+    """gate_report for a branch, read from GitHub: its rules and their rulesets (and with
+    `classic`, its classic protection too)."""
     rules, rulesets = await read_rules(ops, branch)
-    return gate_report(rules, rulesets, app_id)
+    protection = await read_protection(ops, branch) if classic else None
+    return gate_report(rules, rulesets, app_id, protection)
+
+
+async def read_protection(ops: RepoOps, branch: str) -> dict | None:
+    """The branch's classic protection; None when it has none (404 "Branch not
+    protected") or the installation may not read it (no administration: read)."""
+    try:
+        return await ops.gh.getitem(f"{ops.base}/branches/{branch}/protection")
+    except HTTPException as exc:
+        status = int(exc.status_code)
+        if status == 404 or (status == 403 and "not accessible" in str(exc)):
+            return None
+        raise  # a rate limit is no answer: the step is tried again
 
 
 async def read_rules(ops: RepoOps, branch: str) -> tuple[list[dict], list[dict]]:

@@ -1,93 +1,329 @@
-"""A small MCP server for orchestrator agents, over stdio, in front of hangar's REST API.
+"""hangar's MCP server, for orchestrator agents: the REST API's calls as tools.
 
-    HANGAR_API_URL=https://hangar.example.com HANGAR_API_TOKEN=… hangar mcp
+Two transports:
+- stdio: `HANGAR_API_URL=https://hangar.example.com HANGAR_API_TOKEN=… hangar mcp`;
+- streamable HTTP at `/mcp` on hangar itself, with the same bearer tokens.
 
-Tools: start_job, get_job (can wait for a change), list_jobs, cancel_job. It holds no
-GitHub credential; everything goes through the API, which needs the operator's token.
+Every tool is one REST call (or two: an ask, then the wait for its outcome) made with
+the caller's own token, so the scopes, the rules and the audit trail are the API's:
+a tool the token has no scope for answers `insufficient_scope: …`. The waiting tools
+return as soon as the engine records a change, not on a timer. No tool approves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
-from mcp.server.mcpserver import MCPServer
+from aiohttp import web
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+
+from app.api import caller
+from app.keys import SETTINGS
 
 MAX_WAIT_S = 120
+Result = dict[str, Any]  # a structured tool result: an object, described as such to clients
+# An ask is usually taken within a second and its outcome follows; a busy installation
+# may wait up to a minute for GitHub's write allowance before it can act.
+OUTCOME_WAIT_S = 90
+
+INSTRUCTIONS = """\
+hangar runs coding agents in sandboxes on GitHub issues, pushes their branches, opens pull
+requests as a GitHub App, verifies them in a clean sandbox, and lands them after a person
+approves the exact head in GitHub. You work it like a maintainer commenting `/hangar …`:
+1. start_job(repo, issue, prompt, attempts=N): N > 1 runs N attempts that get ranked.
+2. get_job(job_id, wait_seconds=60, after=seq) returns as soon as something changes;
+   get_ranking(job_id, wait_seconds=…) returns when every attempt is ranked.
+3. pick(job_id, attempt) keeps one attempt and closes the others' pull requests.
+4. follow_up / verify for more turns or another verification on a pull request.
+5. request_land(job_id) asks to land; land_status(land_id, wait_seconds=…) follows it.
+   It waits in `awaiting_approval` until a person approves the head on GitHub: no tool
+   can approve. Tell the user which pull request needs their review.
+Facts (commits, checks, verification) come from git and GitHub, not from agents' words."""
+
+
+class ApiCallError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
 
 
 class HangarAPI:
+    """hangar's REST API with one token."""
+
     def __init__(self, url: str, token: str):
         self.url = url.rstrip("/")
         self.headers = {"Authorization": f"Bearer {token}"}
 
-    async def call(self, method: str, path: str, body: Any = None) -> Any:
-        async with aiohttp.ClientSession() as session, session.request(
-            method, f"{self.url}{path}", json=body, headers=self.headers
+    async def call(self, method: str, path: str, body: Any = None,
+                   query: dict[str, Any] | None = None) -> Any:
+        params = {k: str(v) for k, v in (query or {}).items() if v is not None}
+        timeout = aiohttp.ClientTimeout(total=MAX_WAIT_S + 30)
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
+            method, f"{self.url}{path}", json=body, params=params, headers=self.headers
         ) as response:
             if response.status >= 400:
-                raise RuntimeError(f"hangar answered {response.status}: {await response.text()}")
+                text = await response.text()
+                try:
+                    text = (await response.json()).get("error", text)
+                except (aiohttp.ContentTypeError, ValueError, AttributeError):
+                    pass
+                raise ApiCallError(response.status, text)
             return await response.json()
 
 
-def build_server(api: HangarAPI) -> MCPServer:
-    server = MCPServer(
-        name="hangar",
-        instructions=(
-            "hangar runs coding agents in sandboxes on GitHub issues, opens verified pull "
-            "requests as a GitHub App and lands them after a human approves. Start work "
-            "with start_job, follow it with get_job(wait_seconds=…)."),
-    )
+def tool_error(exc: ApiCallError) -> ToolError:
+    """What the agent reads when a call is refused: the API's sentence, with a prefix."""
+    prefix = {401: "unauthorized", 403: "insufficient_scope", 404: "not_found",
+              422: "invalid", 409: "conflict", 503: "unavailable"}.get(exc.status, "error")
+    return ToolError(f"{prefix}: {exc}")
+
+
+def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
+    """The tools; `api_for(ctx)` is the API with the caller's token (per request over
+    HTTP, the one from the environment over stdio)."""
+    server = MCPServer(name="hangar", instructions=INSTRUCTIONS)
+
+    async def call(ctx: Context | None, method: str, path: str, body: Any = None,
+                   query: dict[str, Any] | None = None) -> Any:
+        try:
+            return await api_for(ctx).call(method, path, body, query)
+        except ApiCallError as exc:
+            raise tool_error(exc) from None
+
+    async def ask(ctx: Context, path: str, body: dict) -> Result:
+        """An ask, then its outcome: the same words a comment's ask ends with."""
+        asked = await call(ctx, "POST", path, body)
+        done = await call(ctx, "GET", f"/api/intents/{asked['intent']}",
+                          query={"wait_seconds": OUTCOME_WAIT_S})
+        return {**asked, "state": done["state"], "outcome": done["outcome"]}
 
     @server.tool()
-    async def start_job(repo: str, issue: int, prompt: str, attempts: int = 1) -> dict:
-        """Start an agent on an issue of repo (owner/name), as if a maintainer had
-        commented `/hangar <prompt>` (or `/hangar try <attempts> <prompt>`) on it."""
-        return await api.call("POST", "/api/jobs", {"repo": repo, "issue": issue,
-                                                    "prompt": prompt, "attempts": attempts})
+    async def start_job(repo: str, issue: int, prompt: str, attempts: int = 1,
+                        ctx: Context = None) -> Result:
+        """Start coding agents on a GitHub issue, as a maintainer's `/hangar <prompt>`
+        comment would (or `/hangar try N <prompt>` when attempts > 1: N independent
+        attempts, each with its own pull request, ranked when all finish).
+        repo is owner/name; issue is the issue's number; attempts is 1 to 10.
+        Returns job (the id to follow with get_job) and intent. Needs scope operate."""
+        return await call(ctx, "POST", "/api/jobs", {"repo": repo, "issue": issue,
+                                                     "prompt": prompt, "attempts": attempts})
 
     @server.tool()
-    async def get_job(job_id: str, wait_seconds: int = 0) -> dict:
-        """A job's state, its runs (PR, head, verification) and timeline. With
-        wait_seconds (at most 120) it returns early as soon as the timeline grows."""
-        deadline = asyncio.get_running_loop().time() + min(max(wait_seconds, 0), MAX_WAIT_S)
-        first = await _job_or_none(api, job_id)
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(1)
-            now = await _job_or_none(api, job_id)
-            if first is None or (now and len(now["timeline"]) != len(first["timeline"])):
-                return now or {"job": None}
-        return first or {"job": None, "note": "no such job yet"}
+    async def get_job(job_id: str, wait_seconds: float = 0, after: int | None = None,
+                      ctx: Context = None) -> Result:
+        """A job: its runs (state, stage, branch, PR, head, verification), its PRs, land
+        requests and timeline, and `seq`. With wait_seconds (at most 120) it returns as
+        soon as anything of the job changes after `after` (pass the seq of your last
+        answer, so nothing between two calls is missed), or when the time is up.
+        Needs scope read."""
+        return await call(ctx, "GET", f"/api/jobs/{job_id}",
+                          query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S),
+                                 "after": after})
 
     @server.tool()
-    async def list_jobs(repo: str | None = None) -> list:
-        """Jobs, newest last, optionally for one repository (owner/name)."""
-        return await api.call("GET", "/api/jobs" + (f"?repo={repo}" if repo else ""))
+    async def get_ranking(job_id: str, wait_seconds: float = 0, ctx: Context = None) -> Result:
+        """The ranking of a job started with attempts > 1: best first, each with the
+        attempt number, its PR and why it placed there (verification, CI, diff size).
+        `final` is false while attempts still run; then `attempts` shows each one's state.
+        With wait_seconds (at most 120) it returns as soon as the ranking is final.
+        Needs scope read."""
+        return await call(ctx, "GET", f"/api/jobs/{job_id}/ranking",
+                          query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S)})
 
     @server.tool()
-    async def cancel_job(job_id: str) -> dict:
-        """Stop a job's running or queued agents."""
-        return await api.call("POST", f"/api/jobs/{job_id}/cancel")
+    async def pick(job_id: str, attempt: int, ctx: Context = None) -> Result:
+        """Keep one attempt of a ranked job, as `/hangar pick N`: the other attempts'
+        pull requests are closed. Returns the outcome. Needs scope operate."""
+        return await ask(ctx, f"/api/jobs/{job_id}/pick", {"attempt": attempt})
+
+    @server.tool()
+    async def follow_up(job_id: str, prompt: str, pr: int | None = None,
+                        ctx: Context = None) -> Result:
+        """Another agent turn on one of the job's pull requests, on the same branch, as
+        `/hangar <prompt>` commented there. pr may be left out when the job has one PR
+        or a picked attempt. If a turn is running, this one starts when it ends.
+        Needs scope operate."""
+        return await ask(ctx, f"/api/jobs/{job_id}/turns", {"prompt": prompt, "pr": pr})
+
+    @server.tool()
+    async def verify(job_id: str, pr: int | None = None, ctx: Context = None) -> Result:
+        """Verify a pull request's current head again in a clean sandbox, as
+        `/hangar verify`. Follow the result with get_job. Needs scope operate."""
+        return await ask(ctx, f"/api/jobs/{job_id}/verify", {"pr": pr})
+
+    @server.tool()
+    async def cancel(job_id: str, ctx: Context = None) -> Result:
+        """Stop a job's queued and running agents, as `/hangar cancel`. Needs scope
+        operate."""
+        return await ask(ctx, f"/api/jobs/{job_id}/cancel", {})
+
+    @server.tool()
+    async def request_land(job_id: str, pr: int | None = None, ctx: Context = None) -> Result:
+        """Ask hangar to land a job's pull request, as `/hangar land`. hangar brings the
+        branch up to date, waits for the required checks on the exact head, and merges
+        once a person with write access approves that head in GitHub. No tool can
+        approve: when land_status says awaiting_approval, tell the user to review the PR.
+        Returns land (the id for land_status). Needs scope land."""
+        return await ask(ctx, "/api/land", {"job": job_id, "pr": pr})
+
+    @server.tool()
+    async def land_status(land_id: str, wait_seconds: float = 0, after: int | None = None,
+                          ctx: Context = None) -> Result:
+        """A land request: state (queued, updating, waiting_ci, awaiting_approval,
+        merging, landed, conflict, ci_failed, rejected, cancelled, failed), the reason,
+        its history and what it awaits. With wait_seconds (at most 120) it returns as
+        soon as it changes after `after` (the seq of your last answer). Needs scope read."""
+        return await call(ctx, "GET", f"/api/land/{land_id}",
+                          query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S),
+                                 "after": after})
+
+    @server.tool()
+    async def cancel_land(land_id: str, ctx: Context = None) -> Result:
+        """Withdraw a land request, as `/hangar land cancel`. Needs scope land."""
+        return await ask(ctx, f"/api/land/{land_id}/cancel", {})
+
+    @server.tool()
+    async def usage(ctx: Context = None) -> Result:
+        """Per model credential: agents running and queued against the concurrency cap,
+        turns and cost so far, and the last rate-limit report. Check it before starting
+        many attempts. Needs scope read."""
+        return await call(ctx, "GET", "/api/usage")
+
+    @server.tool()
+    async def list_jobs(repo: str | None = None, ctx: Context = None) -> Result:
+        """Jobs (id, repo, issue, state, attempts), oldest first, optionally of one
+        repository (owner/name). Needs scope read."""
+        return {"jobs": await call(ctx, "GET", "/api/jobs", query={"repo": repo})}
+
+    @server.tool()
+    async def get_run(run_id: str, ctx: Context = None) -> Result:
+        """One run (an agent turn or a verification): commits and diff from GitHub,
+        the PR, verification, and the agent's own summary (a claim, unverified).
+        Needs scope read."""
+        return await call(ctx, "GET", f"/api/runs/{run_id}")
 
     return server
 
 
-async def _job_or_none(api: HangarAPI, job_id: str) -> dict | None:
+# -- streamable HTTP at /mcp, on hangar's own port ---------------------------------------
+
+MCP_SERVER = web.AppKey("mcp_server", MCPServer)
+MCP_ASGI = web.AppKey("mcp_asgi", object)
+MAX_MCP_BODY = 1 << 20
+
+
+def own_url(app: web.Application) -> str:
+    settings = app[SETTINGS]
+    host = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    return f"http://{host}:{settings.port}"
+
+
+def mount(app: web.Application) -> None:
+    """Serve the tools at /mcp. Each tool call goes to this hangar's API with the token
+    of the HTTP request that carried it: one place checks scopes, and a session never
+    outlives or widens its token (stateless: no session ids to steal)."""
+
+    def api_for(ctx: Context | None) -> HangarAPI:
+        headers = (ctx.headers if ctx is not None else None) or {}
+        authorization = headers.get("authorization") or headers.get("Authorization") or ""
+        return HangarAPI(own_url(app), authorization.partition(" ")[2].strip())
+
+    server = build_server(api_for)
+    app[MCP_SERVER] = server
+    app[MCP_ASGI] = server.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True,
+        # hangar checks the bearer token itself; a Host check would refuse a proxy's name.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    app.cleanup_ctx.append(_session_manager)
+    app.router.add_route("*", "/mcp", serve_mcp)
+
+
+async def _session_manager(app: web.Application) -> AsyncIterator[None]:
+    # The manager's task group must be entered and left in one task: it gets its own.
+    stop = asyncio.Event()
+    started = asyncio.Event()
+
+    async def run() -> None:
+        async with app[MCP_SERVER].session_manager.run():
+            started.set()
+            await stop.wait()
+
+    task = asyncio.get_running_loop().create_task(run(), name="mcp-sessions")
+    await started.wait()
+    yield
+    stop.set()
+    await task
+
+
+async def serve_mcp(request: web.Request) -> web.StreamResponse:
+    caller(request)  # 503 while the API is off, 401 without a live token
+    if (request.content_length or 0) > MAX_MCP_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_MCP_BODY,
+                                            actual_size=request.content_length)
+    return await serve_asgi(request.app[MCP_ASGI], request, await request.read())
+
+
+async def serve_asgi(asgi: Any, request: web.Request, body: bytes) -> web.StreamResponse:
+    """Answer an aiohttp request with an ASGI application (the SDK's transport)."""
+    finished = asyncio.Event()
+    response: web.StreamResponse | None = None
+    sent_body = False
+
+    async def receive() -> Result:
+        nonlocal sent_body
+        if not sent_body:
+            sent_body = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await finished.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        nonlocal response
+        if message["type"] == "http.response.start":
+            response = web.StreamResponse(status=message["status"])
+            for name, value in message.get("headers", []):
+                response.headers.add(name.decode("latin-1"), value.decode("latin-1"))
+            await response.prepare(request)
+        elif message["type"] == "http.response.body" and response is not None:
+            await response.write(message.get("body", b""))
+            if not message.get("more_body", False):
+                await response.write_eof()
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+        "method": request.method, "scheme": request.scheme, "path": request.path,
+        "raw_path": request.raw_path.split("?")[0].encode(), "root_path": "",
+        "query_string": request.query_string.encode(),
+        "headers": [(k.lower(), v) for k, v in request.raw_headers],
+        "client": (request.remote or "", 0), "server": None, "state": {},
+    }
     try:
-        return await api.call("GET", f"/api/jobs/{job_id}")
-    except RuntimeError as exc:
-        if "404" in str(exc):
-            return None
-        raise
+        await asgi(scope, receive, send)
+    finally:
+        finished.set()
+    if response is None:
+        raise web.HTTPInternalServerError(text="the MCP transport gave no answer")
+    return response
+
+
+# -- stdio ---------------------------------------------------------------------------------
 
 
 def main() -> int:
     url = os.environ.get("HANGAR_API_URL", "http://127.0.0.1:8787")
     token = os.environ.get("HANGAR_API_TOKEN")
     if not token:
-        print("hangar mcp: set HANGAR_API_TOKEN to the token hangar serve was given")
+        print("hangar mcp: set HANGAR_API_TOKEN to a hangar token (`hangar token create NAME "
+              "--scope read,operate,land`) and HANGAR_API_URL to hangar's address",
+              file=sys.stderr)
         return 2
-    build_server(HangarAPI(url, token)).run("stdio")
+    api = HangarAPI(url, token)
+    build_server(lambda _ctx: api).run("stdio")
     return 0

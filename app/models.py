@@ -9,9 +9,20 @@ from __future__ import annotations
 import secrets
 import time
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def changed(row: M, **fields: Any) -> M:
+    """`row` with `fields` changed, validated as a whole: a misspelt field or a value of
+    the wrong type raises here, instead of being dropped or stored as it came."""
+    unknown = sorted(set(fields) - set(type(row).model_fields))
+    if unknown:
+        raise TypeError(f"{type(row).__name__} has no field {', '.join(unknown)}")
+    return type(row).model_validate({**dict(row), **fields})
 
 
 def new_id(prefix: str) -> str:
@@ -49,6 +60,7 @@ class Intent(BaseModel):
     state: str = "new"  # new → done
     outcome: str | None = None
     retry_at: float = 0.0  # a deferred intent (waiting for a running turn) is taken again then
+    waiting: bool = False  # deferred: reacted to and answered once; woken when the turn ends
     created_at: float = Field(default_factory=now)
 
 
@@ -76,6 +88,12 @@ class Job(BaseModel):
     status_comments: dict[int, int] = {}
     # What each status comment last said: an unchanged body costs no API call.
     rendered: dict[int, str] = {}
+    # When each status comment was last written, and when the next folded edit is due
+    # (0: none waits). A job keeps its row active until that edit is made.
+    edited_at: dict[int, float] = {}
+    # Threads whose status comment is being posted: after a crash it may exist already.
+    status_posting: list[int] = []
+    status_due_at: float = 0.0
     winner: int | None = None  # the attempt kept by `/hangar pick`
     ranking: list[dict[str, Any]] = []  # attempts best first, once all have finished
     created_at: float = Field(default_factory=now)
@@ -95,6 +113,7 @@ class RunStage(StrEnum):
     PUBLISHING = "publishing"
     COLLECTING = "collecting"
     VERIFYING = "verifying"
+    HELD = "held"  # GitHub did not take the push; the commits wait in a bundle for a retry
     DONE = "done"
     ERROR = "error"
 
@@ -109,6 +128,20 @@ class Verification(BaseModel):
     flaky: bool = False
     output_tail: str = ""
     error: str | None = None
+    fix: str | None = None  # when it could not run: what a person does about it
+    egress_blocked: list[dict] = Field(default_factory=list)  # refused during install/verify
+    at: float = Field(default_factory=now)
+
+
+class HeldWork(BaseModel):
+    """Commits GitHub did not take, kept outside the sandbox until a push succeeds."""
+
+    head_sha: str
+    bundle: str | None = None  # file name under <data dir>/bundles; None: the sandbox is kept
+    size: int = 0
+    refused: bool = False  # GitHub said no (a rule, a secret, a large file), not "try later"
+    github_says: str = ""  # GitHub's own words (or git's, when GitHub was not reached)
+    attempts: int = 0  # pushes tried so far, over every retry
     at: float = Field(default_factory=now)
 
 
@@ -127,6 +160,7 @@ class Run(BaseModel):
     state: RunState = RunState.QUEUED
     stage: RunStage = RunStage.PENDING
     env: dict[str, Any] = {}  # the effective environment spec, snapshot at start
+    env_build: dict[str, Any] = {}  # the environment build it started from, or why none
     sandbox: dict[str, Any] | None = None
     process_id: str | None = None
     watch: dict[str, Any] = {}
@@ -142,8 +176,17 @@ class Run(BaseModel):
     sensitive: list[str] = []
     pr_number: int | None = None
     verification: Verification | None = None
+    held: HeldWork | None = None
     label: str | None = None  # what started a later turn, for the status comment
+    requested_by: str | None = None  # who asked for this turn ("hangar": auto-fix itself)
     check_ids: dict[str, int] = {}  # "<check name>@<head sha>" → check run id on GitHub
+    # The head GitHub said the branch took when hangar pushed it (collect starts there).
+    published_head: str | None = None
+    # The PR as GitHub answered hangar's last edit of it in this run (ghops.pr_facts).
+    pr_seen: dict[str, Any] | None = None
+    # What this run is creating on GitHub ("pr", a check's "<name>@<head sha>"): after a
+    # crash or a lost answer it may exist, so it is looked for before creating it again.
+    posting: list[str] = []
     outcome: str | None = None  # pr | no_changes | failed | cancelled
     error: str | None = None
     warnings: list[str] = []
@@ -153,3 +196,34 @@ class Run(BaseModel):
     @property
     def finished(self) -> bool:
         return self.stage in (RunStage.DONE, RunStage.ERROR)
+
+
+# -- auto-fix: a PR hangar keeps green; landing reads who pushed to it ------------------
+
+
+class AutofixRow(BaseModel):
+    id: str
+    job_id: str
+    repo: str
+    pr_number: int
+    enabled: bool = True
+    turns: int = 0
+    last_signature: str | None = None
+    # "<head>:<signature>" pairs already decided against: said once, not again
+    seen_heads: list[str] = []
+    seen_reviews: list[int] = []
+    # a change request that came while a turn ran: {review_id, author, body}, started next
+    pending_review: dict[str, Any] | None = None
+    pushed_heads: list[str] = []  # heads GitHub said were pushed (synchronize), by anyone
+    unknown_heads: dict[str, float] = {}  # heads seen before word of their push: since when
+    last_human_push_at: float | None = None
+    pushers: list[str] = []  # people who pushed to the branch: they may not approve it
+    stopped: str | None = None  # why hangar stopped trying, shown in the status comment
+    # A turn whose answer from GitHub (Run.pr_seen) a push made stale: looks read the PR.
+    turn_seen: str | None = None
+    due_at: float = 0.0
+    created_at: float = Field(default_factory=now)
+
+
+def autofix_row_id(repo: str, pr_number: int) -> str:
+    return f"autofix-{repo.replace('/', '-')}-{pr_number}"

@@ -1,12 +1,18 @@
 """The parts of GitHub's webhook payloads that hangar reads, validated at the edge.
 
-Unknown fields are ignored; a payload missing a field hangar needs fails validation
-in the handler, which marks the delivery failed with the reason.
+Unknown fields are ignored. `check_delivery` runs before a delivery is answered: a
+payload whose parts hangar reads have the wrong type or shape gets a 400 with the reason
+and is stored as failed, alone, never in the way of the deliveries stored with it.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# GitHub's ids fit in 64 bits, and so must everything hangar hands to SQLite.
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 
 class _Part(BaseModel):
@@ -15,7 +21,7 @@ class _Part(BaseModel):
 
 class Account(_Part):
     login: str
-    id: int | None = None
+    id: Int64 | None = None
     type: str = "User"
 
     @property
@@ -24,7 +30,7 @@ class Account(_Part):
 
 
 class Installation(_Part):
-    id: int
+    id: Int64
 
 
 class Repository(_Part):
@@ -37,7 +43,7 @@ class Repository(_Part):
 
 
 class Issue(_Part):
-    number: int
+    number: Int64
     title: str = ""
     body: str | None = None
     user: Account
@@ -46,7 +52,7 @@ class Issue(_Part):
 
 
 class Comment(_Part):
-    id: int
+    id: Int64
     body: str | None = None
     user: Account
     author_association: str | None = None
@@ -67,7 +73,7 @@ class Ref(_Part):
 
 
 class PullRequest(_Part):
-    number: int
+    number: Int64
     title: str = ""
     body: str | None = None
     state: str = "open"
@@ -79,7 +85,7 @@ class PullRequest(_Part):
 
 class PullRequestEvent(_Part):
     action: str
-    number: int
+    number: Int64
     pull_request: PullRequest
     repository: Repository
     installation: Installation | None = None
@@ -87,7 +93,7 @@ class PullRequestEvent(_Part):
 
 
 class Review(_Part):
-    id: int
+    id: Int64
     user: Account
     state: str
     commit_id: str | None = None
@@ -103,8 +109,23 @@ class PullRequestReviewEvent(_Part):
     sender: Account
 
 
-class CheckRunPart(_Part):
+class ReviewComment(_Part):
     id: int
+    body: str | None = None
+    user: Account
+
+
+class ReviewCommentEvent(_Part):
+    action: str
+    comment: ReviewComment
+    pull_request: PullRequest
+    repository: Repository
+    installation: Installation | None = None
+    sender: Account
+
+
+class CheckRunPart(_Part):
+    id: Int64
     name: str
     head_sha: str
     status: str
@@ -135,3 +156,67 @@ class StatusEvent(_Part):
     state: str
     repository: Repository
     installation: Installation | None = None
+
+
+class _Owner(_Part):
+    login: str
+
+
+class AccessEvent(_Part):
+    """member, membership, organization, team, team_add: someone's access changed."""
+
+    action: str | None = None  # team_add has none
+    repository: Repository | None = None
+    organization: _Owner | None = None
+
+    @property
+    def owner(self) -> str | None:
+        """The account whose repositories it touches."""
+        if self.repository is not None:
+            return self.repository.full_name.split("/")[0]
+        return self.organization.login if self.organization else None
+
+
+class _RepositoryName(_Part):
+    full_name: str | None = None
+
+
+class Envelope(_Part):
+    """What every delivery is filed under, whatever its event."""
+
+    action: str | None = None
+    repository: _RepositoryName | None = None
+    installation: Installation | None = None
+
+
+# The payload each handled (event, action) must parse as; None matches every action.
+HANDLED: dict[tuple[str, str | None], type[_Part]] = {
+    ("issue_comment", "created"): IssueCommentEvent,
+    ("pull_request", "synchronize"): PullRequestEvent,
+    ("pull_request", "closed"): PullRequestEvent,
+    ("pull_request_review", "submitted"): PullRequestReviewEvent,
+    ("pull_request_review", "dismissed"): PullRequestReviewEvent,
+    ("pull_request_review_comment", "created"): ReviewCommentEvent,
+    ("check_run", "completed"): CheckRunEvent,
+    ("check_run", "requested_action"): CheckRunEvent,
+    ("check_run", "rerequested"): CheckRunEvent,
+    ("check_suite", "completed"): CheckSuiteEvent,
+    ("status", None): StatusEvent,
+    **{(event, None): AccessEvent
+       for event in ("member", "membership", "organization", "team", "team_add")},
+}
+
+
+def check_delivery(event: str, payload: dict[str, Any]) -> Envelope:
+    """The delivery's envelope; ValueError with the reason when hangar cannot read it."""
+    try:
+        envelope = Envelope.model_validate(payload)
+        model = HANDLED.get((event, envelope.action)) or HANDLED.get((event, None))
+        if model is not None:
+            model.model_validate(payload)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:3])
+        raise ValueError(
+            f"this {event} payload does not have the shape GitHub sends ({problems})") from None
+    return envelope

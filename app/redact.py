@@ -8,8 +8,11 @@ from collections.abc import Iterable
 REDACTED = "[redacted]"
 
 # Token shapes GitHub, hangar and model vendors use; matched wherever they appear.
+# GitHub's prefixes: ghp_ (classic PAT), github_pat_ (fine-grained PAT), gho_ (OAuth),
+# ghu_ (user-to-server), ghs_ (installation), ghr_ (refresh). Lengths vary up to 255, and
+# stateless installation tokens are ghs_<app id>_<JWT>: dots, dashes and underscores.
 _PATTERNS = re.compile(
-    r"(gh[pousr]_[A-Za-z0-9]{20,}"
+    r"(gh[pousr]_[A-Za-z0-9_][A-Za-z0-9._\-]{18,}[A-Za-z0-9_]"
     r"|github_pat_[A-Za-z0-9_]{20,}"
     r"|hgs_[A-Za-z0-9_\-]{16,}"
     r"|sk-ant-[A-Za-z0-9_\-]{16,}"

@@ -1,14 +1,17 @@
 """What people see: status comments, PR bodies, check-run outputs and replies.
 
-Everything here is built from hangar's own fields. The agent's words appear only inside
-the block labelled "Agent says (unverified)", fenced so that nothing in them renders,
-mentions anyone or closes the block.
+Everything here is built from hangar's own fields. Whatever comes from the agent or the
+repository (its words, git's error text, commit subjects, file names, another App's
+names) is data, never markup: it goes into a code span (`code_span`) or a fenced block
+(`fenced`) that nothing can break out of, with bidi and zero-width characters written out
+(`<U+202E>`) and issue references defused so that no closing keyword closes anything.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from app.models import Job, Run, RunStage, RunState, Verification
@@ -17,6 +20,48 @@ STATUS_MARKER = "<!-- hangar:status {job} -->"
 PR_MARKER = "<!-- hangar:pr {job} {branch} -->"
 REPLY_MARKER = "<!-- hangar:reply {key} -->"
 MAX_AGENT_TEXT = 4000
+
+
+# GitHub's limits: it answers 422 past them, and the comment, PR or check run is lost.
+BODY_LIMIT_CHARS = 65_536  # an issue, comment or pull request body
+OUTPUT_LIMIT_BYTES = 65_535  # a check run's output.summary or output.text
+_FENCE = re.compile(r"^(`{3,})", re.MULTILINE)
+
+
+def fit_body(text: str, see: str = "the pull request and its check runs") -> str:
+    """A comment or PR body within GitHub's limit: its start, closed, then a cut line."""
+    return _fit(text, len, BODY_LIMIT_CHARS, "65,536 characters", see)
+
+
+def fit_output(text: str, see: str = "the pull request and hangar's status comment") -> str:
+    """A check run's summary or text within GitHub's limit (bytes of UTF-8)."""
+    return _fit(text, lambda t: len(t.encode()), OUTPUT_LIMIT_BYTES, "65,535 bytes", see)
+
+
+def _fit(text: str, size: Any, limit: int, what: str, see: str) -> str:
+    if size(text) <= limit:
+        return text
+    note = f"… (cut: GitHub takes at most {what} here; see {see})"
+    room = limit - size(note) - 2 * 64 - 4  # the note, a fence and a tag to close, newlines
+    kept = text[:room] if size is len else text.encode()[:room].decode(errors="ignore")
+    return f"{kept}{_closers(kept)}\n\n{note}"
+
+
+def _closers(kept: str) -> str:
+    """What closes a code block or <details> left open where text was cut."""
+    closing = ""
+    open_fence: str | None = None
+    for match in _FENCE.finditer(kept):
+        fence = match.group(1)
+        if open_fence is None:
+            open_fence = fence
+        elif fence == open_fence:
+            open_fence = None
+    if open_fence:
+        closing += f"\n{open_fence}"
+    if kept.count("<details>") > kept.count("</details>"):
+        closing += "\n</details>"
+    return closing
 
 
 def status_marker(job_id: str) -> str:
@@ -29,9 +74,50 @@ def reply_marker(key: str) -> str:
 
 def fenced(text: str, lang: str = "") -> str:
     """A code block no content can break out of."""
+    text = inert(text)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}"
+
+
+# Bidirectional controls and invisible characters: shown as `<U+202E>`, never passed on.
+_INVISIBLE = re.compile(
+    "[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\u206a-\u206f\ufeff"
+    "\u00ad\u180e\ufff9-\ufffb]")
+
+
+def visible(text: str) -> str:
+    """Bidi and zero-width characters written out, so nobody reads text reordered or
+    hidden."""
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
+# GitHub turns `#3`, `GH-3` and `owner/repo#3` into references, and a closing keyword
+# before one closes the issue on merge, even inside code: the number sign is swapped for
+# a look-alike that refers to nothing.
+_REFERENCE = re.compile(r"(?i)(#|gh-)(?=\d)")  # "3GH-5" too: closing keywords match it
+
+
+def inert(text: str) -> str:
+    """Data made safe to show inside code: visible, and referring to no issue."""
+    return _REFERENCE.sub(lambda m: "\uff03" if m.group(1) == "#" else m.group(1)[:2] + "\u2011",
+                          visible(text))
+
+
+def code_span(text: str, *, in_table: bool = False) -> str:
+    """Text from outside hangar as one inline code span: one line, no markup, visible."""
+    text = inert(" ".join(text.splitlines()) or " ")
+    if in_table:  # a table cell ends at any unescaped pipe, even inside code
+        text = text.replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or text.strip() == "" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def impostors_note(impostors: list[str]) -> str:
+    return ("⚠️ **Not counted:** only hangar's own App reports under hangar's check names; "
+            "set aside: " + "; ".join(impostors))
 
 
 def quote_prompt(prompt: str, limit: int = 300) -> str:
@@ -60,11 +146,13 @@ def verification_line(v: Verification | None) -> str:
         return "⏳ verification has not run yet"
     where = f"on `{short(v.head_sha)}` in a clean sandbox"
     if v.passed is None:
-        return f"⚠️ verification could not run {where}: {v.error or 'unknown error'}"
+        return (f"⚠️ verification did not run {where}, so it is not a pass: "
+                f"{code_span(v.error or 'unknown error')}")
     if v.passed:
         flaky = " (flaky: passed on retry)" if v.flaky else ""
-        return f"✅ `{v.command}` passed {where}{flaky}"
-    return f"❌ `{v.command}` failed {where} (exit {v.exit_code}, {v.attempts} attempt(s))"
+        return f"✅ {code_span(v.command)} passed {where}{flaky}"
+    return (f"❌ {code_span(v.command)} failed {where} (exit {v.exit_code}, "
+            f"{v.attempts} attempt(s))")
 
 
 def diff_stat(compare: dict | None) -> str:
@@ -94,13 +182,88 @@ def run_line(run: Run, queue_position: int | None = None) -> str:
     }
     if run.stage in stage_lines:
         return stage_lines[run.stage]
+    if run.stage == RunStage.HELD and run.held:
+        return held_line(run)
     if run.stage == RunStage.ERROR:
-        return f"❌ failed: {run.error or 'unknown error'}"
+        return f"❌ failed: {code_span(run.error or 'unknown error')}"
+    failure = model_failure(run)
+    if failure and run.stage == RunStage.DONE:
+        return f"❌ the agent could not work: {failure}"
     if run.outcome == "no_changes":
         return "➖ the agent made no commits, so there is no pull request"
     if run.outcome == "cancelled":
         return "🚫 cancelled"
     return f"✅ done: {diff_stat(run.compare)}; {verification_line(run.verification)}"
+
+
+def clock(at: float) -> str:
+    return time.strftime("%H:%M UTC", time.gmtime(at))
+
+
+def model_failure(run: Run) -> str | None:
+    """The agent's model failure in a sentence with what to do, or None."""
+    agent = run.agent or {}
+    kind = agent.get("failure")
+    if not kind:
+        return None
+    status = agent.get("http_status")
+    said = code_span(str(agent.get("error_message") or "no reason given")[:300])
+    reset_at = (agent.get("model") or {}).get("reset_at")
+    if kind == "rate_limit":
+        when = (f"usage resets at {clock(reset_at)}" if reset_at
+                else "the endpoint did not say when usage resets")
+        return (f"the model endpoint answered {status or 429} (rate limit); {when}. "
+                "Comment `/hangar <instruction>` after that to try again.")
+    if kind == "auth":
+        return (f"the model endpoint refused hangar's credential ({status or 'refused'}): "
+                f"{said}. An operator checks the key hangar holds for this environment.")
+    if kind == "unreachable":
+        return (f"the model endpoint could not be reached: {said}. An operator checks the "
+                "endpoint's base URL in hangar's settings (model_endpoints).")
+    if kind == "resume_failed":
+        return (f"the agent could not resume its session from the earlier turn: {said}. "
+                "Nothing was changed in this turn; comment `/hangar <instruction>` again.")
+    return f"the model endpoint failed ({status or 'no status'}): {said}"
+
+
+def blocked_line(blocked: list[dict], limit: int = 5, *, so_far: bool = False) -> str | None:
+    """The run's refused connections in one sentence, most refused first:
+    "blocked: `example.org:443`, 3 times; …". None when nothing was refused.
+
+    `so_far`, while the agent still runs: the hosts in the order they were first refused,
+    without counts, so that the comment changes (and is edited) only when a new host is
+    refused, not at every try; the counts come when the agent stops."""
+    if not blocked:
+        return None
+    if so_far:
+        blocked = sorted(blocked, key=lambda entry: entry["first_at"])
+    parts = []
+    for entry in blocked[:limit]:
+        # The sandbox chose the name: shown as data.
+        where = code_span(f"{entry['host']}:{entry['port']}" if entry["port"]
+                          else str(entry["host"]))
+        count = entry["count"]
+        parts.append(where if so_far else f"{where}, {count} time{'s' if count != 1 else ''}")
+    more = len(blocked) - limit
+    rest = f"; and {more} more host(s)" if more > 0 else ""
+    return (f"🚫 blocked{' so far' if so_far else ''}: {'; '.join(parts)}{rest} (outside this "
+            "environment's egress allowlist; an operator adds hosts under `egress.allow` in "
+            "envs/, see docs/egress.md)")
+
+
+def running_blocked_note(blocked: list[dict], attempt: int | None) -> str | None:
+    """A running agent's refusals so far, for the status comment; `attempt` names it when
+    the job has several."""
+    line = blocked_line(blocked, so_far=True)
+    if line is None or attempt is None:
+        return line
+    return f"Attempt {attempt}: {line}"
+
+
+def model_pause_line(utilization: float, pause_at_pct: float, reset_at: float) -> str:
+    return (f"⏸️ **Waiting for the model:** its reported usage is at {utilization * 100:.0f}% "
+            f"(hangar pauses new agents at {pause_at_pct:g}%); they start by themselves when "
+            f"usage resets at {clock(reset_at)}.")
 
 
 def agent_state_text(run: Run) -> str:
@@ -137,13 +300,14 @@ def status_comment(
         lines += ["| attempt | branch | PR | now |", "|---|---|---|---|"]
         for run in latest:
             pr = f"#{run.pr_number}" if run.pr_number else "—"
-            lines.append(f"| {run.attempt} | `{run.branch}` | {pr} "
-                         f"| {run_line(run, queue.get(run.id))} |")
+            now = run_line(run, queue.get(run.id)).replace("|", "\\|")  # one cell, even in code
+            lines.append(f"| {run.attempt} | `{run.branch}` | {pr} | {now} |")
     turns = [r for r in runs if r.turn > 1 and r.kind != "verify"]
     if turns:
         lines += ["", "**Turns on the pull request:**"]
         for run in turns:
-            lines.append(f"- {_inline(run.label or 'turn ' + str(run.turn))}: {run_line(run)}")
+            # a label may quote others' words (a check's name): shown as data
+            lines.append(f"- {code_span(run.label or 'turn ' + str(run.turn))}: {run_line(run)}")
     if job.ranking:
         lines += ["", "**Ranking** (verification, then CI, then the smaller diff):", "",
                   "| place | attempt | PR | why |", "|---|---|---|---|"]
@@ -155,7 +319,7 @@ def status_comment(
     for note in notes:
         lines += ["", note]
     lines += ["", f"**Next:** {next_step(job, latest, landed)}"]
-    return "\n".join(lines)
+    return fit_body("\n".join(lines))
 
 
 def latest_turns(runs: list[Run]) -> list[Run]:
@@ -178,30 +342,104 @@ def _facts(run: Run) -> list[str]:
         lines.append(f"- Head: `{short(run.head_sha)}` · {diff_stat(run.compare)}")
     if run.state not in (RunState.QUEUED, RunState.RUNNING):
         lines.append(f"- Agent: {agent_state_text(run)}{_agent_numbers(run)}")
+    if run.env_build:
+        lines.append(f"- Environment: {environment_line(run.env_build)}")
+    failure = model_failure(run)
+    if failure:
+        lines.append(f"- ❌ {failure}")
+    blocked = blocked_line((run.agent or {}).get("egress_blocked") or [])
+    if blocked:
+        lines.append(f"- {blocked}")
     if run.verification:
         lines.append(f"- Verification: {verification_line(run.verification)}")
+        blocked = blocked_line(run.verification.egress_blocked)
+        if blocked:
+            lines.append(f"- During verification: {blocked}")
+    if run.stage == RunStage.HELD and run.held:
+        lines += held_facts(run)
     if run.dirty:
         lines.append("- ⚠️ the agent left uncommitted changes; hangar did not commit them")
     if run.sensitive:
-        paths = ", ".join(f"`{p}`" for p in run.sensitive[:10])
+        paths = ", ".join(code_span(p) for p in run.sensitive[:10])
         lines.append(f"- ⚠️ sensitive paths changed: {paths}")
-    for warning in run.warnings[-3:]:
-        lines.append(f"- ⚠️ {warning}")
+    for warning in run.warnings[-3:]:  # they carry git's and the sandbox's words
+        lines.append(f"- ⚠️ {code_span(warning)}")
     return lines
+
+
+def environment_line(facts: dict) -> str:
+    """What the run's sandbox started from: a build of the repository's environment, or the
+    environment's own image and why."""
+    if facts.get("fallback"):
+        return ("the environment's own image, dependencies not installed "
+                f"({code_span(str(facts.get('reason')))})")
+    built = (datetime.fromtimestamp(facts["built_at"], UTC).strftime("%Y-%m-%d %H:%M UTC")
+             if facts.get("built_at") else "?")
+    line = (f"build v{facts.get('version')} (`{facts.get('id')}`) of `{short(facts.get('commit'))}`"
+            f", built {built}, config `{facts.get('config_digest')}`")
+    if facts.get("stale"):
+        line += "; behind the default branch, a newer build is on its way"
+    differ = facts.get("lockfiles_differ") or []
+    if differ:
+        line += "; the branch's lockfiles differ: " + ", ".join(code_span(p) for p in differ[:5])
+    return line
+
+
+def held_line(run: Run) -> str:
+    """Where a run stands whose push GitHub did not take."""
+    held = run.held
+    assert held is not None
+    where = ("in a bundle in hangar's data directory" if held.bundle
+             else "in its sandbox, which hangar keeps")
+    verb = "refused" if held.refused else "could not take"
+    return (f"📦 GitHub {verb} the push of `{run.branch}`; the agent's commits up to "
+            f"`{short(held.head_sha)}` are kept safe {where}")
+
+
+def held_facts(run: Run) -> list[str]:
+    held = run.held
+    assert held is not None
+    said = "GitHub refused the push and said:" if held.refused else (
+        f"GitHub did not take the push after {held.attempts} attempt(s); git said:")
+    return [f"- {said}", "", fenced(held.github_says or "(nothing)", "text"), ""]
+
+
+def held_next_step(run: Run) -> str:
+    held = run.held
+    assert held is not None
+    if held.refused:
+        return ("fix the cause GitHub names above (a secret: allow it with GitHub's link if "
+                "it is safe to publish; a large file or a rule: change the repository's "
+                "settings), then comment `/hangar retry` and hangar pushes the kept commits "
+                "again.")
+    return ("nothing: hangar pushes the kept commits again every "
+            f"{HELD_RETRY_MINUTES} minutes; `/hangar retry` pushes them now.")
+
+
+HELD_RETRY_MINUTES = 10
+
+
+def held_check_output(run: Run) -> dict:
+    summary = "\n".join([held_line(run), "", *held_facts(run), f"**Next:** {held_next_step(run)}"])
+    return {"title": "GitHub did not take the agent's commits; hangar kept them",
+            "summary": fit_output(summary)}
 
 
 def _agent_numbers(run: Run) -> str:
     parts = []
     if run.started_at and run.finished_at:
         parts.append(f"{run.finished_at - run.started_at:.0f}s")
-    if run.agent.get("turns") is not None:
+    if isinstance(run.agent.get("turns"), int):
         parts.append(f"{run.agent['turns']} turns")
-    if run.agent.get("cost_usd") is not None:
+    if isinstance(run.agent.get("cost_usd"), int | float):
         parts.append(f"${run.agent['cost_usd']:.2f}")
     return f" ({', '.join(parts)})" if parts else ""
 
 
 def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
+    held = [r for r in latest if r.stage == RunStage.HELD and r.held]
+    if held:
+        return held_next_step(held[0])
     if any(not r.finished for r in latest):
         return "nothing yet; this comment updates as the work moves. `/hangar cancel` stops it."
     prs = [r for r in latest if r.pr_number]
@@ -211,6 +449,9 @@ def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
     if len(latest) > 1 and job.winner is None and prs:
         return ("`/hangar pick N` keeps attempt N and closes the other pull requests; "
                 "the ranking above is only advice.")
+    failed = [r for r in latest if model_failure(r)]
+    if failed:
+        return model_failure(failed[0])
     if not prs:
         return ("rephrase the request with more detail and comment `/hangar <instruction>` "
                 "again, or see `/hangar help`.")
@@ -247,9 +488,21 @@ def land_line(request: Any) -> str:
     return text
 
 
+def fork_pr_reply(pr: dict, default_branch: str) -> str:
+    fork = ((pr.get("head") or {}).get("repo") or {}).get("full_name") or "a deleted fork"
+    return (f"This pull request's branch lives in the fork {code_span(fork)}. hangar never "
+            "pushes to a fork and never runs an agent on a fork's code, so it does not work "
+            "on this pull request (nor verify or land it). What hangar can do instead: a "
+            "maintainer comments `/hangar <instruction>` on an issue, and hangar builds its "
+            f"own branch from `{default_branch}` in this repository and opens its own pull "
+            "request, verified and landed like any other.")
+
+
 def pr_title(job: Job) -> str:
     title = job.title.strip() or job.prompt.splitlines()[0][:60]
-    return f"hangar: {title}"[:120]
+    # The issue's title may be anyone's: it lands in the squash commit, so it must not
+    # close an issue or hide characters.
+    return f"hangar: {inert(' '.join(title.split()))}"[:120]
 
 
 def pr_body(job: Job, run: Run) -> str:
@@ -268,46 +521,47 @@ def pr_body(job: Job, run: Run) -> str:
     ]
     compare = run.compare or {}
     for commit in compare.get("commits", [])[:30]:
-        subject = commit.get("message", "").splitlines()[0][:100] if commit.get("message") else ""
-        lines.append(f"- `{short(commit.get('sha'))}` {_inline(subject)}")
+        message = (commit.get("commit") or {}).get("message") or commit.get("message") or ""
+        subject = (message.splitlines() or [""])[0][:100]
+        lines.append(f"- `{short(commit.get('sha'))}` {code_span(subject)}")
     files = compare.get("files", [])
     if files:
         lines += ["", "| file | + | − |", "|---|---|---|"]
         for f in files[:50]:
-            lines.append(f"| `{_inline(f['filename'])}` | {f.get('additions', 0)} "
-                         f"| {f.get('deletions', 0)} |")
+            lines.append(f"| {code_span(f['filename'], in_table=True)} "
+                         f"| {int(f.get('additions', 0))} | {int(f.get('deletions', 0))} |")
     lines += ["", "### Verification", "", verification_line(run.verification), ""]
     if run.sensitive:
         lines += ["⚠️ **Sensitive paths changed:** "
-                  + ", ".join(f"`{_inline(p)}`" for p in run.sensitive[:20]), ""]
+                  + ", ".join(code_span(p) for p in run.sensitive[:20]), ""]
     lines += [agent_says(run.agent.get("summary")), "",
               "_Approve this pull request to land it; `/hangar <instruction>` asks for "
               "another turn; `/hangar help` lists every command._"]
-    return "\n".join(lines)
-
-
-def _inline(text: str) -> str:
-    """Text placed in Markdown outside a code block: no HTML, no mentions, no pipes."""
-    return (text.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("@", "@\u200b").replace("`", "'"))
+    return fit_body("\n".join(lines), "the Files changed tab and the `hangar / agent` check run")
 
 
 def verify_check_output(v: Verification) -> dict:
     if v.passed is None:
-        title = "Verification could not run"
+        title = "Verification did not run: it is not a pass"
     elif v.passed:
         title = "Verification passed" + (" (flaky)" if v.flaky else "")
     else:
         title = f"Verification failed (exit {v.exit_code})"
     summary = (
         f"{verification_line(v)}\n\n"
-        f"- command: `{v.command}`\n- commit: `{v.head_sha}`\n"
+        f"- command: {code_span(v.command)}\n- commit: {code_span(v.head_sha)}\n"
         f"- attempts: {v.attempts}\n- duration: {v.duration_s:.1f}s"
     )
     if v.error:
-        summary += f"\n- error: {v.error}"
+        summary += f"\n- error: {code_span(v.error)}"
+    blocked = blocked_line(v.egress_blocked)
+    if blocked:
+        summary += f"\n- {blocked}"
+    if v.fix:
+        summary += f"\n\n**To fix:** {v.fix}"
     text = "Output (last lines, secrets redacted):\n\n" + fenced(v.output_tail or "(no output)")
-    return {"title": title, "summary": summary[:65000], "text": text[:65000]}
+    see = f"the output of {code_span(v.command)} run on `{short(v.head_sha)}`"
+    return {"title": title, "summary": fit_output(summary, see), "text": fit_output(text, see)}
 
 
 def agent_check_output(run: Run) -> dict:
@@ -317,10 +571,27 @@ def agent_check_output(run: Run) -> dict:
         facts.append(f"- duration: {run.finished_at - run.started_at:.1f}s")
     for key, label in (("turns", "turns"), ("cost_usd", "cost (USD)"),
                        ("session_id", "session")):
-        if run.agent.get(key) is not None:
-            facts.append(f"- {label}: {run.agent[key]}")
+        if run.agent.get(key) is not None:  # the agent's own report: data
+            facts.append(f"- {label}: {code_span(str(run.agent[key]))}")
+    if run.env_build:
+        facts.append(f"- environment: {environment_line(run.env_build)}")
     if run.dirty:
         facts.append("- uncommitted changes were left in the sandbox (not published)")
+    model = run.agent.get("model") or {}
+    if model:
+        cost = f", ${model['cost_usd']:.4f}" if model.get("cost_usd") is not None else ""
+        facts.append(f"- model traffic through hangar: {model.get('requests', 0)} request(s), "
+                     f"{model.get('input_tokens', 0)} tokens in, "
+                     f"{model.get('output_tokens', 0)} out{cost}")
+    blocked = blocked_line(run.agent.get("egress_blocked") or [])
+    if blocked:
+        facts.append(f"- {blocked}")
+    failure = model_failure(run)
+    if failure:
+        title = "The agent could not work"
+        facts.insert(0, f"**{failure}**\n")
     summary = "\n".join(facts)
     text = agent_says(run.agent.get("summary")) or "The agent left no summary."
-    return {"title": title[:200], "summary": summary, "text": text[:65000]}
+    see = "the pull request's Files changed tab and hangar's status comment"
+    return {"title": title[:200], "summary": fit_output(summary, see),
+            "text": fit_output(text, see)}

@@ -8,27 +8,32 @@ hangar's clean verify sandbox; the agent's words are kept as a claim.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from app import render
-from app.ghops import RepoOps
+from gidgethub import BadRequest
+
+from app import ghops, render
+from app.egress import egress_env, egress_facts, end_egress, refusals, verify_key
+from app.environments import environment_for
+from app.ghops import RepoOps, read_ci
 from app.models import Job, JobState, Run, RunStage, RunState, Verification
 from app.redact import redact, tail
 from app.repoconfig import parse_repo_config
+from app.run_parts import AGENT_CHECK, HOME, REPO, must, prepare_sandbox, upsert_check
+from app.sensitive import sensitive_files
+from sandbox.provider import SandboxError
 
 if TYPE_CHECKING:
     from app.engine import Engine
 
 log = logging.getLogger(__name__)
 
-REPO = "/workspace/repo"
-HOME = "/workspace/home"
 AGENT_LOG = "/workspace/.hangar/agent.log"
-HARDENED_GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
-CLONE_TIMEOUT_S = 600
-AGENT_CHECK = "hangar / agent"
+# observe, stop and reading the log: past this a sandbox's call fails its run, not hangar.
+PROVIDER_CALL_TIMEOUT_S = 60
 VERIFY_CHECK = "hangar / verify"
 AGENT_PREAMBLE = (
     "You are working in a git checkout of {repo} on branch {branch}. Make the change "
@@ -53,6 +58,10 @@ async def advance_run(engine: Engine, run_id: str) -> None:
         await collect(engine, run)
     elif run.stage == RunStage.VERIFYING:
         await verify(engine, run)
+    elif run.stage == RunStage.HELD:
+        from app import publishing
+
+        publishing.retry_held(engine, run)
     await refresh_status(engine, run.job_id)
 
 
@@ -116,8 +125,15 @@ async def start_agent(engine: Engine, run: Run) -> None:
     ops = await engine.repo_ops(job.thread)
     if not run.env:
         # The environment says which model credential, and so which queue, a run is in.
-        spec, problems = await environment_for(engine, ops, job.base_branch)
+        # Its config is read at the base's commit, so later steps find it read already.
+        spec, problems = await environment_for(engine, ops, job.base_branch,
+                                               await ops.branch_sha(job.base_branch))
         engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
+        return
+    reset_at = model_paused_until(engine, run)
+    if reset_at is not None:
+        # The credential is near its limit: wait for the reset instead of failing there.
+        engine.patch_run(run.id, retry_at=reset_at)
         return
     if not slot_free(engine, run):
         engine.patch_run(run.id, retry_at=time.time() + 1.0)
@@ -138,25 +154,105 @@ async def start_agent(engine: Engine, run: Run) -> None:
 
     harness = harness_for(spec)
     review = await review_context(ops, run) if run.kind == "followup" else ""
+    if run.turn > 1:
+        await restore_session(engine, run, sb, harness)
+    # The agent gets a gateway URL and a token for this sandbox, never the model key.
+    route = model_route(engine, run, sb, spec)
     argv, env = harness.command(build_prompt(job, run, spec, review), turn=run.turn,
-                                session_id=previous_session(engine, run))
-    # The model credential goes to the agent process only, never into a file.
-    env = {**env, **model_credentials(spec)}
-    files = harness.files()
+                                session_id=previous_session(engine, run), model=route)
+    env.update(egress_env(engine, run.id, sb, spec))  # everything else: the egress proxy
+    files = harness.files(route)
     if files:
-        await provider.copy_in(sb, files, mode=0o755)
+        await provider.copy_in(sb, files, mode=0o755 if spec.harness == "script" else 0o600)
     process_id = await provider.start(sb, argv, env=env, cwd=REPO, log_path=AGENT_LOG)
     engine.patch_run(run.id, process_id=process_id, watch={})
     engine.note(run.job_id, f"{run.id} agent running in {sb.id}")
 
 
-def previous_session(engine: Engine, run: Run) -> str | None:
-    """The agent session of this attempt's previous turn, for harnesses that resume."""
+def previous_turn(engine: Engine, run: Run) -> Run | None:
     earlier = [r for r in engine.runs_of(run.job_id)
                if r.attempt == run.attempt and r.turn < run.turn and r.kind != "verify"]
-    if not earlier:
+    return max(earlier, key=lambda r: r.turn) if earlier else None
+
+
+def previous_session(engine: Engine, run: Run) -> str | None:
+    """The agent session of this attempt's previous turn, for harnesses that resume."""
+    before = previous_turn(engine, run)
+    return before.agent.get("session_id") if before else None
+
+
+def model_route(engine: Engine, run: Run, sb: Any, spec: Any) -> Any:
+    from proxy.gateway import model_base_url
+    from sandbox.harness import ModelRoute
+
+    if spec.harness == "script" or engine.models is None:
         return None
-    return max(earlier, key=lambda r: r.turn).agent.get("session_id")
+    token = engine.models.issue(sb.id, credential=spec.model_credential_env, run_id=run.id)
+    return ModelRoute(model_base_url(engine.settings.proxy_base_url, sb.id), token)
+
+
+def model_paused_until(engine: Engine, run: Run) -> float | None:
+    """When a credential's reported usage is at pause_at_pct or more: its reset time."""
+    if engine.models is None or run.env.get("harness") in (None, "script"):
+        return None
+    limit = engine.models.limit(credential_key(run))
+    now = time.time()
+    if (limit is None or limit.reset_at is None or limit.reset_at <= now
+            or limit.utilization * 100 < engine.settings.pause_at_pct):
+        return None
+    return limit.reset_at
+
+
+def model_pause_notes(engine: Engine, runs: list[Run]) -> list[str]:
+    notes = []
+    for key in sorted({credential_key(r) for r in runs if r.state == RunState.QUEUED}):
+        waiting = [r for r in runs if r.state == RunState.QUEUED and credential_key(r) == key]
+        reset_at = model_paused_until(engine, waiting[0])
+        if reset_at is not None:
+            limit = engine.models.limit(key)
+            notes.append(render.model_pause_line(limit.utilization, engine.settings.pause_at_pct,
+                                                 reset_at))
+    return notes
+
+
+def session_archive(engine: Engine, run: Run) -> Any:
+    return engine.settings.data_dir / "sessions" / f"{run.id}.tgz"
+
+
+SESSION_ARCHIVE = "/workspace/.hangar/session.tgz"
+SESSION_MAX_BYTES = 256 * 2**20
+
+
+async def save_session(engine: Engine, run: Run, sb: Any, harness: Any) -> str | None:
+    """Keep the CLI's session store from this turn's sandbox; a warning if it cannot."""
+    if not harness.session_dir:
+        return None
+    provider = engine.provider(sb.provider)
+    parent, _, name = harness.session_dir.rpartition("/")
+    packed = await provider.run(sb, ["tar", "-czf", SESSION_ARCHIVE, "-C", parent, name],
+                                timeout=300)
+    if packed.exit_code != 0:
+        return f"the agent's session could not be saved: {redact(tail(packed.output, 300))}"
+    data = await provider.copy_out(sb, SESSION_ARCHIVE, max_bytes=SESSION_MAX_BYTES)
+    path = session_archive(engine, run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return None
+
+
+async def restore_session(engine: Engine, run: Run, sb: Any, harness: Any) -> None:
+    """The previous turn's session store in this sandbox, so the agent can resume it.
+
+    Without it the CLI's resume fails, and that turn is reported as failed."""
+    before = previous_turn(engine, run)
+    path = session_archive(engine, before) if before and harness.session_dir else None
+    if path is None or not path.exists():
+        return
+    provider = engine.provider(sb.provider)
+    await provider.copy_in(sb, {SESSION_ARCHIVE: path.read_bytes()}, mode=0o600)
+    parent = harness.session_dir.rpartition("/")[0]
+    await must(provider, sb, ["tar", "-xzf", SESSION_ARCHIVE, "-C", parent],
+               "restoring the agent's session")
 
 
 def checkout_for(run: Run) -> list[str]:
@@ -194,79 +290,6 @@ async def review_context(ops: RepoOps, run: Run, limit: int = 6000) -> str:
     return redact("\n".join(lines))[:limit]
 
 
-def model_credentials(spec: Any) -> dict[str, str]:
-    """The model key for the agent process only, read from hangar's own environment."""
-    import os
-
-    name = getattr(spec, "model_credential_env", None)
-    if name and os.environ.get(name):
-        return {name: os.environ[name]}
-    return {}
-
-
-async def environment_for(engine: Engine, ops: RepoOps, ref: str) -> tuple[Any, list[str]]:
-    from sandbox.envspec import EnvSpecError, select_environment
-
-    config, problems = parse_repo_config(await engine.config_text(ops, ref))
-    try:
-        spec = select_environment(engine.envs, config.environment,
-                                  default=default_env_name(engine))
-    except EnvSpecError as exc:
-        problems.append(str(exc) + "; hangar used the default environment")
-        spec = select_environment(engine.envs, None, default=default_env_name(engine))
-    return spec, problems
-
-
-def default_env_name(engine: Engine) -> str:
-    return "default" if "default" in engine.envs else sorted(engine.envs)[0]
-
-
-async def prepare_sandbox(
-    engine: Engine, run: Run, job: Job, spec: Any, *, role: str, checkout: list[str]
-) -> Any:
-    """A sandbox with the repository cloned through the proxy and checked out."""
-    from proxy import sandbox_git_files
-
-    provider = engine.provider(spec.provider)
-    labels = {"hangar.instance": engine.instance_id, "hangar.run": run.id,
-              "hangar.job": job.id, "hangar.role": role}
-    for leftover in await provider.list(labels):
-        await provider.destroy(leftover)
-        engine.tokens.revoke(leftover.id)
-    sb = await provider.create(spec, labels)
-    if role == "agent":
-        engine.patch_run(run.id, sandbox=sb.model_dump())
-    token = engine.tokens.issue(sb.id, repo=job.thread.repo, branch=run.branch,
-                                installation_id=job.thread.installation_id)
-    files = sandbox_git_files(engine.settings.proxy_base_url, sb.id, token, job.clone_url,
-                              home=HOME)
-    identity = (b"[user]\n\tname = hangar agent\n\temail = agent@hangar.invalid\n"
-                if role == "agent" else b"")
-    gitconfig = f"{HOME}/.gitconfig"
-    files[gitconfig] = files[gitconfig] + identity
-    await provider.copy_in(sb, {gitconfig: files[gitconfig]})
-    creds = f"{HOME}/.git-credentials"
-    await provider.copy_in(sb, {creds: files[creds]}, mode=0o600)
-    try:
-        await must(provider, sb, ["git", "clone", "-q", job.clone_url, REPO],
-                   "cloning the repository through hangar's proxy")
-        await must(provider, sb, checkout, "checking out the branch", cwd=REPO)
-    except BaseException:
-        await provider.destroy(sb)
-        engine.tokens.revoke(sb.id)
-        raise
-    return sb
-
-
-async def must(provider: Any, sb: Any, argv: list[str], what: str, *, cwd: str = "/workspace",
-               timeout: float = CLONE_TIMEOUT_S) -> str:
-    result = await provider.run(sb, argv, cwd=cwd, timeout=timeout)
-    if result.exit_code != 0:
-        raise RuntimeError(f"{what} failed (exit {result.exit_code}): "
-                           f"{redact(tail(result.output, 800))}")
-    return result.output
-
-
 # -- watching ----------------------------------------------------------------------
 
 
@@ -287,14 +310,25 @@ async def watch_agent(engine: Engine, run: Run) -> None:
     if run.cancel_requested:
         state = watch.cancel(now)
     else:
-        status = await provider.observe(sb, run.process_id)
-        state = watch.observe(status, now)
+        try:
+            status = await asyncio.wait_for(provider.observe(sb, run.process_id),
+                                            PROVIDER_CALL_TIMEOUT_S)
+            state = watch.observe(status, now)
+        except (TimeoutError, SandboxError, OSError) as exc:
+            # A sandbox that hangs or breaks its provider's calls loses its own run only.
+            state = watch.fail(now, f"hangar could not observe the agent: {exc or 'timed out'}")
     engine.patch_run(run.id, watch=watch.model_dump(mode="json"))
     if state is None:
         engine.patch_run(run.id, retry_at=now + engine.settings.run_watch_interval_seconds)
         return
     if watch.needs_stop:
-        await provider.stop(sb, run.process_id)
+        try:
+            await asyncio.wait_for(provider.stop(sb, run.process_id), PROVIDER_CALL_TIMEOUT_S)
+        except (TimeoutError, SandboxError, OSError) as exc:
+            run = engine.patch_run(run.id, warnings=[*run.warnings,
+                                                     f"stopping the agent failed: {exc}"])
+    if watch.state.value == RunState.LOST.value and watch.reason:
+        engine.note(run.job_id, f"{run.id} lost: {watch.reason}")
     exit_code = status.exit_code if status is not None and status.state == "exited" else None
     await agent_stopped(engine, run, sb, RunState(state.value), exit_code)
 
@@ -307,84 +341,93 @@ async def agent_stopped(
 
     provider = engine.provider(sb.provider)
     try:
-        log_text = (await provider.copy_out(sb, AGENT_LOG)).decode("utf-8", "replace")
-    except (FileNotFoundError, OSError):
+        log_text = (await asyncio.wait_for(provider.copy_out(sb, AGENT_LOG),
+                                           PROVIDER_CALL_TIMEOUT_S)).decode("utf-8", "replace")
+    except (TimeoutError, SandboxError, OSError) as exc:
+        # Absent, or not a regular file (a FIFO, a link out): the agent's claim is empty.
+        log.warning("agent log unreadable", extra={"run": run.id, "reason": str(exc)})
         log_text = ""
-    agent = harness_for(EnvSpec.model_validate(run.env)).parse(log_text).model_dump()
+    harness = harness_for(EnvSpec.model_validate(run.env))
+    agent = harness.parse(log_text).model_dump()
     if agent.get("summary"):
-        agent["summary"] = redact(agent["summary"], model_credentials_values(run))
+        agent["summary"] = redact(agent["summary"])
+    agent.update(model_facts(engine, run, agent))
+    agent.update(egress_facts(engine, run))
+    warnings = list(run.warnings)
+    try:
+        problem = await save_session(engine, run, sb, harness)
+    except Exception as exc:
+        problem = f"the agent's session could not be saved: {exc}"
+    if problem:
+        warnings.append(problem)
     engine.patch_run(
         run.id, state=state, exit_code=exit_code if exit_code is not None else -1,
-        finished_at=time.time(), agent=agent, stage=RunStage.PUBLISHING,
+        finished_at=time.time(), agent=agent, stage=RunStage.PUBLISHING, warnings=warnings,
     )
     engine.note(run.job_id, f"{run.id} agent {state.value}"
                 + (f" with code {exit_code}" if exit_code is not None else ""))
 
 
-def model_credentials_values(run: Run) -> list[str]:
-    from sandbox.envspec import EnvSpec
+def model_facts(engine: Engine, run: Run, agent: dict) -> dict:
+    """What the gateway saw of this run's model traffic, and when a rate limit resets."""
+    usage = engine.models.usage(run.id) if engine.models is not None else None
+    if usage is None:
+        return {}
+    facts: dict[str, Any] = {"model": {
+        "requests": usage.requests, "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
+        "last_status": usage.last_status, "last_error": usage.last_error}}
+    reset_at = usage.reset_at
+    if reset_at is None:
+        limit = engine.models.limit(usage.credential)
+        reset_at = limit.reset_at if limit else None
+    facts["model"]["reset_at"] = reset_at
+    if agent.get("failure") is None and usage.last_status in (401, 403, 429, 502):
+        # The CLI gave up without saying why; the gateway knows.
+        from sandbox.harness import classify_failure
 
-    return list(model_credentials(EnvSpec.model_validate(run.env)).values())
+        facts["failure"] = classify_failure(usage.last_status, usage.last_error or "")
+        facts["http_status"] = usage.last_status
+        facts["error_message"] = usage.last_error
+    return facts
 
 
 # -- publishing ----------------------------------------------------------------------
 
 
 async def publish(engine: Engine, run: Run) -> None:
-    """hangar pushes the branch itself, with hooks and fsmonitor switched off."""
-    from sandbox.provider import Sandbox
+    """hangar pushes the branch itself; nothing committed is lost (app.publishing)."""
+    from app import publishing
 
-    if run.sandbox is None:
-        engine.patch_run(run.id, stage=RunStage.COLLECTING)
-        return
-    sb = Sandbox.model_validate(run.sandbox)
-    provider = engine.provider(sb.provider)
-    warnings = list(run.warnings)
-    try:
-        status = await provider.run(sb, ["git", "status", "--porcelain"], cwd=REPO, timeout=60)
-        dirty = bool(status.output.strip()) and status.exit_code == 0
-        ahead = await provider.run(
-            sb, ["git", "rev-list", "--count", f"{run.base_sha}..HEAD"], cwd=REPO, timeout=60)
-        has_commits = ahead.exit_code == 0 and ahead.output.strip() not in ("", "0")
-        if has_commits:
-            push = await provider.run(
-                sb, [*HARDENED_GIT, "push", "-q", "origin", f"HEAD:refs/heads/{run.branch}"],
-                cwd=REPO, timeout=CLONE_TIMEOUT_S)
-            if push.exit_code != 0:
-                warnings.append("pushing the branch failed: "
-                                + redact(tail(push.output, 500)))
-    except Exception as exc:
-        # A lost sandbox: what the agent pushed itself is still on GitHub.
-        dirty = False
-        warnings.append(f"could not publish from the sandbox ({exc}); "
-                        "collecting what reached GitHub")
-    await provider.destroy(sb)
-    engine.tokens.revoke(sb.id)
-    engine.patch_run(run.id, dirty=dirty, warnings=warnings, stage=RunStage.COLLECTING)
+    await publishing.publish(engine, run)
 
 
 # -- collecting ----------------------------------------------------------------------
 
 
 async def collect(engine: Engine, run: Run) -> None:
-    from app.landing import sensitive_files
-
     job = engine.get_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
-    head = await ops.branch_sha(run.branch)
+    # What hangar just pushed is what GitHub holds; else (the agent pushed, or a `verify`
+    # of the branch) GitHub's branch says.
+    head = run.published_head or await ops.branch_sha(run.branch)
     compare = await ops.compare(run.base_branch, head) if head else None
     if head is None or not compare or compare["ahead_by"] == 0:
         if run.kind == "agent" and run.pr_number is None:
             engine.patch_run(run.id, stage=RunStage.DONE, outcome="no_changes", head_sha=head)
             engine.note(run.job_id, f"{run.id} made no commits")
             return
-    config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch))
+    config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch,
+                                                          (compare or {}).get("base_sha")))
     sensitive = sensitive_files(compare, config.land.sensitive_paths)
     run = engine.patch_run(run.id, head_sha=head, compare=compare, sensitive=sensitive)
     pr = await find_or_open_pr(engine, ops, job, run)
-    run = engine.patch_run(run.id, pr_number=pr["number"])
-    await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
-                       conclusion=agent_conclusion(run), output=render.agent_check_output(run))
+    fresh = engine.get_run(run.id)
+    run = engine.patch_run(run.id, pr_number=pr["number"],
+                           posting=[k for k in fresh.posting if k != "pr"])
+    if run.kind != "verify":  # `/hangar verify` reports a verification, not an agent's turn
+        await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
+                           conclusion=agent_conclusion(run), output=render.agent_check_output(run))
     # Only now is this stage's work all on GitHub; a crash before here repeats it.
     engine.patch_run(run.id, stage=RunStage.VERIFYING)
     engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {head[:7]}")
@@ -395,18 +438,37 @@ def agent_conclusion(run: Run) -> str:
         return "cancelled"
     if run.state == RunState.TIMED_OUT:
         return "timed_out"
+    if run.agent.get("failure"):
+        return "failure"  # the model refused, was unreachable, or the session was lost
     # Neutral, not failure: the agent's exit is a fact to show, not a gate on the PR.
     return "success" if run.exit_code == 0 else "neutral"
 
 
 async def find_or_open_pr(engine: Engine, ops: RepoOps, job: Job, run: Run) -> dict:
-    pr = await ops.find_pr(run.branch)
+    """The run's PR with its body up to date; opened when there is none. The branch's PRs
+    are listed first only when an open may have been sent already (the mark is written
+    before it) or GitHub says one exists: a first open costs one call."""
     body = render.pr_body(job, run)
+    if run.pr_number is not None:
+        pr = await ops.get_pr(run.pr_number)
+    elif "pr" in run.posting:
+        pr = await ops.find_pr(run.branch)
+    else:
+        run = engine.patch_run(run.id, posting=[*run.posting, "pr"])
+        pr = None
     if pr is None:
-        pr = await ops.create_pr(title=render.pr_title(job), body=body, head=run.branch,
-                                 base=run.base_branch)
-        engine.note(job.id, f"opened PR #{pr['number']}")
-    elif pr.get("body") != body:
+        try:
+            pr = await ops.create_pr(title=render.pr_title(job), body=body, head=run.branch,
+                                     base=run.base_branch)
+        except BadRequest as exc:
+            # 422 "A pull request already exists": someone opened it from hangar's branch.
+            pr = await ops.find_pr(run.branch) if int(exc.status_code) == 422 else None
+            if pr is None:
+                raise
+        else:
+            engine.note(job.id, f"opened PR #{pr['number']}")
+            return pr
+    if pr.get("body") != body:
         await ops.update_pr(pr["number"], body=body)
     return pr
 
@@ -421,10 +483,14 @@ async def verify(engine: Engine, run: Run) -> None:
     if run.kind == "verify" and head != run.head_sha:
         compare = await ops.compare(run.base_branch, head)
         run = engine.patch_run(run.id, head_sha=head, compare=compare)
-    spec, _ = await environment_for(engine, ops, run.base_branch)
+    spec, _ = await environment_for(engine, ops, run.base_branch,
+                                    (run.compare or {}).get("base_sha"))
     if spec.verify is None:
-        verification = Verification(command="", head_sha=head, passed=None,
-                                    error="the environment has no verify command")
+        verification = Verification(
+            command="", head_sha=head, passed=None,
+            error=f"the environment `{spec.name}` has no verify command",
+            fix=f"add `verify: {{command: ...}}` to the environment `{spec.name}`, then press "
+                "**Verify again** (or comment `/hangar verify`)")
     else:
         await upsert_check(
             engine, ops, run, VERIFY_CHECK, head, status="in_progress",
@@ -433,31 +499,23 @@ async def verify(engine: Engine, run: Run) -> None:
         verification = await verify_in_clean_sandbox(engine, run, job, spec, head)
     run = engine.patch_run(run.id, verification=verification)
     # The PR's body first: once the check says completed, everything says the same.
-    if run.pr_number:
-        await ops.update_pr(run.pr_number, body=render.pr_body(job, run))
+    pr = await ops.update_pr(run.pr_number, body=render.pr_body(job, run)) if run.pr_number \
+        else None
     await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
                        conclusion=verify_conclusion(verification),
                        output=render.verify_check_output(verification),
                        actions=verify_actions(verification))
-    engine.patch_run(run.id, stage=RunStage.DONE, outcome="pr")
+    # GitHub's answer to the body edit is the PR as the turn ends: auto-fix starts there.
+    engine.patch_run(run.id, stage=RunStage.DONE, outcome="pr",
+                     pr_seen=ghops.pr_facts(pr) if pr else None)
     engine.note(run.job_id, f"{run.id} verification "
                 + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
 
 
-async def upsert_check(engine: Engine, ops: RepoOps, run: Run, name: str, head: str,
-                       **fields: Any) -> None:
-    """Create or update this run's check run `name` on head, remembering its id."""
-    key = f"{name}@{head}"
-    check_id = await ops.upsert_check_run(name, head, run.id, known_id=run.check_ids.get(key),
-                                          **fields)
-    if run.check_ids.get(key) != check_id:
-        fresh = engine.get_run(run.id)
-        engine.patch_run(run.id, check_ids={**fresh.check_ids, key: check_id})
-
-
 def verify_conclusion(v: Verification) -> str:
+    # A verification that did not run is no pass: a person must act, and nothing lands.
     if v.passed is None:
-        return "neutral"
+        return "action_required"
     return "success" if v.passed else "failure"
 
 
@@ -473,7 +531,16 @@ def verify_actions(v: Verification) -> list[dict]:
 async def verify_in_clean_sandbox(
     engine: Engine, run: Run, job: Job, spec: Any, head_sha: str
 ) -> Verification:
-    """A new sandbox without model credentials runs the verify command on exactly head_sha."""
+    """A new sandbox without model credentials runs the verify command on exactly head_sha;
+    the connections its install and verify command were refused go with the result."""
+    verification = await _verify(engine, run, job, spec, head_sha)
+    blocked = refusals(engine, verify_key(run.id))
+    return verification.model_copy(update={"egress_blocked": blocked})
+
+
+async def _verify(
+    engine: Engine, run: Run, job: Job, spec: Any, head_sha: str
+) -> Verification:
     provider = engine.provider(spec.provider)
     started = time.time()
     command = spec.verify.command
@@ -482,23 +549,29 @@ async def verify_in_clean_sandbox(
                                    checkout=["git", "checkout", "-q", "--detach", head_sha])
     except Exception as exc:
         return Verification(command=command, head_sha=head_sha, passed=None,
-                            error=f"could not prepare the sandbox: {exc}"[:500])
+                            error=f"could not prepare the sandbox: {exc}"[:500],
+                            fix="check the environment's provider and image (`hangar doctor`), "
+                                "then press **Verify again**")
     try:
-        # The verify command runs the agent's code: it gets no git credential at all.
+        # The verify command runs the agent's code: it gets no git credential at all, and
+        # the web only through the egress proxy, as the agent did.
         engine.tokens.revoke(sb.id)
         await provider.run(sb, ["rm", "-f", f"{HOME}/.git-credentials", f"{HOME}/.gitconfig"])
-        if spec.install:
-            setup = await provider.run(sb, ["sh", "-c", spec.install], cwd=REPO,
+        egress = egress_env(engine, verify_key(run.id), sb, spec, step="verify")
+        if spec.install and sb.labels.get("hangar.env_current") != "yes":
+            setup = await provider.run(sb, ["sh", "-c", spec.install], cwd=REPO, env=egress,
                                        timeout=spec.verify.timeout_minutes * 60)
             if setup.exit_code != 0:
                 return Verification(
                     command=command, head_sha=head_sha, passed=None, attempts=0,
                     exit_code=setup.exit_code, output_tail=redact(tail(setup.output)),
-                    error="the install step failed", duration_s=time.time() - started)
+                    error="the install step failed",
+                    fix="fix the environment's `install` step (its output is below), then press "
+                        "**Verify again**", duration_s=time.time() - started)
         attempts, outputs, result = 0, [], None
         for _ in range(1 + spec.verify.retries):
             attempts += 1
-            result = await provider.run(sb, ["sh", "-c", command], cwd=REPO,
+            result = await provider.run(sb, ["sh", "-c", command], cwd=REPO, env=egress,
                                         timeout=spec.verify.timeout_minutes * 60)
             outputs.append(result.output)
             if result.exit_code == 0:
@@ -512,6 +585,7 @@ async def verify_in_clean_sandbox(
             output_tail=redact(tail(outputs[-1])), duration_s=time.time() - started,
         )
     finally:
+        end_egress(engine, sb, "verify")
         await provider.destroy(sb)
 
 
@@ -520,7 +594,11 @@ async def verify_in_clean_sandbox(
 
 async def advance_job(engine: Engine, job_id: str) -> None:
     job = engine.get_job(job_id)
-    if job is None or job.state != JobState.ACTIVE:
+    if job is None:
+        return
+    if job.state != JobState.ACTIVE:
+        if job.status_due_at and job.status_due_at <= time.time():
+            await refresh_status(engine, job_id)  # the edit folded while the job ended
         return
     runs = engine.runs_of(job_id)
     if job.attempts > 1 and not job.ranking and runs and all(r.finished for r in runs):
@@ -534,7 +612,13 @@ async def advance_job(engine: Engine, job_id: str) -> None:
 
 
 async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) -> None:
-    """Edit the status comment on the issue and on each PR when what it says changed."""
+    """Edit the status comment on the issue and on each PR when what it says changed.
+
+    A comment written less than `status_edit_interval_seconds` ago is not edited again
+    at once: the job's row stays active and the engine makes one edit with whatever is
+    true when the interval is up (a job passes through half a dozen stages in seconds,
+    and every edit is a write GitHub counts). A new comment, and `force`, go at once.
+    """
     # Steps of the job, its runs and its land request all refresh; one at a time, so a
     # comment is created once and every later edit finds it.
     async with engine.lock(f"status:{job_id}"):
@@ -546,21 +630,45 @@ async def _refresh_status(engine: Engine, job_id: str, *, force: bool) -> None:
     if job is None:
         return
     runs = engine.runs_of(job_id)
-    threads = [job.thread.number, *sorted({r.pr_number for r in runs if r.pr_number})]
-    body = render.status_comment(job, runs, queue=queue_positions(engine),
-                                 notes=status_notes(engine, job, threads[1:]),
-                                 landed=landed_prs(engine, job.thread.repo, threads[1:]))
+    prs = sorted({r.pr_number for r in runs if r.pr_number})
+    # A PR's thread gets the comment once a turn on it is over: until then its body and
+    # check runs say what is happening, and the comment would be edited moments later.
+    threads = [job.thread.number, *(n for n in prs if n in job.status_comments
+                                    or n in job.status_posting
+                                    or any(r.finished for r in runs if r.pr_number == n))]
+    from app.egress import running_refusal_notes
+
+    said = engine.pr_status(job.thread.repo, prs)  # what landing and auto-fix say
+    notes = [*model_pause_notes(engine, runs), *running_refusal_notes(engine, runs),
+             *said.notes]
+    body = render.status_comment(job, runs, queue=queue_positions(engine), notes=notes,
+                                 landed=said.landed)
     ops = None
+    interval = engine.settings.status_edit_interval_seconds
+    due = 0.0
     for number in threads:
         if not force and job.rendered.get(number) == body:
             continue
+        next_edit = job.edited_at.get(number, 0.0) + interval
+        if not force and number in job.status_comments and next_edit > time.time():
+            due = min(due or next_edit, next_edit)
+            continue
         ops = ops or await engine.repo_ops(job.thread)
-        comment_id = await ops.upsert_comment(
-            number, render.status_marker(job.id), body, known_id=job.status_comments.get(number)
-        )
+        known = job.status_comments.get(number)
+        # Only a post that may have been made before a crash is looked for first: a
+        # thread's first comment costs one call, not a listing of the thread too.
+        may_exist = number in job.status_posting
+        if known is None and not may_exist:
+            job = engine.patch_job(job_id, status_posting=[*job.status_posting, number])
+        comment_id = await ops.upsert_comment(number, render.status_marker(job.id), body,
+                                              known_id=known, look_first=may_exist)
         job = engine.get_job(job_id)
-        engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
-                         rendered={**job.rendered, number: body})
+        job = engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
+                               status_posting=[n for n in job.status_posting if n != number],
+                               rendered={**job.rendered, number: body},
+                               edited_at={**job.edited_at, number: time.time()})
+    if job.status_due_at != due:
+        engine.patch_job(job_id, status_due_at=due)
 
 
 async def rank_attempts(engine: Engine, job: Job) -> None:
@@ -572,41 +680,18 @@ async def rank_attempts(engine: Engine, job: Job) -> None:
     ci = {}
     for run in latest:
         if run.pr_number and run.head_sha:
-            checks = await ops.gh.getitem(f"{ops.base}/commits/{run.head_sha}/check-runs")
-            status = await ops.gh.getitem(f"{ops.base}/commits/{run.head_sha}/status")
-            ci[run.attempt] = ci_verdict(checks.get("check_runs", []), status.get("statuses", []))
+            ci[run.attempt] = ci_verdict(*await read_ci(ops, run.head_sha))
     ranking = [{"place": r.place, "attempt": r.run.attempt, "pr": r.run.pr_number,
                 "why": r.why} for r in rank(latest, ci)]
     engine.patch_job(job.id, ranking=ranking)
 
 
-def landed_prs(engine: Engine, repo: str, pr_numbers: list[int]) -> list[int]:
-    from app.landing import LandRequest, LandState, land_id
-
-    return [n for n in pr_numbers
-            if (r := engine.store.get("land", land_id(repo, n), LandRequest))
-            and r.state == LandState.LANDED]
-
-
-def status_notes(engine: Engine, job: Job, pr_numbers: list[int]) -> list[str]:
-    """What landing and auto-fix have to say about each of the job's PRs."""
-    from app.autofix import AutofixRow, row_id
-    from app.landing import LandRequest, land_id
-
-    notes = []
-    for number in pr_numbers:
-        request = engine.store.get("land", land_id(job.thread.repo, number), LandRequest)
-        if request:
-            notes.append(render.land_line(request))
-            notes += [f"⚠️ {p}" for p in request.problems]
-        row = engine.store.get("autofix", row_id(job.thread.repo, number), AutofixRow)
-        if row and row.stopped:
-            notes.append(f"**Auto-fix on #{number}:** {row.stopped}")
-    return notes
-
-
 async def reap_orphans(engine: Engine) -> None:
-    """Sandboxes whose run finished (or is gone) are destroyed; their tokens revoked."""
+    """Sandboxes whose run finished are destroyed, their tokens revoked; unpushed commits
+    are published (or held) first. A sandbox whose run hangar does not know is kept: a
+    rebuild from GitHub may know it; after one it is reported, never destroyed."""
+    from app.publishing import rescue_commits
+
     for name in {"local", *(s.provider for s in engine.envs.values())}:
         try:
             provider = engine.provider(name)
@@ -616,8 +701,18 @@ async def reap_orphans(engine: Engine) -> None:
         for sb in sandboxes:
             run_id = sb.labels.get("hangar.run")
             run = engine.get_run(run_id) if run_id else None
-            keep = (run is not None and not run.finished and run.sandbox
+            if run is None:
+                if not engine.rebuilding:
+                    log.warning("kept a sandbox whose run hangar does not know; destroy it "
+                                "by hand once nothing in it is needed",
+                                extra={"sandbox": sb.id, "run": run_id})
+                continue
+            keep = (not run.finished and run.sandbox
                     and run.sandbox.get("id") == sb.id and sb.labels.get("hangar.role") == "agent")
-            if not keep:
-                await provider.destroy(sb)
-                engine.tokens.revoke(sb.id)
+            if keep:
+                continue
+            if sb.labels.get("hangar.role") == "agent" and not await rescue_commits(engine, sb,
+                                                                                     run):
+                continue
+            await provider.destroy(sb)
+            engine.tokens.revoke(sb.id)

@@ -46,7 +46,7 @@ class ServiceThread:
         return future.result(timeout)
 
     async def _start(self) -> None:
-        from app.web import create_app
+        from app.wiring import create_app
 
         self.app = create_app(self.settings)
         self._runner = web.AppRunner(self.app, access_log=None)

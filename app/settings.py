@@ -1,7 +1,8 @@
 """hangar's settings: one object, built by whoever starts the service, never at import time.
 
 Sources, strongest first: keyword arguments, `HANGAR_*` environment variables, the YAML
-file named by `HANGAR_CONFIG` (or passed as `config_file`), the defaults below.
+file named by `HANGAR_CONFIG` (or passed as `config_file`), the App registration that
+`hangar setup` wrote into the data directory (`github-app.yaml`), the defaults below.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class Settings(BaseSettings):
     port: int = 8787
     # Where sandboxes reach hangar's /git/ proxy; defaults to http://127.0.0.1:<port>.
     git_proxy_url: str | None = None
+    # The sandbox gate (sandbox routes only) also on host:sandbox_port, for sandboxes that
+    # reach hangar over a network (kubernetes: its NetworkPolicy allows only this port).
+    sandbox_port: int | None = None
     envs_dir: Path | None = None
     max_concurrent_agents: int = Field(3, ge=1)
     run_watch_interval_seconds: float = Field(2.0, gt=0)
@@ -42,12 +46,40 @@ class Settings(BaseSettings):
     # How often hangar asks GitHub for deliveries it missed, and how far back.
     redelivery_interval_seconds: float = Field(300.0, gt=0)
     redelivery_window_hours: float = Field(24.0, gt=0, le=72)
+    # GitHub asks for about a second between content-creating calls of one installation.
+    github_write_spacing_seconds: float = Field(1.0, ge=0)
+    # A status comment is edited at most once in this many seconds; the edits between
+    # are folded into the next one (each edit is a write GitHub counts).
+    status_edit_interval_seconds: float = Field(10.0, ge=0)
+    # A step that failed waits this long before its second try, twice as long before each
+    # next one, up to five minutes; after five failures in a row its row ends.
+    step_backoff_seconds: float = Field(2.0, gt=0)
     # Logins whose comments never trigger hangar besides every Bot account.
     ignored_logins: list[str] = []
     log_level: str = "INFO"
     api_token: SecretStr | None = None
+    # The largest bundle of unpushed commits kept in the data directory; past it the
+    # sandbox itself is kept instead.
+    max_held_bundle_mb: float = Field(512.0, gt=0)
+    # Where each model credential's requests go, by the credential's variable name, e.g.
+    # {ANTHROPIC_API_KEY: {base_url: https://llm-proxy.example.com, auth: x-api-key}};
+    # the default is the vendor's API for the name (OPENAI_* to OpenAI, else Anthropic).
+    model_endpoints: dict[str, dict[str, str]] = {}
+    # Queued agents of a credential wait once its reported usage reaches this percentage.
+    pause_at_pct: float = Field(90.0, gt=0, le=100)
     # How long a stopping hangar waits for in-flight steps (they are idempotent if cut).
     shutdown_grace_seconds: float = Field(20.0, ge=0)
+    # Environment builds: a repository's checkout after `install`, kept for its sandboxes.
+    env_builds_concurrency: int = Field(2, ge=1)
+    env_build_timeout_minutes: float = Field(30.0, gt=0)
+    env_builds_keep: int = Field(5, ge=1)
+    snapshot_max_mb: int = Field(512, ge=1)
+    # Kubernetes builds: the repository they are pushed to (registry.example.com/hangar/
+    # builds), the Docker config file hangar pushes with (a mounted dockerconfigjson
+    # Secret), and the Secret in the sandboxes' namespace their pods pull with.
+    build_registry: str | None = None
+    build_registry_auth: Path | None = None
+    build_pull_secret: str | None = "hangar-build-registry"
 
     @classmethod
     def settings_customise_sources(
@@ -58,7 +90,13 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _YamlSource(settings_cls))
+        data_dir = (init_settings.init_kwargs.get("data_dir")
+                    or os.environ.get("HANGAR_DATA_DIR")
+                    or _read_yaml(os.environ.get("HANGAR_CONFIG")).get("data_dir")
+                    or cls.model_fields["data_dir"].default)
+        registration = Path(data_dir) / "github-app.yaml"
+        return (init_settings, env_settings, _YamlSource(settings_cls),
+                _YamlSource(settings_cls, str(registration) if registration.is_file() else ""))
 
     @field_validator("github_url")
     @classmethod
@@ -106,17 +144,27 @@ class Settings(BaseSettings):
                 "check the path and that hangar's user may read it."
             ) from None
 
+    @property
+    def app_configured(self) -> bool:
+        """Whether any part of a GitHub App is set; with none, hangar offers /setup."""
+        return any(v is not None for v in (self.app_id, self.private_key_file,
+                                           self.webhook_secret))
+
     def private_key(self) -> str:
         assert self.private_key_file is not None
         return self.private_key_file.read_text()
 
 
 def git_base_url(api_url: str) -> str:
-    """Where git lives for a REST base: github.com for the API, the host itself otherwise."""
+    """Where git lives for a REST base: github.com for its API, SUBDOMAIN.ghe.com for
+    api.SUBDOMAIN.ghe.com (Enterprise Cloud with data residency), the host itself for
+    a GitHub Enterprise Server's /api/v3."""
     api_url = api_url.rstrip("/")
     parts = urlsplit(api_url)
     if parts.netloc == "api.github.com":
         return "https://github.com"
+    if parts.netloc.startswith("api.") and parts.netloc.endswith(".ghe.com"):
+        return f"{parts.scheme}://{parts.netloc.removeprefix('api.')}"
     path = parts.path
     if path.endswith("/api/v3"):
         path = path[: -len("/api/v3")]
@@ -126,9 +174,9 @@ def git_base_url(api_url: str) -> str:
 class _YamlSource(PydanticBaseSettingsSource):
     """Values from the YAML file named by HANGAR_CONFIG, if any."""
 
-    def __init__(self, settings_cls: type[BaseSettings]):
+    def __init__(self, settings_cls: type[BaseSettings], path: str | None = None):
         super().__init__(settings_cls)
-        self._data = _read_yaml(os.environ.get("HANGAR_CONFIG"))
+        self._data = _read_yaml(path if path is not None else os.environ.get("HANGAR_CONFIG"))
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return self._data.get(field_name), field_name, False

@@ -10,7 +10,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,17 @@ CREATE TABLE IF NOT EXISTS rows (
     PRIMARY KEY (kind, id)
 );
 CREATE INDEX IF NOT EXISTS rows_active ON rows(kind, active);
+-- The engine's lookups: the runs of a job, the run behind a PR or a head, a thread's jobs.
+-- Expression indexes over the row's JSON: SQLite keeps them in the row's own transaction.
+CREATE INDEX IF NOT EXISTS runs_by_job ON rows(json_extract(data, '$.job_id'))
+    WHERE kind = 'run';
+CREATE INDEX IF NOT EXISTS runs_by_pr ON rows(json_extract(data, '$.pr_number'))
+    WHERE kind = 'run';
+CREATE INDEX IF NOT EXISTS runs_by_head ON rows(json_extract(data, '$.head_sha'))
+    WHERE kind = 'run';
+CREATE INDEX IF NOT EXISTS jobs_by_thread ON rows(
+    json_extract(data, '$.thread.repo'), json_extract(data, '$.thread.number'))
+    WHERE kind = 'job';
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     row_id TEXT NOT NULL,
@@ -50,7 +61,22 @@ CREATE TABLE IF NOT EXISTS events (
     what TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_row ON events(row_id, seq);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    who TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT,
+    detail TEXT
+);
 """
+
+
+# (kind, JSON paths) that an index in _SCHEMA serves; Store.find refuses the others.
+_INDEXED = {
+    ("run", ("$.job_id",)), ("run", ("$.pr_number",)), ("run", ("$.head_sha",)),
+    ("job", ("$.thread.repo",)), ("job", ("$.thread.repo", "$.thread.number")),
+}
 
 
 @dataclass(frozen=True)
@@ -79,6 +105,13 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
+        # Called after a row is written or noted, with (kind, id, model or None); the API's
+        # event stream listens here. A listener must be quick and must not raise.
+        self.listeners: list[Callable[[str, str, BaseModel | None], None]] = []
+
+    def _changed(self, kind: str, row_id: str, model: BaseModel | None) -> None:
+        for listener in self.listeners:
+            listener(kind, row_id, model)
 
     def close(self) -> None:
         with self._lock:
@@ -143,11 +176,11 @@ class Store:
                 if new:
                     rows.append((d.id, d.event, d.action, d.repo, d.installation_id,
                                  d.received_at, raw if raw is not None else json.dumps(d.payload),
-                                 d.state))
+                                 d.state, d.error))
             db.executemany(
                 "INSERT INTO deliveries"
-                " (id, event, action, repo, installation_id, received_at, payload, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                " (id, event, action, repo, installation_id, received_at, payload, state, error)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             if outcomes:
                 at = time.time()
                 db.executemany(
@@ -162,9 +195,6 @@ class Store:
                 (limit,),
             ).fetchall()
         return [_delivery(r) for r in rows]
-
-    def mark_delivery(self, delivery_id: str, state: str, error: str | None = None) -> None:
-        self.mark_deliveries([(delivery_id, state, error)])
 
     def mark_deliveries(self, outcomes: list[tuple[str, str, str | None]]) -> None:
         """Record (id, state, error) for many deliveries in one transaction."""
@@ -194,6 +224,7 @@ class Store:
                 " updated_at = excluded.updated_at, data = excluded.data",
                 (kind, row_id, int(active), time.time(), model.model_dump_json()),
             )
+        self._changed(kind, row_id, model)
 
     def get(self, kind: str, row_id: str, model: type[M]) -> M | None:
         with self._lock:
@@ -201,6 +232,10 @@ class Store:
                 "SELECT data FROM rows WHERE kind = ? AND id = ?", (kind, row_id)
             ).fetchone()
         return model.model_validate_json(row["data"]) if row else None
+
+    def delete(self, kind: str, row_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM rows WHERE kind = ? AND id = ?", (kind, row_id))
 
     def all(self, kind: str, model: type[M], *, active: bool | None = None) -> list[M]:
         query, args = "SELECT data FROM rows WHERE kind = ?", [kind]
@@ -211,6 +246,24 @@ class Store:
             rows = self._db.execute(query + " ORDER BY rowid", args).fetchall()
         return [model.model_validate_json(r["data"]) for r in rows]
 
+    def find(self, kind: str, model: type[M], **where: Any) -> list[M]:
+        """The rows of a kind whose fields equal these, oldest first, through an index.
+
+        Field paths use `__` for a dot (`thread__repo`); only indexed ones are allowed, so
+        that no lookup for one event reads the whole history.
+        """
+        paths = tuple("$." + name.replace("__", ".") for name in where)
+        if (kind, paths) not in _INDEXED:
+            raise ValueError(f"{kind} rows are not indexed by {', '.join(paths) or 'nothing'}")
+        # The kind is spelled out, not bound: a partial index is used only when it matches.
+        terms = [f"kind = '{kind}'", *(f"json_extract(data, '{p}') = ?" for p in paths)]
+        args = list(where.values())
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT data FROM rows WHERE {' AND '.join(terms)} ORDER BY rowid", args
+            ).fetchall()
+        return [model.model_validate_json(r["data"]) for r in rows]
+
     # -- a timeline per row, for the status comment, the demo and the API --------------
 
     def note(self, row_id: str, what: str, at: float | None = None) -> None:
@@ -219,6 +272,7 @@ class Store:
                 "INSERT INTO events (row_id, at, what) VALUES (?, ?, ?)",
                 (row_id, at or time.time(), what),
             )
+        self._changed("note", row_id, None)
 
     def notes(self, row_id: str) -> list[tuple[float, str]]:
         with self._lock:
@@ -228,7 +282,26 @@ class Store:
         return [(r["at"], r["what"]) for r in rows]
 
 
+    # -- who changed what through the API, the MCP server or the CLI -----------------
+
+    def audit(self, who: str, action: str, target: str | None, detail: str | None) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO audit (at, who, action, target, detail) VALUES (?, ?, ?, ?, ?)",
+                       (time.time(), who, action, target, detail))
+
+    def audit_trail(self, *, after: int = 0, limit: int = 200) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+
 def _delivery(row: sqlite3.Row) -> Delivery:
+    try:
+        payload = json.loads(row["payload"])
+    except (ValueError, RecursionError):
+        payload = {}  # a delivery refused as unreadable keeps its text, not a payload
     return Delivery(
         id=row["id"],
         event=row["event"],
@@ -236,7 +309,7 @@ def _delivery(row: sqlite3.Row) -> Delivery:
         repo=row["repo"],
         installation_id=row["installation_id"],
         received_at=row["received_at"],
-        payload=json.loads(row["payload"]),
+        payload=payload,
         state=row["state"],
         error=row["error"],
     )

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
+
 from aiohttp import web
+from gidgethub import BadRequest
 
-from proxy import Grant, TokenRegistry, setup_proxy
+from app.keys import AUTH, EGRESS, MODELS, SETTINGS, TOKENS
+from proxy import Grant, TokenRegistry
+from proxy.egress import EgressLedger
+from proxy.gateway import Endpoint, ModelLedger
 
-TOKENS = web.AppKey("tokens", TokenRegistry)
+# A push needs `contents`, and `workflows` for a change under .github/workflows/ (which
+# stays a sensitive path an approver must acknowledge); an installation that has not
+# granted `workflows` gets a contents-only token.
+PUSH_PERMISSIONS = {"contents": "write", "workflows": "write"}
+CONTENTS_ONLY = {"contents": "write"}
+VENDOR_APIS = {"openai": ("https://api.openai.com", "bearer"),
+               "anthropic": ("https://api.anthropic.com", "x-api-key")}
 
 
 class InstallationUpstream:
@@ -16,18 +28,46 @@ class InstallationUpstream:
         self.app = app
 
     async def credentials(self, grant: Grant) -> tuple[str, str]:
-        from app.web import AUTH, SETTINGS
-
         if grant.installation_id is None:
             raise PermissionError("this sandbox's grant names no installation")
-        token = await self.app[AUTH].installation_token(grant.installation_id)
+        # A token that leaks from the push path can do nothing but write this one
+        # repository's contents (and its workflow files).
+        auth = self.app[AUTH]
+        try:
+            token = await auth.installation_token(
+                grant.installation_id, repository=grant.repo, permissions=PUSH_PERMISSIONS)
+        except BadRequest as exc:
+            if exc.status_code != 422:
+                raise
+            token = await auth.installation_token(
+                grant.installation_id, repository=grant.repo, permissions=CONTENTS_ONLY)
         return self.app[SETTINGS].git_base_url, token.token
 
 
-def mount_proxy(app: web.Application) -> None:
-    from app.web import SESSION, SETTINGS
+class CredentialEndpoints:
+    """A credential's secret from hangar's own environment and its endpoint from settings."""
 
+    def __init__(self, app: web.Application):
+        self.app = app
+
+    def endpoint(self, credential: str) -> Endpoint | None:
+        secret = os.environ.get(credential)
+        if not secret:
+            return None
+        base_url, auth = VENDOR_APIS["openai" if "OPENAI" in credential else "anthropic"]
+        if "OAUTH" in credential:
+            auth = "bearer"  # a subscription token, not an API key
+        configured = self.app[SETTINGS].model_endpoints.get(credential, {})
+        return Endpoint(configured.get("base_url", base_url), secret,
+                        configured.get("auth", auth))
+
+
+def mount_sandbox_state(app: web.Application) -> None:
+    """What the sandbox gate's services keep on the main application: the push tokens,
+    the model ledger and the egress ledger. Their routes are the gate's alone
+    (app/sandbox_gate.py); the main listener serves no `/git/`."""
     settings = app[SETTINGS]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     app[TOKENS] = TokenRegistry(settings.db_path)
-    setup_proxy(app, registry=app[TOKENS], upstream=InstallationUpstream(app), session_key=SESSION)
+    app[MODELS] = ModelLedger(settings.db_path)
+    app[EGRESS] = EgressLedger(settings.db_path)

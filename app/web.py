@@ -1,114 +1,29 @@
-"""The web application: webhook intake, health, metrics, the push proxy and the API."""
+"""The web application's own routes: webhook intake, health and metrics.
+
+app/wiring.py builds the application and mounts these beside the API and the fleet page.
+Sandboxes never reach it: they reach the sandbox gate (app/sandbox_gate.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
 from urllib.parse import parse_qs
 
-import aiohttp
 from aiohttp import web
 from gidgethub import ValidationFailure, sansio
 
-from app.dispatch import Dispatcher
-from app.github import AppAuth
-from app.intake import DeliveryWriter
-from app.metrics import Metrics
-from app.settings import Settings
-from app.store import Delivery, Store
+from app.keys import DISPATCHER, METRICS, SETTINGS, STORE, WRITER
+from app.payloads import check_delivery
+from app.store import Delivery
 
 log = logging.getLogger(__name__)
 
-SETTINGS = web.AppKey("settings", Settings)
-STORE = web.AppKey("store", Store)
-METRICS = web.AppKey("metrics", Metrics)
-SESSION = web.AppKey("session", aiohttp.ClientSession)
-AUTH = web.AppKey("auth", AppAuth)
-DISPATCHER = web.AppKey("dispatcher", Dispatcher)
-ENGINE = web.AppKey("engine", object)
-WRITER = web.AppKey("writer", DeliveryWriter)
 
-# GitHub caps webhook payloads at 25 MB.
-MAX_WEBHOOK_BYTES = 25 * 2**20 + 4096
-
-
-def create_app(settings: Settings) -> web.Application:
-    """Build hangar's application; everything it holds starts and stops with it."""
-    settings.check_for_serving()
-    app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
-    app[SETTINGS] = settings
-    app[METRICS] = Metrics()
-    app.cleanup_ctx.append(_store)
-    app.cleanup_ctx.append(_session)
-    app.cleanup_ctx.append(_engine_and_dispatcher)
+def setup(app: web.Application) -> None:
     app.router.add_post("/webhook", receive_webhook)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
-    _mount_proxy(app)
-    from app import api
-
-    api.setup(app)
-    return app
-
-
-async def _store(app: web.Application) -> AsyncIterator[None]:
-    settings = app[SETTINGS]
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app[STORE] = Store(settings.db_path)
-    app[WRITER] = DeliveryWriter(app[STORE])
-    yield
-    app[WRITER].close()
-    app[STORE].close()
-
-
-async def _session(app: web.Application) -> AsyncIterator[None]:
-    app[SESSION] = aiohttp.ClientSession()
-    settings = app[SETTINGS]
-    app[AUTH] = AppAuth(
-        settings.app_id,
-        settings.private_key(),
-        api_url=settings.github_url,
-        session=app[SESSION],
-        metrics=app[METRICS],
-    )
-    yield
-    await app[SESSION].close()
-
-
-async def _engine_and_dispatcher(app: web.Application) -> AsyncIterator[None]:
-    from app.engine import Engine
-    from handlers import router
-
-    engine = Engine.from_app(app)
-    app[ENGINE] = engine
-    dispatcher = Dispatcher(app[STORE], router, app[METRICS], {"engine": engine}, app[WRITER])
-    app[DISPATCHER] = dispatcher
-    tasks = [engine.start(), _spawn(dispatcher.run(), "dispatcher")]
-    yield
-    await dispatcher.stop()
-    await engine.stop()
-    for task in tasks:
-        await _finish(task)
-
-
-def _spawn(coro, name: str) -> asyncio.Task:
-    return asyncio.get_running_loop().create_task(coro, name=name)
-
-
-async def _finish(task: asyncio.Task) -> None:
-    try:
-        await asyncio.wait_for(task, timeout=30)
-    except (TimeoutError, asyncio.CancelledError):
-        task.cancel()
-
-
-def _mount_proxy(app: web.Application) -> None:
-    from app.upstream import mount_proxy
-
-    mount_proxy(app)
 
 
 async def receive_webhook(request: web.Request) -> web.Response:
@@ -140,12 +55,18 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
         return "rejected", _reason(400, "X-GitHub-Event and X-GitHub-Delivery are required")
     try:
         raw, payload = _decode(headers.get("Content-Type", ""), body)
-    except ValueError as exc:
+    except UnsupportedMediaType as exc:
         return "rejected", _reason(400, str(exc))
+    except UnreadablePayload as exc:
+        return "rejected", await _store_failed(app, event, delivery_id, exc.raw, str(exc))
+    try:
+        envelope = check_delivery(event, payload)
+    except ValueError as exc:
+        return "rejected", await _store_failed(app, event, delivery_id, raw, str(exc))
     delivery = Delivery(
-        id=delivery_id, event=event, action=payload.get("action"),
-        repo=(payload.get("repository") or {}).get("full_name"),
-        installation_id=(payload.get("installation") or {}).get("id"),
+        id=delivery_id, event=event, action=envelope.action,
+        repo=envelope.repository.full_name if envelope.repository else None,
+        installation_id=envelope.installation.id if envelope.installation else None,
         received_at=time.time(), payload=payload,
         state="ignored" if event == "ping" else "stored", error=None)
     fresh = await app[WRITER].add(delivery, raw)
@@ -160,22 +81,52 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
     return "accepted", web.json_response({"ok": True}, status=202)
 
 
+class UnsupportedMediaType(ValueError):
+    """Not a content type GitHub sends: nothing is stored."""
+
+
+class UnreadablePayload(ValueError):
+    """A signed body that is no payload: stored as failed, with what was sent."""
+
+    def __init__(self, message: str, raw: str):
+        super().__init__(message)
+        self.raw = raw
+
+
+async def _store_failed(
+    app: web.Application, event: str, delivery_id: str, raw: str, reason: str
+) -> web.Response:
+    """Keep a signed delivery hangar cannot use, marked failed, and say why."""
+    delivery = Delivery(
+        id=delivery_id, event=event, action=None, repo=None, installation_id=None,
+        received_at=time.time(), payload={}, state="failed", error=reason)
+    await app[WRITER].add(delivery, raw)
+    log.warning("delivery refused", extra={"delivery_id": delivery_id, "event": event,
+                                           "reason": reason})
+    return _reason(400, reason)
+
+
 def _decode(content_type: str, body: bytes) -> tuple[str, dict]:
     """(the payload's JSON text, the payload) from either content type GitHub sends."""
     mime = content_type.split(";")[0].strip().lower()
+    if mime not in ("application/json", "application/x-www-form-urlencoded"):
+        raise UnsupportedMediaType(
+            "Content-Type must be application/json or application/x-www-form-urlencoded")
     try:
-        if mime == "application/json":
-            raw = body.decode()
-        elif mime == "application/x-www-form-urlencoded":
-            raw = parse_qs(body.decode())["payload"][0]
-        else:
-            raise ValueError("Content-Type must be application/json or "
-                             "application/x-www-form-urlencoded")
+        raw = body.decode()
+    except UnicodeDecodeError:
+        raise UnreadablePayload("the body is not UTF-8", body.decode(errors="replace")) from None
+    try:
+        if mime == "application/x-www-form-urlencoded":
+            raw = parse_qs(raw)["payload"][0]
         payload = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError) as exc:
-        raise ValueError(f"the body is not a webhook payload: {exc}") from None
+    except (ValueError, KeyError, IndexError) as exc:  # ValueError: also a 5,000-digit number
+        raise UnreadablePayload(f"the body is not a webhook payload: {exc}", raw) from None
+    except RecursionError:
+        raise UnreadablePayload("the body is nested too deeply to be a webhook payload",
+                                raw) from None
     if not isinstance(payload, dict):
-        raise ValueError("the body must be a JSON object")
+        raise UnreadablePayload("the body must be a JSON object", raw)
     return raw, payload
 
 

@@ -1,15 +1,18 @@
 """A small CI: runs a repository's test command on each new PR head, as its own App.
 
 The runs belong to a separate "CI" App, so the App under test cannot edit them, exactly
-as with a real CI provider. The command runs in a throwaway checkout with an
-environment that holds no tokens.
+as with a real CI provider. The command is code an agent may have written: it runs in a
+throwaway sandbox of the local provider (bubblewrap: its own user, pid and network
+namespaces, no network at all, the host's /usr read-only, the checkout at
+/workspace/repo the only writable place), never as a host process. It sees no App key,
+no data directory of fakehub or hangar and no token. Without bubblewrap the check run
+fails and says how to install it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,7 +23,7 @@ log = logging.getLogger("fakehub.ci")
 
 CI_APP_NAME = "fakehub-ci"
 OUTPUT_TAIL_CHARS = 60_000  # leaves room under GitHub's 65535-character limit
-SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
+CHECKOUT = "/workspace/repo"
 
 
 def tail(text: str, limit: int = OUTPUT_TAIL_CHARS) -> str:
@@ -84,43 +87,29 @@ class CIRunner:
     async def _execute(
         self, repo: Repo, sha: str, command: str, timeout: float
     ) -> tuple[int, str, bool]:
-        workdir = Path(tempfile.mkdtemp(prefix="fakehub-ci-"))
+        from sandbox.envspec import EnvSpec
+        from sandbox.provider import SandboxError
+        from sandbox.providers.local import LocalProvider
+
+        root = Path(tempfile.mkdtemp(prefix="fakehub-ci-"))
+        provider = LocalProvider(root=root, hidden_paths=[self.hub.data_dir])
         try:
-            checkout = workdir / "repo"
+            try:
+                sb = await provider.create(EnvSpec(name="fakehub-ci", network="none"), {})
+            except SandboxError as exc:
+                return 1, f"fakehub CI runs commands only in a sandbox: {exc}", False
+            checkout = root / sb.id / "workspace" / "repo"
             await _git("clone", "--quiet", "--no-checkout", str(repo.path), str(checkout))
             await _git("-C", str(checkout), "checkout", "--quiet", "--detach", sha)
-            env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}
-            env["HOME"] = str(workdir)
-            env["CI"] = "true"
-            proc = await asyncio.create_subprocess_shell(
-                command,
-                cwd=checkout,
-                env=env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-            except TimeoutError:
-                _kill_group(proc)
-                await proc.wait()
+            result = await provider.run(sb, ["/bin/sh", "-c", command], cwd=CHECKOUT,
+                                        timeout=timeout, env={"CI": "true"})
+            if result.timed_out:
                 return -1, "(timed out)", True
-            except asyncio.CancelledError:  # fakehub is stopping: leave no stray process
-                _kill_group(proc)
-                raise
-            return proc.returncode or 0, out.decode(errors="replace"), False
+            return result.exit_code or 0, result.output, False
         finally:
-            await asyncio.to_thread(shutil.rmtree, workdir, True)
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+            for sb in await provider.list({}):
+                await provider.destroy(sb)
+            await asyncio.to_thread(shutil.rmtree, root, True)
 
 
 async def _git(*args: str) -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 from fakehub.testing import running_fakehub
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fakehub", description="A local stand-in for GitHub (REST, git, webhooks)."
+        prog=prog, description="A local stand-in for GitHub (REST, git, webhooks)."
     )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
     parser.add_argument("--data-dir", type=Path, default=None,
@@ -24,8 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "fakehub") -> int:
+    args = _parser(prog).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="fakehub-"))
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -12,16 +12,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from fakehub import auth, gitrepo
-from fakehub.faults import Fault
+from fakehub.faults import Fault, Faults
 from fakehub.hub import Hub
 from fakehub.state import Delivery, Identity, Repo, User
+from fakehub.webhooks import Disorder
 
-if TYPE_CHECKING:
-    from fakehub.testing import ServerThread
+
+class Server(Protocol):
+    """What the driver needs of the server thread it drives (fakehub/testing.py)."""
+
+    hub: Hub
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def faults(self) -> Faults: ...
 
 T = TypeVar("T")
 
@@ -66,7 +74,7 @@ def _delivery_info(d: Delivery) -> DeliveryInfo:
 
 
 class Driver:
-    def __init__(self, server: ServerThread) -> None:
+    def __init__(self, server: Server) -> None:
         self._server = server
         self._hub: Hub = server.hub
 
@@ -165,6 +173,15 @@ class Driver:
     def install(self, app_id: int, account: str, repos: list[str] | None = None) -> int:
         return self._call(self._hub.install, app_id, account, repos).id
 
+    def set_installation_permissions(self, installation_id: int, permissions: dict[str, str]
+                                     ) -> None:
+        """What an installation grants (e.g. an owner has not accepted a new permission
+        yet); tokens minted from now on carry these."""
+        def configure() -> None:
+            self._hub.store.installations[installation_id].permissions = dict(permissions)
+
+        self._call(configure)
+
     def installation_token(
         self, installation_id: int, repositories: list[str] | None = None
     ) -> str:
@@ -219,6 +236,10 @@ class Driver:
             return issue.number
 
         return self._call(create)
+
+    def fork(self, repo: str, owner: str) -> str:
+        """owner's fork of repo (GitHub's "Fork"); its full name."""
+        return self._call(lambda: self._hub.fork(self._repo(repo), owner).full_name)
 
     def set_anonymous_git(self, allowed: bool) -> None:
         """Whether public repositories can be cloned without a token (GitHub: yes).
@@ -341,6 +362,28 @@ class Driver:
         """Add a repository ruleset (GitHub's POST /rulesets body); returns it with its id."""
         return self._call(lambda: self._hub.add_ruleset(self._repo(repo), ruleset))
 
+    def set_push_protection(self, repo: str, enabled: bool = True) -> None:
+        """Secret scanning's push protection: a push adding a known token format is refused."""
+        def toggle() -> None:
+            self._repo(repo).push_protection = enabled
+
+        self._call(toggle)
+
+    def allow_secret(self, repo: str, secret: str) -> None:
+        """What following the refusal's unblock URL does: this secret may be pushed."""
+        from fakehub.pushprotection import Finding
+
+        key = Finding("", secret, "", "", 0).key
+        self._call(lambda: self._repo(repo).allowed_secrets.add(key))
+
+    def delete_ruleset(self, repo: str, ruleset_id: int) -> None:
+        """Remove a repository ruleset (GitHub's DELETE /rulesets/{id})."""
+        def remove() -> None:
+            target = self._repo(repo)
+            target.rulesets[:] = [r for r in target.rulesets if r["id"] != ruleset_id]
+
+        self._call(remove)
+
     def protect(
         self,
         repo: str,
@@ -350,6 +393,7 @@ class Driver:
         dismiss_stale: bool = True,
         strict: bool = False,
         bypass_app_ids: list[int] | tuple[int, ...] = (),
+        last_push: bool = False,
     ) -> dict[str, Any]:
         """The usual ruleset on the default branch: PR, reviews, checks, no force, no delete."""
         rules: list[dict[str, Any]] = [
@@ -359,7 +403,7 @@ class Driver:
                 "required_approving_review_count": approvals,
                 "dismiss_stale_reviews_on_push": dismiss_stale,
                 "require_code_owner_review": False,
-                "require_last_push_approval": False,
+                "require_last_push_approval": last_push,
                 "required_review_thread_resolution": False,
                 "allowed_merge_methods": ["merge", "squash", "rebase"]}},
         ]
@@ -377,6 +421,33 @@ class Driver:
                                "bypass_mode": "always"} for i in bypass_app_ids],
         })
 
+    def protect_branch(self, repo: str, branch: str, *, approvals: int | None = 1,
+                       checks: list[str] | tuple[str, ...] = ("ci / test",),
+                       strict: bool = False, dismiss_stale: bool = True,
+                       last_push: bool = False, enforce_admins: bool = False,
+                       ) -> dict[str, Any]:
+        """Classic branch protection on `branch` (GitHub's PUT …/protection body);
+        approvals=None sets no required reviews, checks=() no required checks."""
+        from fakehub import protection
+
+        body: dict[str, Any] = {
+            "required_status_checks": {"strict": strict, "contexts": list(checks)}
+            if checks else None,
+            "enforce_admins": enforce_admins,
+            "required_pull_request_reviews": None if approvals is None else {
+                "required_approving_review_count": approvals,
+                "dismiss_stale_reviews": dismiss_stale,
+                "require_last_push_approval": last_push},
+            "restrictions": None,
+        }
+
+        def put() -> dict[str, Any]:
+            target = self._repo(repo)
+            target.protections[branch] = protection.normalize(body)
+            return protection.as_github(target.protections[branch], "")
+
+        return self._call(put)
+
     def set_ci(
         self, repo: str, command: str | None, name: str = "ci / test", timeout: float = 600.0
     ) -> None:
@@ -384,6 +455,13 @@ class Driver:
         def configure() -> None:
             target = self._repo(repo)
             target.ci_command, target.ci_name, target.ci_timeout = command, name, timeout
+
+        self._call(configure)
+
+    def set_merge_methods(self, repo: str, *methods: str) -> None:
+        """The repository's merge settings: only these merge_method values are allowed."""
+        def configure() -> None:
+            self._repo(repo).merge_methods = tuple(methods)
 
         self._call(configure)
 
@@ -445,6 +523,14 @@ class Driver:
 
         return self._call(collect)
 
+    def disorder_webhooks(self, duplicate_rate: float = 0.5, reorder_window: float = 0.2,
+                          seed: int = 0) -> None:
+        """Deliver as GitHub may: about `duplicate_rate` of deliveries twice (same GUID),
+        and those queued within `reorder_window` seconds in a shuffled order; `seed`
+        makes a run repeatable. `disorder_webhooks(0, 0)` goes back to once, in order."""
+        disorder = Disorder(duplicate_rate, reorder_window, seed)
+        self._call(lambda: self._hub.deliverer.set_disorder(disorder))
+
     def redeliver(self, delivery_guid: str) -> DeliveryInfo:
         return self._call(lambda: _delivery_info(self._hub.deliverer.redeliver(delivery_guid)))
 
@@ -488,6 +574,8 @@ class Driver:
         hang_seconds: float | None = None,
         secondary_rate_limit: bool = False,
         rate_limit: bool = False,
+        after: bool = False,
+        message: str | None = None,
     ) -> Fault:
         """Fail matching REST calls (path relative to /api/v3, e.g. r"/pulls/\\d+/merge$")
         or git requests (whole path, e.g. r"\\.git/git-receive-pack$").
@@ -495,10 +583,13 @@ class Driver:
         `times=None` keeps failing until clear_faults(); `rate` fails that fraction of
         matching calls. `secondary_rate_limit` answers 403 with GitHub's message and
         Retry-After; `rate_limit` answers 403/429 with x-ratelimit-remaining: 0.
+        `after` does what was asked first and then fails (GitHub's write-then-502);
+        `message` is the JSON answer's message (GitHub's words for a refusal).
         """
         fault = Fault(method.upper(), path_regex, status=status, times=times, rate=rate,
                       retry_after=retry_after, hang_seconds=hang_seconds,
-                      secondary_rate_limit=secondary_rate_limit, primary_rate_limit=rate_limit)
+                      secondary_rate_limit=secondary_rate_limit, primary_rate_limit=rate_limit,
+                      after=after, message=message)
         return self._call(self._server.faults.add, fault)
 
     def clear_faults(self) -> None:
@@ -582,14 +673,19 @@ class Driver:
         host = self.base_url.removeprefix("http://")
         return f"http://x-access-token:{quote(token, safe='')}@{host}/{repo}.git"
 
-    def api_calls(self, app_id: int | None = None) -> list[tuple[str, str, int]]:
+    def api_calls(self, app_id: int | None = None, *,
+                  charged_to: str | None = None) -> list[tuple[str, str, int]]:
         """Every REST call so far as (method, path under /api/v3, status).
 
         With `app_id`, only calls made with that App's JWT or its installation tokens.
+        With `charged_to` ("installation" or "app"), only the calls whose allowance that
+        is: an installation token's calls count against the installation's hourly
+        allowance, the App's JWT calls (tokens, hook deliveries) against the App's own.
         """
         def collect() -> list[tuple[str, str, int]]:
-            return [(m, p, s) for a, m, p, s in self._hub.store.api_calls
-                    if app_id is None or a == app_id]
+            return [(m, p, s) for a, key, m, p, s in self._hub.store.api_calls
+                    if (app_id is None or a == app_id)
+                    and (charged_to is None or key.split(":")[0] == charged_to)]
 
         return self._call(collect)
 

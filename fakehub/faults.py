@@ -28,6 +28,8 @@ class Fault:
     hang_seconds: float | None = None
     secondary_rate_limit: bool = False
     primary_rate_limit: bool = False
+    after: bool = False  # do what was asked, then answer with the failure (a lost answer)
+    message: str | None = None  # the JSON answer's message, e.g. GitHub's words for a 405
     fired: int = 0
     _pattern: re.Pattern = field(init=False, repr=False)
 
@@ -90,10 +92,12 @@ async def answer(fault: Fault) -> web.Response:
         body = {"message": PRIMARY_RATE_LIMIT,
                 "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}
         return web.json_response(body, status=status, headers=headers)
-    if fault.status == 502:
+    if fault.status == 502 and fault.message is None:
         return web.Response(status=502, text="Bad Gateway", headers=headers)
+    default = "Server Error" if fault.status >= 500 else "Injected failure"
     return web.json_response(
-        {"message": "Server Error" if fault.status >= 500 else "Injected failure"},
+        {"message": fault.message or default,
+         "documentation_url": "https://docs.github.com/rest", "status": str(fault.status)},
         status=fault.status,
         headers=headers,
     )

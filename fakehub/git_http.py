@@ -12,12 +12,10 @@ import base64
 import json
 import logging
 import os
-import sys
-from pathlib import Path
 
 from aiohttp import web
 
-from fakehub import auth, faults, rulesets
+from fakehub import auth, faults, pushprotection, rulesets
 from fakehub.hub import Hub
 from fakehub.state import Identity, Repo, permission_at_least
 
@@ -25,47 +23,6 @@ log = logging.getLogger("fakehub.git")
 
 HUB_KEY = web.AppKey("hub", Hub)
 CHUNK = 64 * 1024
-
-HOOK_SCRIPT = '''#!{python}
-# Installed by fakehub: asks the hub whether a push may go, and reports what moved.
-import json, os, subprocess, sys, urllib.request
-ZERO = "0" * 40
-mode = os.path.basename(sys.argv[0])
-url = os.environ.get("FAKEHUB_HOOK_URL")
-if not url:
-    sys.exit(0)  # not a push through fakehub's HTTP front door
-commands = []
-for line in sys.stdin.read().splitlines():
-    if not line.strip():
-        continue
-    old, new, ref = line.split(" ", 2)
-    ff = True
-    if mode == "pre-receive" and old != ZERO and new != ZERO:
-        ff = subprocess.run(["git", "merge-base", "--is-ancestor", old, new]).returncode == 0
-    commands.append({{"old": old, "new": new, "ref": ref, "fast_forward": ff}})
-body = json.dumps({{"repo": os.environ["FAKEHUB_REPO"], "actor": os.environ["FAKEHUB_ACTOR"],
-                   "commands": commands}}).encode()
-request = urllib.request.Request(
-    url + "/" + mode, data=body,
-    headers={{"Content-Type": "application/json",
-             "X-Fakehub-Hook-Secret": os.environ.get("FAKEHUB_HOOK_SECRET", "")}})
-with urllib.request.urlopen(request, timeout=60) as response:
-    answer = json.load(response)
-for line in answer.get("messages", []):
-    sys.stderr.write(line + "\\n")
-sys.exit(0 if answer.get("ok", True) else 1)
-'''
-
-
-def install_hooks(repo_path: Path) -> None:
-    hooks = repo_path / "hooks"
-    hooks.mkdir(exist_ok=True)
-    script = HOOK_SCRIPT.format(python=sys.executable)
-    for name in ("pre-receive", "post-receive"):
-        path = hooks / name
-        path.write_text(script)
-        path.chmod(0o755)
-
 
 def _unauthorized(message: str = "Invalid username or token.") -> web.Response:
     return web.Response(
@@ -146,7 +103,8 @@ async def handle_git(request: web.Request) -> web.StreamResponse:
 
 def _cgi_env(request: web.Request, hub: Hub, repo: Repo, ident: Identity | None, tail: str):
     actor = {"kind": ident.kind, "login": ident.user.login, "app_id": ident.app_id,
-             "installation_id": ident.installation_id} if ident else None
+             "installation_id": ident.installation_id,
+             "token": ident.token.token if ident.token else None} if ident else None
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(hub.data_dir),
@@ -165,6 +123,8 @@ def _cgi_env(request: web.Request, hub: Hub, repo: Repo, ident: Identity | None,
         "FAKEHUB_REPO": repo.full_name,
         "FAKEHUB_ACTOR": json.dumps(actor),
     }
+    if repo.push_protection:
+        env["FAKEHUB_SCAN_SECRETS"] = "1"
     if request.headers.get("Git-Protocol"):
         env["HTTP_GIT_PROTOCOL"] = request.headers["Git-Protocol"]
     # aiohttp hands us the body already decompressed, so no CONTENT_ENCODING here.
@@ -241,7 +201,8 @@ def _hook_actor(hub: Hub, raw: str) -> Identity | None:
     user = hub.store.user(data["login"])
     if user is None:
         return None
-    return Identity(data["kind"], user, data.get("app_id"), data.get("installation_id"))
+    token = hub.store.tokens.get(data["token"]) if data.get("token") else None
+    return Identity(data["kind"], user, data.get("app_id"), data.get("installation_id"), token)
 
 
 async def handle_hook(request: web.Request) -> web.Response:
@@ -263,8 +224,17 @@ async def handle_hook(request: web.Request) -> web.Response:
 def _pre_receive(hub: Hub, repo: Repo, actor: Identity, commands: list[dict]) -> dict:
     zero = "0" * 40
     for command in commands:
+        findings = [f for f in pushprotection.find_secrets(command.get("patch") or "")
+                    if f.key not in repo.allowed_secrets]
+        if repo.push_protection and findings:
+            unblock = f"{hub.base_url}/{repo.full_name}/security/secret-scanning/unblock-secret"
+            return {"ok": False,
+                    "messages": pushprotection.refusal(command["ref"], findings, unblock)}
         old = None if command["old"] == zero else command["old"]
         new = None if command["new"] == zero else command["new"]
+        refusal = hub.workflow_refusal(repo, actor, old, new, command.get("files"))
+        if refusal:
+            return {"ok": False, "messages": [f"error: {refusal}"]}
         reasons = hub.push_allowed(repo, actor, command["ref"], old, new, command["fast_forward"])
         if reasons:
             ref = command["ref"]

@@ -6,7 +6,9 @@ files; conflicts are what git itself reports.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -155,7 +157,9 @@ def commit_files(
             git(repo, "read-tree", parent, env=env)
         for name, content in files.items():
             if content is None:
-                git(repo, "update-index", "--force-remove", "--", name, env=env)
+                # mode 0 removes the entry; --force-remove would want a work tree
+                git(repo, "update-index", "-z", "--index-info",
+                    input=f"0 {ZERO_SHA}\t{name}\0".encode(), env=env)
                 continue
             data = content.encode() if isinstance(content, str) else content
             blob = out(repo, "hash-object", "-w", "--stdin", input=data, env=env)
@@ -287,23 +291,72 @@ _STATUS = {"A": "added", "D": "removed", "M": "modified", "R": "renamed", "T": "
 
 
 def diff_files(repo: Path, base: str, head: str) -> list[FileChange]:
-    names = out(repo, "diff", "--name-status", "-M", "-z", base, head).split("\x00")
+    """The files changed from base to head, with their blob ids and patches.
+
+    Three git processes whatever the size of the change (a PR of thousands of files is
+    listed page by page, step after step); the answer for two commit ids never changes,
+    so it is kept.
+    """
+    if _SHA.fullmatch(base) and _SHA.fullmatch(head):
+        return list(_diff_files_cached(str(repo), base, head))
+    return _diff_files(repo, base, head)
+
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@functools.lru_cache(maxsize=256)
+def _diff_files_cached(repo: str, base: str, head: str) -> tuple[FileChange, ...]:
+    return tuple(_diff_files(Path(repo), base, head))
+
+
+def _diff_files(repo: Path, base: str, head: str) -> list[FileChange]:
+    raw = out(repo, "diff", "--raw", "--no-abbrev", "-M", "-z", base, head).split("\x00")
     numstat = out(repo, "diff", "--numstat", "-M", "-z", base, head).split("\x00")
     counts = _parse_numstat(numstat)
+    patches = _patches(repo, base, head)
     changes: list[FileChange] = []
     i = 0
-    while i < len(names) and names[i]:
-        code = names[i][0]
-        if code == "R":
-            old, new = names[i + 1], names[i + 2]
+    while i < len(raw) and raw[i]:
+        # ":100644 100644 <old blob> <new blob> M" then the path(s), NUL-separated
+        _, _, _, blob, status = raw[i].lstrip(":").split(" ")
+        code = status[0]
+        if code in "RC":
+            old, new = raw[i + 1], raw[i + 2]
             i += 3
         else:
-            old, new = None, names[i + 1]
+            old, new = None, raw[i + 1]
             i += 2
         adds, dels = counts.get(new, (0, 0))
-        blob = None if code == "D" else _blob_at(repo, head, new)
-        changes.append(FileChange(new, _STATUS.get(code, "modified"), adds, dels, blob, old))
+        sha = None if code == "D" else blob
+        patch = patches[new] if new in patches else file_patch(repo, base, head, new)
+        changes.append(FileChange(new, _STATUS.get(code, "modified"), adds, dels, sha,
+                                  old if code == "R" else None, patch))
     return changes
+
+
+def _patches(repo: Path, base: str, head: str) -> dict[str, str]:
+    """Each file's patch from one `git diff`, from its first hunk header as GitHub shows
+    it. A path git had to quote is left out (file_patch asks for it alone)."""
+    text = git(repo, "-c", "core.quotepath=off", "diff", "-M", "--no-color", "--no-ext-diff",
+               base, head).stdout.decode(errors="replace")
+    patches: dict[str, str] = {}
+    for chunk in re.split(r"^(?=diff --git )", text, flags=re.M):
+        path = None
+        for line in chunk.split("\n"):
+            if line.startswith("@@"):
+                break
+            if line.startswith("+++ b/"):
+                path = line[6:]
+            elif line.startswith("--- a/") and path is None:
+                path = line[6:]
+            elif line.startswith("rename to "):
+                path = line[10:]
+        if path is None or path.startswith('"'):
+            continue
+        start = chunk.find("\n@@")
+        patches[path] = chunk[start + 1:].rstrip("\n") if start >= 0 else ""
+    return patches
 
 
 def _parse_numstat(parts: list[str]) -> dict[str, tuple[int, int]]:
@@ -321,16 +374,11 @@ def _parse_numstat(parts: list[str]) -> dict[str, tuple[int, int]]:
     return counts
 
 
-def _blob_at(repo: Path, rev: str, path: str) -> str | None:
-    proc = git(repo, "rev-parse", "--verify", "--quiet", f"{rev}:{path}", check=False)
-    return proc.stdout.decode().strip() or None
-
-
 def file_patch(repo: Path, base: str, head: str, path: str) -> str:
-    text = out(repo, "diff", "-M", base, head, "--", path)
+    text = git(repo, "diff", "-M", base, head, "--", path).stdout.decode(errors="replace")
     # GitHub's patch starts at the first hunk header.
     start = text.find("@@")
-    return text[start:] if start >= 0 else ""
+    return text[start:].rstrip("\n") if start >= 0 else ""
 
 
 def rebase_commits(

@@ -7,7 +7,7 @@ fields; REST responses add the extra fields GitHub's REST objects have on top.
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fakehub import gitrepo
 from fakehub.state import (
@@ -25,8 +25,18 @@ from fakehub.state import (
     iso,
 )
 
-if TYPE_CHECKING:
-    from fakehub.hub import Hub
+
+class Site(Protocol):
+    """What the shapes read of the hub (fakehub/hub): its records, addresses and the
+    mergeability it computes."""
+
+    store: Store
+    base_url: str
+
+    @property
+    def api_url(self) -> str: ...
+
+    def mergeability(self, repo: Repo, issue: Issue) -> tuple[bool | None, str]: ...
 
 REACTION_KEYS = {
     "+1": "+1",
@@ -63,7 +73,7 @@ def node_id(kind: str, ident: int) -> str:
 class Shapes:
     """Builds JSON for one hub, whose base URL all links start from."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Site) -> None:
         self.hub = hub
 
     @property
@@ -218,7 +228,7 @@ class Shapes:
             "private": repo.private,
             "owner": self.user(repo.owner),
             "description": None,
-            "fork": False,
+            "fork": repo.fork_of is not None,
             **self.repo_urls(repo),
             "created_at": iso(repo.created_at),
             "updated_at": iso(repo.pushed_at),
@@ -262,9 +272,9 @@ class Shapes:
         shaped = self.repo(repo, webhook=False)
         shaped.update(
             {
-                "allow_squash_merge": True,
-                "allow_merge_commit": True,
-                "allow_rebase_merge": True,
+                "allow_squash_merge": "squash" in repo.merge_methods,
+                "allow_merge_commit": "merge" in repo.merge_methods,
+                "allow_rebase_merge": "rebase" in repo.merge_methods,
                 "allow_auto_merge": False,
                 "delete_branch_on_merge": False,
                 "allow_update_branch": True,
@@ -401,6 +411,12 @@ class Shapes:
 
     # -- pull requests --------------------------------------------------------------
 
+    def _head_repo(self, repo: Repo, pr: Any) -> Repo:
+        """The repository a PR's head lives in (a fork's, or the base's own)."""
+        if pr.head_repo_id is None:
+            return repo
+        return self.store.repo_by_id(pr.head_repo_id) or repo
+
     def _branch_side(self, repo: Repo, ref: str, sha: str) -> dict[str, Any]:
         return {
             "label": f"{repo.owner.login}:{ref}",
@@ -449,7 +465,7 @@ class Shapes:
             "review_comment_url": f"{api}/pulls/comments{{/number}}",
             "comments_url": f"{api}/issues/{issue.number}/comments",
             "statuses_url": f"{api}/statuses/{pr.head_sha}",
-            "head": self._branch_side(repo, pr.head_ref, pr.head_sha),
+            "head": self._branch_side(self._head_repo(repo, pr), pr.head_ref, pr.head_sha),
             "base": self._branch_side(repo, pr.base_ref, pr.base_sha),
             "_links": {
                 "self": {"href": f"{api}/pulls/{issue.number}"},
@@ -511,8 +527,46 @@ class Shapes:
             "url": f"{self.api}/repos/{repo.full_name}/pulls/{issue.number}",
             "id": pr.id,
             "number": issue.number,
-            "head": {"ref": pr.head_ref, "sha": pr.head_sha, "repo": self.repo_minimal(repo)},
+            "head": {"ref": pr.head_ref, "sha": pr.head_sha,
+                     "repo": self.repo_minimal(self._head_repo(repo, pr))},
             "base": {"ref": pr.base_ref, "sha": pr.base_sha, "repo": self.repo_minimal(repo)},
+        }
+
+    def review_comment(self, repo: Repo, review: Review, index: int, comment: dict) -> dict:
+        """A line comment given with a review (ids stable: review id * 1000 + n)."""
+        h = self
+        comment_id = review.id * 1000 + index + 1  # stable, and apart from other ids
+        api = f"{h.api}/repos/{repo.full_name}/pulls"
+        html = f"{h.web}/{repo.full_name}/pull/{review.pr_number}#discussion_r{comment_id}"
+        line = comment.get("line")
+        return {
+            "id": comment_id,
+            "node_id": f"PRRC_{comment_id}",
+            "url": f"{api}/comments/{comment_id}",
+            "pull_request_review_id": review.id,
+            "diff_hunk": comment.get("diff_hunk", ""),
+            "path": comment.get("path", ""),
+            "position": comment.get("position", line),
+            "original_position": comment.get("position", line),
+            "commit_id": review.commit_id,
+            "original_commit_id": review.commit_id,
+            "user": h.user(review.user),
+            "body": comment.get("body", ""),
+            "created_at": iso(review.submitted_at),
+            "updated_at": iso(review.submitted_at),
+            "html_url": html,
+            "pull_request_url": f"{api}/{review.pr_number}",
+            "author_association": h.author_association(repo, review.user),
+            "_links": {"self": {"href": f"{api}/comments/{comment_id}"},
+                       "html": {"href": html},
+                       "pull_request": {"href": f"{api}/{review.pr_number}"}},
+            "line": line,
+            "original_line": line,
+            "side": comment.get("side", "RIGHT"),
+            "start_line": None,
+            "original_start_line": None,
+            "start_side": None,
+            "reactions": self.reactions(f"{api}/comments/{comment_id}/reactions", []),
         }
 
     def review(self, review: Review, *, webhook: bool = False) -> dict[str, Any]:
@@ -721,7 +775,8 @@ class Shapes:
             "blob_url": f"{self.web}/{repo.full_name}/blob/{head}/{change.filename}",
             "raw_url": f"{self.web}/{repo.full_name}/raw/{head}/{change.filename}",
             "contents_url": f"{api}/contents/{change.filename}?ref={head}",
-            "patch": gitrepo.file_patch(repo.path, base, head, change.filename),
+            "patch": change.patch if change.patch is not None
+            else gitrepo.file_patch(repo.path, base, head, change.filename),
         }
         if change.previous_filename:
             shaped["previous_filename"] = change.previous_filename

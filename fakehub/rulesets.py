@@ -6,7 +6,7 @@ The evaluation is pure over the records it is given, so merges, pushes and
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,13 +55,38 @@ def normalize_ruleset(raw: dict[str, Any], ruleset_id: int, repo: Repo) -> dict[
     }
 
 
+def ref_pattern(pattern: str) -> re.Pattern[str]:
+    """GitHub's fnmatch-like ref pattern as a regex: `*` and `?` stay within one path
+    segment, `**` crosses `/`, `[...]` is a character class."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and "]" in pattern[i + 2:]:
+            end = pattern.index("]", i + 2)
+            inner = pattern[i + 1:end]
+            out.append("[" + ("^" + inner[1:] if inner.startswith("!") else inner) + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return re.compile("".join(out))
+
+
 def _matches(pattern: str, branch: str, repo: Repo) -> bool:
     if pattern == "~ALL":
         return True
     if pattern == "~DEFAULT_BRANCH":
         return branch == repo.default_branch
-    name = pattern.removeprefix("refs/heads/")
-    return fnmatch.fnmatchcase(branch, name)
+    full = pattern if pattern.startswith("refs/") else f"refs/heads/{pattern}"
+    return ref_pattern(full).fullmatch(f"refs/heads/{branch}") is not None
 
 
 def applies_to(ruleset: dict[str, Any], repo: Repo, branch: str) -> bool:
@@ -84,18 +109,31 @@ def active_rules(repo: Repo, branch: str) -> list[ActiveRule]:
     ]
 
 
-def may_bypass(ruleset: dict[str, Any], actor: Identity, permission: str) -> bool:
-    for bypass in ruleset.get("bypass_actors", []):
+def bypass_mode(ruleset: dict[str, Any], actor: Identity | None, permission: str) -> str:
+    """GitHub's `current_user_can_bypass` for this caller: always, pull_requests_only or
+    never."""
+    modes = []
+    for bypass in ruleset.get("bypass_actors", []) if actor is not None else []:
         kind, ident = bypass.get("actor_type"), bypass.get("actor_id")
+        listed = False
         if kind == "Integration" and actor.app_id is not None and ident == actor.app_id:
-            return True
+            listed = True
         if kind == "RepositoryRole" and actor.kind == "user":
             needed = next((r for r, i in ROLE_IDS.items() if i == ident), None)
-            if needed and permission_at_least(permission, needed):
-                return True
+            listed = bool(needed and permission_at_least(permission, needed))
         if kind == "OrganizationAdmin" and actor.kind == "user" and permission == "admin":
-            return True
-    return False
+            listed = True
+        if listed:
+            modes.append(bypass.get("bypass_mode", "always"))
+    for mode, answer in (("always", "always"), ("exempt", "exempt"),
+                         ("pull_request", "pull_requests_only")):
+        if mode in modes:
+            return answer
+    return "never"
+
+
+def may_bypass(ruleset: dict[str, Any], actor: Identity, permission: str) -> bool:
+    return bypass_mode(ruleset, actor, permission) != "never"
 
 
 def render_violations(ref: str, reasons: list[str]) -> str:
@@ -151,8 +189,10 @@ def count_reviews(
     head_sha: str,
     only_current_head: bool,
     has_write: Any,
+    last_pusher_id: int | None = None,
 ) -> ReviewVerdict:
-    """Each reviewer's latest decisive review; authors and readers do not count."""
+    """Each reviewer's latest decisive review; authors and readers do not count, nor
+    (given `last_pusher_id`, for require_last_push_approval) whoever pushed last."""
     latest: dict[int, Review] = {}
     for review in reviews:  # chronological
         if review.state not in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
@@ -160,7 +200,7 @@ def count_reviews(
         latest[review.user.id] = review
     approvals, changes = 0, False
     for review in latest.values():
-        if review.user.id == author_id or not has_write(review.user):
+        if review.user.id in (author_id, last_pusher_id) or not has_write(review.user):
             continue
         if only_current_head and review.commit_id != head_sha:
             continue

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
-from collections import defaultdict
 
 from aiohttp import web
 
@@ -19,33 +19,10 @@ from fakehub.rest.common import ApiError, error_body, identity
 log = logging.getLogger("fakehub.server")
 
 API_PREFIX = "/api/v3"
-RATE_LIMIT = 5000
-
-
-class RateCounter:
-    """x-ratelimit-* bookkeeping per caller, per hour window like GitHub's."""
-
-    def __init__(self) -> None:
-        self.window_start = int(time.time())
-        self.used: dict[str, int] = defaultdict(int)
-
-    def count(self, caller: str) -> dict[str, str]:
-        current = int(time.time())
-        if current - self.window_start >= 3600:
-            self.window_start, self.used = current, defaultdict(int)
-        self.used[caller] += 1
-        used = self.used[caller]
-        return {
-            "x-ratelimit-limit": str(RATE_LIMIT),
-            "x-ratelimit-remaining": str(max(0, RATE_LIMIT - used)),
-            "x-ratelimit-used": str(used),
-            "x-ratelimit-reset": str(self.window_start + 3600),
-            "x-ratelimit-resource": "core",
-        }
-
-
 def _caller(request: web.Request) -> tuple[str, int | None]:
-    """(rate-limit key, app id) of a REST caller, tolerant of bad credentials."""
+    """(rate-limit key, app id) of a REST caller, tolerant of bad credentials. The key
+    names whose allowance a call is charged to: an installation's (its tokens), the
+    App's own (its JWT), a user's, or an address's."""
     try:
         ident = identity(request)
     except ApiError:
@@ -60,7 +37,7 @@ def _json_error(status: int, message: str, errors=None, headers=None) -> web.Res
 
 
 def build_api(hub: Hub, faults: Faults) -> web.Application:
-    rates = RateCounter()
+    rates = hub.rates
 
     @web.middleware
     async def gateway(request: web.Request, handler) -> web.StreamResponse:
@@ -68,14 +45,24 @@ def build_api(hub: Hub, faults: Faults) -> web.Application:
         started = time.monotonic()
         fault = faults.pick(request.method, path)
         key, app_id = _caller(request)
-        if fault is not None:
-            response: web.StreamResponse = await answer(fault)
+        refused = rates.refusal(key, request.method) if hub.enforce_rate_limits else None
+        if refused is not None:
+            response: web.StreamResponse = refused
+        elif fault is not None and fault.after:
+            await _dispatch(request, handler)  # done, but the answer is lost on the way
+            response = await answer(fault)
+        elif fault is not None:
+            response = await answer(fault)
         else:
             response = await _dispatch(request, handler)
-            response.headers.update(rates.count(key))
+            response = _conditional(request, response)
+            if response.status == 304:
+                response.headers.update(rates.headers(key))  # a 304 costs nothing
+            else:
+                response.headers.update(rates.charge(key, request.method))
         response.headers.setdefault("X-GitHub-Request-Id", f"FAKE:{id(request):x}")
         response.headers.setdefault("X-GitHub-Media-Type", "github.v3; format=json")
-        hub.store.api_calls.append((app_id, request.method, path, response.status))
+        hub.store.api_calls.append((app_id, key, request.method, path, response.status))
         if hub.record_exchanges:
             await _record(hub, request, path, response, time.monotonic() - started)
         return response
@@ -87,6 +74,20 @@ def build_api(hub: Hub, faults: Faults) -> web.Application:
         api.add_routes(table)
     api.router.add_route("*", "/{tail:.*}", _not_found)
     return api
+
+
+def _conditional(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """A GET answered 200 carries an ETag; asked again with it (If-None-Match), 304."""
+    body = getattr(response, "body", None)
+    if request.method != "GET" or response.status != 200 or not isinstance(body, bytes):
+        return response
+    digest = hashlib.sha256(body + response.headers.get("Link", "").encode()).hexdigest()
+    etag = f'"{digest[:40]}"'
+    if etag in [t.strip().removeprefix("W/") for t in
+                request.headers.get("If-None-Match", "").split(",")]:
+        return web.Response(status=304, headers={"ETag": etag})
+    response.headers["ETag"] = etag
+    return response
 
 
 async def _dispatch(request: web.Request, handler) -> web.StreamResponse:
@@ -131,6 +132,7 @@ def create_app(hub: Hub) -> web.Application:
     app[HUB_KEY] = hub
     app[FAULTS_KEY] = faults
     app.add_subapp(API_PREFIX, build_api(hub, faults))
+    app.add_routes(apps.web_routes)  # the App manifest flow's pages on the web host
     add_git_routes(app)
 
     async def lifecycle(app: web.Application):

@@ -20,10 +20,12 @@ DEFAULT_APP_EVENTS = [
     "issues",
     "pull_request",
     "pull_request_review",
+    "pull_request_review_comment",
     "check_run",
     "check_suite",
     "status",
     "push",
+    "member",
     "installation",
     "installation_repositories",
 ]
@@ -127,10 +129,18 @@ class Repo:
     pushed_at: datetime
     collaborators: dict[str, str] = field(default_factory=dict)
     rulesets: list[dict[str, Any]] = field(default_factory=list)
+    protections: dict[str, dict[str, Any]] = field(default_factory=dict)  # classic, by branch
+    last_pushers: dict[str, int] = field(default_factory=dict)  # branch -> user id
+    # Secret scanning's push protection, and the secrets people allowed through it.
+    push_protection: bool = False
+    allowed_secrets: set[str] = field(default_factory=set)
     ci_command: str | None = None
     ci_name: str = "ci / test"
     ci_timeout: float = 600.0
     next_number: int = 1
+    fork_of: int | None = None  # the parent repository's id, for a fork
+    # The repository's merge settings: which merge buttons (and merge_method values) work.
+    merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")
 
     @property
     def full_name(self) -> str:
@@ -171,6 +181,7 @@ class PullRequest:
     merged_by: User | None = None
     merge_commit_sha: str | None = None
     maintainer_can_modify: bool = False
+    head_repo_id: int | None = None  # a fork's id when the head lives there (GitHub: head.repo)
 
 
 @dataclass
@@ -294,7 +305,10 @@ class Store:
         self.check_runs: dict[int, CheckRun] = {}
         self.statuses: list[Status] = []
         self.deliveries: list[Delivery] = []
-        self.api_calls: list[tuple[int | None, str, str, int]] = []
+        # (app id, whose allowance was charged, method, path, status) of each REST call
+        self.api_calls: list[tuple[int | None, str, str, str, int]] = []
+        # App manifest flow: one-time code -> (App id, when it was issued).
+        self.manifest_codes: dict[str, tuple[int, datetime]] = {}
 
     def next_id(self) -> int:
         return next(self._ids)

@@ -1,7 +1,9 @@
-"""Signed webhook deliveries, posted in order in the background and recorded.
+"""Signed webhook deliveries, posted in the background and recorded.
 
 A REST call that causes an event only queues it; one worker posts deliveries in the
 order they happened, like GitHub's hookshot, and records each request and response.
+With a `Disorder` set, it posts them as GitHub may: some twice (the same
+X-GitHub-Delivery) and out of order within a short window.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import hashlib
 import hmac
 import json
 import logging
+import random
 import time
 import uuid
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -29,9 +33,24 @@ def signature(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+@dataclass(frozen=True)
+class Disorder:
+    """How far deliveries stray from "once each, in order" (GitHub promises neither)."""
+
+    duplicate_rate: float = 0.0  # share of deliveries posted a second time, same GUID
+    reorder_window: float = 0.0  # seconds; deliveries queued within it go out shuffled
+    seed: int = 0
+
+    @property
+    def on(self) -> bool:
+        return self.duplicate_rate > 0 or self.reorder_window > 0
+
+
 class Deliverer:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.disorder = Disorder()
+        self._random = random.Random(0)
         self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
         self._worker: asyncio.Task | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -113,6 +132,10 @@ class Deliverer:
         self._submit(again)
         return again
 
+    def set_disorder(self, disorder: Disorder) -> None:
+        self.disorder = disorder
+        self._random = random.Random(disorder.seed)
+
     def _submit(self, delivery: Delivery) -> None:
         self._idle.clear()
         self._queue.put_nowait(delivery)
@@ -122,15 +145,37 @@ class Deliverer:
 
     async def _run(self) -> None:
         while True:
-            delivery = await self._queue.get()
-            try:
-                await self._post(delivery)
-            except Exception:  # one bad delivery must not stop the others
-                log.exception("delivery %s failed", delivery.guid)
-            finally:
+            batch = [await self._queue.get()]
+            if self.disorder.reorder_window > 0:
+                await asyncio.sleep(self.disorder.reorder_window)
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            for delivery in self._disordered(batch):
+                try:
+                    await self._post(delivery)
+                except Exception:  # one bad delivery must not stop the others
+                    log.exception("delivery %s failed", delivery.guid)
+            for _ in batch:
                 self._queue.task_done()
-                if self._queue.empty():
-                    self._idle.set()
+            if self._queue.empty():
+                self._idle.set()
+
+    def _disordered(self, batch: list[Delivery]) -> list[Delivery]:
+        """The batch in the order it goes out: shuffled, with some deliveries twice."""
+        if not self.disorder.on:
+            return batch
+        out = list(batch)
+        if self.disorder.reorder_window > 0:
+            self._random.shuffle(out)
+        for delivery in batch:
+            if self._random.random() < self.disorder.duplicate_rate:
+                again = replace(delivery, id=self.store.next_id(), delivered_at=now(),
+                                request_headers=dict(delivery.request_headers))
+                self.store.deliveries.append(again)
+                # the second copy comes later, sometimes after deliveries queued behind it
+                first = out.index(delivery)
+                out.insert(self._random.randint(first + 1, len(out)), again)
+        return out
 
     async def _post(self, delivery: Delivery) -> None:
         app = self.store.apps[delivery.app_id]

@@ -6,7 +6,7 @@ intent. They never call GitHub or a sandbox.
 
 from gidgethub.routing import Router
 
-from handlers import checks, comments, installations, pulls, reviews, statuses
+from handlers import checks, comments, installations, members, pulls, reviews, statuses
 
 router = Router(
     comments.router,
@@ -15,4 +15,5 @@ router = Router(
     checks.router,
     statuses.router,
     installations.router,
+    members.router,
 )

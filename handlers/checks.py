@@ -10,7 +10,9 @@ router = routing.Router()
 @router.register("check_run", action="completed")
 async def finished_check(event: sansio.Event, *, engine, **_) -> None:
     check = CheckRunEvent.model_validate(event.data)
-    await engine.record_ci(check.repository.full_name, check.check_run.head_sha)
+    ours = (check.check_run.app or {}).get("id") == engine.settings.app_id
+    await engine.record_ci(check.repository.full_name, check.check_run.head_sha,
+                           check=check.check_run.name, ours=ours)
 
 
 @router.register("check_run", action="requested_action")
@@ -27,5 +29,6 @@ async def rerun_requested(event: sansio.Event, *, engine, **_) -> None:
 async def finished_suite(event: sansio.Event, *, engine, **_) -> None:
     suite = CheckSuiteEvent.model_validate(event.data)
     head_sha = suite.check_suite.get("head_sha")
+    ours = (suite.check_suite.get("app") or {}).get("id") == engine.settings.app_id
     if head_sha:
-        await engine.record_ci(suite.repository.full_name, head_sha)
+        await engine.record_ci(suite.repository.full_name, head_sha, ours=ours)

@@ -1,8 +1,9 @@
-"""Reviews on pull requests: approvals feed landing, change requests feed auto-fix."""
+"""Reviews on pull requests: approvals feed landing, change requests feed auto-fix, and
+`/hangar …` in a review body or a line comment is a command."""
 
 from gidgethub import routing, sansio
 
-from app.payloads import PullRequestReviewEvent
+from app.payloads import PullRequestReviewEvent, ReviewCommentEvent
 
 router = routing.Router()
 
@@ -15,3 +16,9 @@ async def new_review(event: sansio.Event, *, engine, **_) -> None:
 @router.register("pull_request_review", action="dismissed")
 async def dismissed_review(event: sansio.Event, *, engine, **_) -> None:
     await engine.record_review(PullRequestReviewEvent.model_validate(event.data))
+
+
+@router.register("pull_request_review_comment", action="created")
+async def new_review_comment(event: sansio.Event, *, engine, **_) -> None:
+    # A `/hangar …` line in a comment on the diff is a command like any other.
+    await engine.record_review_comment(ReviewCommentEvent.model_validate(event.data))

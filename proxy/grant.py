@@ -11,7 +11,7 @@ class Grant:
 
     sandbox_id: str
     repo: str  # "owner/name"
-    branch: str  # without refs/heads/
+    branch: str  # without refs/heads/; empty: fetch only
     installation_id: int | None = None
     allow_force: bool = True
 

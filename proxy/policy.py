@@ -48,6 +48,9 @@ def decide(
     refs = tuple(c.ref for c in commands)
     only = f"this sandbox may push only to {grant.branch}"
 
+    if not grant.branch:
+        return Decision(False, "hangar: this sandbox may fetch but not push "
+                               "(it builds the repository's environment)", refs)
     if not commands:
         return Decision(False, "hangar: the push names no branch", refs)
     if len(commands) > 1:

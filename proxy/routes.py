@@ -12,6 +12,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import NoReturn, Protocol
 
 import aiohttp
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from . import packwalk, pktline
 from .grant import Grant
@@ -38,6 +40,9 @@ DRAIN_SECONDS = 120.0
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
 RECEIVE_RESULT = "application/x-git-receive-pack-result"
 SERVICES = ("git-upload-pack", "git-receive-pack")
+# What git clients send (gzip for large fetches); a body in any other encoding is refused.
+_ENCODINGS = ("", "identity", "gzip", "x-gzip", "deflate")
+_PKT_LENGTH = re.compile(rb"[0-9a-fA-F]{4}")
 _REQUEST_HEADERS = (
     "Accept",
     "Accept-Encoding",
@@ -96,7 +101,10 @@ class _Proxy:
         return await self._relay(request, f"info/refs?service={service}", body=None)
 
     async def upload_pack(self, request: web.Request) -> web.StreamResponse:
-        first, encoded = await _first_chunk(request)
+        try:
+            first, encoded = await _first_chunk(request)
+        except _Refused as refused:
+            return refused.response()
         return await self._relay(
             request, "git-upload-pack", body=_chain(first, request), encoded=encoded
         )
@@ -106,7 +114,10 @@ class _Proxy:
             grant = await self._authenticate(request)
         except _Refused as refused:
             return refused.response()
-        first, encoded = await _first_chunk(request)
+        try:
+            first, encoded = await _first_chunk(request)
+        except _Refused as refused:
+            return refused.response()
         if encoded:
             return _Refused(
                 415,
@@ -497,15 +508,31 @@ async def _first_chunk(request: web.Request) -> tuple[bytes, bool]:
 
     aiohttp's server may already have undone a `Content-Encoding` (its default) or not
     (`auto_decompress=False`); git bodies start with pkt-line hex, never a gzip or
-    zlib header, so the bytes tell which.
+    zlib header, so the bytes tell which. A body that is neither, or an encoding git
+    never sends, is refused here rather than failing halfway.
     """
-    first = await request.content.readany()
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding in ("", "identity"):
+    if encoding not in _ENCODINGS:
+        await _drain(request)
+        raise _Refused(
+            415, f"hangar: Content-Encoding {encoding!r} is not accepted; send the body "
+                 "uncompressed or with gzip")
+    try:
+        first = await request.content.readany()
+        if encoding in ("", "identity"):
+            return first, False
+        while 0 < len(first) < 4 and not request.content.at_eof():
+            first += await request.content.readany()
+    except RequestPayloadError:
+        first = b""  # the server could not undo the encoding: the bytes do not match it
+    if first[:1] in (b"\x1f", b"\x78"):
+        return first, True
+    if first and _PKT_LENGTH.fullmatch(first[:4]):
         return first, False
-    while 0 < len(first) < 2 and not request.content.at_eof():
-        first += await request.content.readany()
-    return first, first[:1] == b"\x1f" or first[:1] == b"\x78"
+    await _drain(request)
+    raise _Refused(
+        400, f"hangar: the body does not match its Content-Encoding ({encoding}); "
+             "send it uncompressed or compressed as the header says")
 
 
 async def _chain(first: bytes, request: web.Request) -> AsyncIterator[bytes]:
@@ -548,7 +575,7 @@ async def _drain(request: web.Request) -> bool:
         async with asyncio.timeout(DRAIN_SECONDS):
             while await request.content.readany():
                 pass
-    except (TimeoutError, aiohttp.ClientError, ConnectionError):
+    except (TimeoutError, aiohttp.ClientError, ConnectionError, RequestPayloadError):
         return False
     return True
 

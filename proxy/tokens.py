@@ -1,37 +1,22 @@
 """Per-sandbox git tokens (`hgs_…`), stored only as hashes, and the pushes they made.
 
-The tables live in hangar's main SQLite file. Every call opens its own short-lived
-connection, so the registry is safe to use from any thread next to other writers.
+The tables live in hangar's main SQLite file. Each thread uses a connection of its own
+(proxy/tables.py), so the registry is safe to use from any thread next to other writers.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
-import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from .grant import Grant
+from .tables import SqliteTables, token_hash
 
 TOKEN_PREFIX = "hgs_"
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS proxy_tokens (
-    sandbox_id TEXT PRIMARY KEY,
-    token_sha256 TEXT NOT NULL,
-    repo TEXT NOT NULL,
-    branch TEXT NOT NULL,
-    installation_id INTEGER,
-    allow_force INTEGER NOT NULL,
-    issued_at REAL NOT NULL,
-    revoked_at REAL
-);
-CREATE INDEX IF NOT EXISTS proxy_tokens_branch ON proxy_tokens(repo, branch);
 CREATE TABLE IF NOT EXISTS proxy_pushes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     sandbox_id TEXT NOT NULL,
@@ -57,39 +42,25 @@ class PushRecord:
     at: float
 
 
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-class TokenRegistry:
-    def __init__(self, db_path: Path):
-        self.db_path = Path(db_path)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
-        try:
-            db.execute("PRAGMA busy_timeout=30000")
-            yield db
-        finally:
-            db.close()
+class TokenRegistry(SqliteTables):
+    SCHEMA = _SCHEMA
 
     def issue(
         self,
         sandbox_id: str,
         *,
         repo: str,
-        branch: str,
+        branch: str | None,
         installation_id: int | None,
         allow_force: bool = True,
     ) -> str:
-        """A new token for the sandbox (replacing any earlier one); only its hash is kept."""
+        """A new token for the sandbox (replacing any earlier one); only its hash is kept.
+
+        `branch=None` grants fetching only (an environment build's clone).
+        """
         if repo.count("/") != 1 or not all(repo.split("/")):
             raise ValueError(f"repo must be 'owner/name', got {repo!r}")
-        if not branch or branch.startswith("refs/"):
+        if branch is not None and (not branch or branch.startswith("refs/")):
             raise ValueError(f"branch is a plain branch name like 'hangar/12-ab3f', got {branch!r}")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self._connect() as db:
@@ -99,9 +70,9 @@ class TokenRegistry:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                 (
                     sandbox_id,
-                    _hash(token),
+                    token_hash(token),
                     repo,
-                    branch,
+                    branch or "",
                     installation_id,
                     int(allow_force),
                     time.time(),
@@ -120,7 +91,7 @@ class TokenRegistry:
         if row is None:
             return None
         stored, repo, branch, installation_id, allow_force, revoked_at = row
-        if not hmac.compare_digest(_hash(token), stored) or revoked_at is not None:
+        if not hmac.compare_digest(token_hash(token), stored) or revoked_at is not None:
             return None
         return Grant(sandbox_id, repo, branch, installation_id, bool(allow_force))
 
@@ -129,7 +100,7 @@ class TokenRegistry:
         with self._connect() as db:
             row = db.execute(
                 "SELECT sandbox_id FROM proxy_tokens WHERE token_sha256 = ? AND revoked_at IS NULL",
-                (_hash(token),),
+                (token_hash(token),),
             ).fetchone()
         return row[0] if row else None
 

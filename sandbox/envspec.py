@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 LOCAL_NETWORKS = ("loopback", "host", "none")
 # Fields only the operator's envs/ files may set: they decide how strongly a sandbox is
 # isolated and which credential it receives, so a repository cannot loosen them.
-OPERATOR_ONLY_FIELDS = ("name", "provider", "isolation", "network", "model_credential_env")
+OPERATOR_ONLY_FIELDS = (
+    "name", "provider", "isolation", "network", "harness", "agent_command",
+    "model_credential_env", "image_recipe",
+)
 _ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # How to fix each field, shown after the validation message.
@@ -25,10 +28,16 @@ _FIXES: dict[str, str] = {
     "name": "a short name such as python-3.11",
     "provider": "one of local, docker, kubernetes",
     "image": "an image reference, e.g. hangar-base:1",
+    "image_recipe": "a mapping with base, packages and agent_clis",
+    "image_recipe.base": "an image reference, e.g. hangar-base:1",
+    "image_recipe.packages": "a list of Debian package names, e.g. [nodejs]",
+    "image_recipe.agent_clis": "a list of claude and codex",
     "isolation": "bwrap (default) or none",
     "harness": "one of script, claude, codex",
     "agent_script": "a shell script as a string (use a YAML block: `agent_script: |`)",
     "install": "a shell command as a string, e.g. pip install -e .",
+    "lockfiles": "a list of repository paths or globs, e.g. [deps/*.cfg]",
+    "build_secrets": "a list of environment variable names the operator maps, e.g. [NPM_TOKEN]",
     "verify": "a mapping with command, timeout_minutes and retries",
     "verify.command": "a shell command as a string, e.g. python3 -m unittest -q",
     "verify.timeout_minutes": "must be a positive number of minutes, e.g. 10",
@@ -37,9 +46,14 @@ _FIXES: dict[str, str] = {
     "resources.cpus": "a positive number of CPUs, e.g. 2",
     "resources.memory_mb": "a positive whole number of MiB, e.g. 4096",
     "resources.pids": "a whole number of processes of at least 16, e.g. 512",
-    "network": "loopback, host or none for local; host, none or a network name for docker",
+    "network": "loopback, host or none for local; loopback, none, host or a network name "
+    "for docker",
     "max_minutes": "must be a positive number of minutes, e.g. 60",
     "model_credential_env": "the name of an environment variable, e.g. ANTHROPIC_API_KEY",
+    "egress": "a mapping with allow (a list of hosts) and hosts (name: address pins)",
+    "egress.allow": "a list of host names, e.g. [pypi.org, \"*.npmjs.org\", example.com:8443]",
+    "egress.hosts": "a mapping of exact host names to IP addresses, e.g. {registry.internal: "
+    "10.0.0.5}",
 }
 
 
@@ -57,6 +71,62 @@ class VerifySpec(_Strict):
     retries: int = Field(default=1, ge=0, le=5)
 
 
+class ImageRecipe(_Strict):
+    """How an environment's own image is made (`hangar env build-image NAME`).
+
+    `packages` are Debian packages added to a fresh rootfs (debootstrap, as
+    scripts/base-image.sh does); `agent_clis` are copied in from hangar's own pinned install.
+    """
+
+    base: str = "hangar-base:1"
+    packages: list[str] = Field(default_factory=list)
+    agent_clis: list[Literal["claude", "codex"]] = Field(default_factory=list)
+
+    @field_validator("packages")
+    @classmethod
+    def _package_names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", name)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a Debian package name")
+        return value
+
+
+class EgressSpec(_Strict):
+    """What a sandbox may reach through hangar's egress proxy (proxy/egress.py).
+
+    `allow` is the operator's allowlist; `hosts` pins exact names to addresses (the only
+    way to reach a private address); `narrowed` is a repository's own list, which can only
+    take away from `allow` (set from `.github/hangar.yml`'s `environment.egress.allow`).
+    """
+
+    allow: list[str] = Field(default_factory=list)
+    hosts: dict[str, str] = Field(default_factory=dict)
+    narrowed: list[str] | None = None
+
+    @field_validator("allow", "narrowed")
+    @classmethod
+    def _rules(cls, value: list[str] | None) -> list[str] | None:
+        from proxy.egress import parse_rule
+
+        for entry in value or []:
+            parse_rule(entry)
+        return value
+
+    @field_validator("hosts")
+    @classmethod
+    def _pins(cls, value: dict[str, str]) -> dict[str, str]:
+        import ipaddress
+
+        for name, address in value.items():
+            if "*" in name:
+                raise ValueError(f"{name!r}: a pin names one exact host, not a wildcard")
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"{name}: {address!r} is not an IP address") from None
+        return value
+
+
 class Resources(_Strict):
     cpus: float | None = Field(default=2, gt=0)
     memory_mb: int | None = Field(default=4096, gt=0)
@@ -67,15 +137,22 @@ class EnvSpec(_Strict):
     name: str = Field(min_length=1)
     provider: Literal["local", "docker", "kubernetes"] = "local"
     image: str | None = None
+    image_recipe: ImageRecipe | None = None
     isolation: Literal["bwrap", "none"] = "bwrap"
     harness: Literal["script", "claude", "codex"] = "script"
     agent_script: str | None = None
     install: str | None = None
+    # Build fields: with `install`, they make the environment build's key (sandbox.envbuild).
+    lockfiles: list[str] = Field(default_factory=list)
+    build_secrets: list[str] = Field(default_factory=list)
     verify: VerifySpec | None = None
     resources: Resources = Field(default_factory=Resources)
-    network: str = ""  # filled in per provider: loopback for local/kubernetes, none for docker
+    network: str = ""  # filled in: loopback (hangar's sandbox gate, nothing else)
     max_minutes: float = Field(default=60, gt=0)
     model_credential_env: str | None = None
+    # The agent CLI to run (default: claude or codex on the sandbox's PATH).
+    agent_command: str | None = None
+    egress: EgressSpec = Field(default_factory=EgressSpec)
 
     @field_validator("model_credential_env")
     @classmethod
@@ -84,9 +161,17 @@ class EnvSpec(_Strict):
             raise ValueError(f"{value!r} is not an environment variable name")
         return value
 
+    @field_validator("build_secrets")
+    @classmethod
+    def _env_var_names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not _ENV_VAR_NAME.match(name)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not an environment variable name")
+        return value
+
     @model_validator(mode="after")
     def _fits_provider(self) -> EnvSpec:
-        network = self.network or ("none" if self.provider == "docker" else "loopback")
+        network = self.network or "loopback"
         self.network = network
         if self.provider == "local" and network not in LOCAL_NETWORKS:
             raise ValueError(
@@ -94,14 +179,15 @@ class EnvSpec(_Strict):
                 "use loopback, host or none"
             )
         if self.provider == "docker":
-            if network in ("loopback", "bridge", "default"):
+            if network in ("bridge", "default"):
                 raise ValueError(
-                    f"network: {network!r} is not allowed for docker; use host (reaches "
-                    "services on 127.0.0.1), none, or the name of a network you created"
+                    f"network: {network!r} is not allowed for docker; use loopback (hangar's "
+                    "push proxy and nothing else), none, or the name of a network you created"
                 )
-        if self.provider in ("docker", "kubernetes") and not self.image:
+        if self.provider in ("docker", "kubernetes") and not (self.image or self.image_recipe):
             raise ValueError(
-                f"image: the {self.provider} provider needs an image, e.g. image: hangar-base:1"
+                f"image: the {self.provider} provider needs an image, e.g. image: hangar-base:1, "
+                "or an image_recipe hangar builds"
             )
         if (
             self.harness == "script"
@@ -142,8 +228,39 @@ class EnvSpec(_Strict):
                     for key in refused
                 )
             )
+        secrets = mapping.get("build_secrets")
+        if isinstance(secrets, list):
+            unmapped = [name for name in secrets if name not in self.build_secrets]
+            if unmapped:
+                raise EnvSpecError(
+                    f"{source}: environment.build_secrets: {unmapped[0]!r} is not a build "
+                    f"secret of environment {self.name!r}; name only those its operator mapped "
+                    f"({', '.join(self.build_secrets) or 'none'})"
+                )
+        mapping = dict(mapping)
+        if "egress" in mapping:
+            mapping["egress"] = _narrowing(mapping["egress"], source)
         merged = _deep_merge(self.model_dump(), mapping)
         return _validate(merged, source, prefix="environment.")
+
+
+def _narrowing(block: Any, source: str) -> dict[str, Any]:
+    """A repository's `egress:` block as a narrowing of the operator's allowlist: it may
+    list hosts (kept only where the operator allows them too), nothing else."""
+    if not isinstance(block, dict) or set(block) - {"allow"} or not isinstance(
+            block.get("allow"), list):
+        raise EnvSpecError(
+            f"{source}: environment.egress: a repository may only narrow the egress "
+            "allowlist, as egress: {allow: [pypi.org]}; the hosts it may reach and any "
+            "pins are the operator's (envs/)")
+    from proxy.egress import parse_rule
+
+    for entry in block["allow"]:
+        try:
+            parse_rule(entry)
+        except ValueError as exc:
+            raise EnvSpecError(f"{source}: environment.egress.allow: {exc}") from None
+    return {"narrowed": [str(entry) for entry in block["allow"]]}
 
 
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

@@ -6,23 +6,55 @@ Parsing is best effort and never raises: a field it cannot find stays None and a
 warning says why. Everything in AgentFacts is the agent's own account; the summary in
 particular is a claim, shown as "Agent says (unverified)" and never used for decisions.
 
-The model credential is not part of `command`'s output: the engine adds
-`{harness.credential_env: <secret>}` to the env of the agent's `start` only, never to
-install or verify commands.
+The model credential never enters the sandbox. The agent reaches its model through
+hangar's model gateway: `ModelRoute` is a per-sandbox base URL and a per-sandbox token,
+good only while the run lives; hangar adds the real credential on its side. The harness
+points the CLI at that route in a way a repository's own files cannot override (Claude
+Code: `--settings`, which outranks `.claude/settings.json`; Codex: `-c` overrides,
+which outrank any config.toml).
 """
 
 from __future__ import annotations
 
 import abc
 import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from sandbox.envspec import EnvSpec
-from sandbox.provider import HANGAR_DIR
+from sandbox.provider import HANGAR_DIR, HOME_DIR
 
 AGENT_SCRIPT_PATH = f"{HANGAR_DIR}/agent.sh"
+CLAUDE_SETTINGS_PATH = f"{HANGAR_DIR}/claude-settings.json"
+CODEX_HOME = f"{HOME_DIR}/.codex"
+# Where each CLI keeps its sessions, under the sandbox's HOME: saved when a turn ends and
+# restored in the next turn's sandbox, so that a follow-up resumes the conversation.
+SESSION_DIRS = {"claude": f"{HOME_DIR}/.claude", "codex": CODEX_HOME}
+# Claude Code's switches for a quiet, offline-but-for-the-model process.
+CLAUDE_QUIET_ENV = {
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "IS_SANDBOX": "1",
+    # A refused or rate-limited model fails the turn soon; hangar waits for the reset.
+    "CLAUDE_CODE_MAX_RETRIES": "2",
+}
+# The environment variable codex reads the gateway token from (the provider's env_key).
+CODEX_TOKEN_ENV = "HANGAR_MODEL_TOKEN"
+# A model the pinned codex knows, with plain function tools (its default uses "code mode").
+CODEX_DEFAULT_MODEL = "gpt-5.5"
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """How the agent reaches its model: hangar's gateway URL and the sandbox's token."""
+
+    base_url: str
+    token: str
 SCRIPT_SUMMARY_LINES = 20
 SUMMARY_MAX_CHARS = 8000
 
@@ -35,16 +67,23 @@ class AgentFacts(BaseModel):
     usage: dict[str, Any] = Field(default_factory=dict)
     rate_limit: dict[str, Any] | None = None
     warnings: list[str] = Field(default_factory=list)
+    # Why the agent could not do its work, in the CLI's own terms: "rate_limit" (with
+    # http_status 429), "auth" (401/403), "unreachable", "api_error", "resume_failed".
+    failure: str | None = None
+    http_status: int | None = None
+    error_message: str | None = None
 
 
 class Harness(abc.ABC):
     name: str
-    # The environment variable that carries the model credential to the agent, if any.
-    credential_env: str | None = None
+
+    # Where the CLI keeps its sessions in the sandbox (saved and restored between turns).
+    session_dir: str | None = None
 
     @abc.abstractmethod
     def command(
-        self, prompt: str, *, turn: int, session_id: str | None = None
+        self, prompt: str, *, turn: int, session_id: str | None = None,
+        model: ModelRoute | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """(argv, extra env) for the agent's process. turn counts from 1; a later turn may
         resume the session of an earlier one."""
@@ -53,7 +92,7 @@ class Harness(abc.ABC):
     def parse(self, log_text: str) -> AgentFacts:
         """What the agent reported about itself. Never raises."""
 
-    def files(self) -> dict[str, bytes]:
+    def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
         """Files to copy into the sandbox before `start` (absolute paths)."""
         return {}
 
@@ -69,11 +108,12 @@ class ScriptHarness(Harness):
         self.script = script
 
     def command(
-        self, prompt: str, *, turn: int, session_id: str | None = None
+        self, prompt: str, *, turn: int, session_id: str | None = None,
+        model: ModelRoute | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         return ["bash", AGENT_SCRIPT_PATH], {"HANGAR_PROMPT": prompt, "HANGAR_TURN": str(turn)}
 
-    def files(self) -> dict[str, bytes]:
+    def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
         return {AGENT_SCRIPT_PATH: self.script.encode()}
 
     def parse(self, log_text: str) -> AgentFacts:
@@ -91,6 +131,8 @@ class _JsonLines:
         self.skipped = 0
         lines = [line.strip() for line in log_text.splitlines()]
         self.lines = [line for line in lines if line]
+        # What the CLI printed besides its events (stderr): errors before any JSON.
+        self.text_lines = [line for line in self.lines if not line.startswith("{")]
 
     def events(self):
         last = len(self.lines) - 1
@@ -163,23 +205,41 @@ class ClaudeHarness(Harness):
     """
 
     name = "claude"
+    session_dir = SESSION_DIRS["claude"]
 
-    def __init__(self, credential_env: str = "ANTHROPIC_API_KEY", model: str | None = None):
-        self.credential_env = credential_env
+    def __init__(self, command: str = "claude", model: str | None = None):
+        self.program = command
         self.model = model
 
     def command(
-        self, prompt: str, *, turn: int, session_id: str | None = None
+        self, prompt: str, *, turn: int, session_id: str | None = None,
+        model: ModelRoute | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        argv = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+        argv = [self.program, "-p", "--output-format", "stream-json", "--verbose"]
         # The sandbox is the boundary: the agent may edit and run without asking.
         argv.append("--dangerously-skip-permissions")
+        env = dict(CLAUDE_QUIET_ENV)
+        if model is not None:
+            # --settings outranks the repository's .claude/settings.json, whose env could
+            # otherwise point ANTHROPIC_BASE_URL elsewhere.
+            argv += ["--settings", CLAUDE_SETTINGS_PATH]
+            env.update(self._model_env(model))
         if self.model:
             argv += ["--model", self.model]
         if session_id and turn > 1:
             argv += ["--resume", session_id]
         # "--" so that a prompt starting with "-" is not read as an option.
-        return [*argv, "--", prompt], {"IS_SANDBOX": "1"}
+        return [*argv, "--", prompt], env
+
+    @staticmethod
+    def _model_env(model: ModelRoute) -> dict[str, str]:
+        return {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": model.token}
+
+    def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
+        if model is None:
+            return {}
+        settings = {"env": {**self._model_env(model), **CLAUDE_QUIET_ENV}}
+        return {CLAUDE_SETTINGS_PATH: json.dumps(settings, indent=1).encode()}
 
     def parse(self, log_text: str) -> AgentFacts:
         facts = AgentFacts()
@@ -187,6 +247,7 @@ class ClaudeHarness(Harness):
         last_text: str | None = None
         assistant_messages = 0
         result_seen = False
+        retries, retry_status = 0, None
         for event in reader.events():
             kind = event.get("type")
             if isinstance(event.get("session_id"), str) and not facts.session_id:
@@ -194,6 +255,9 @@ class ClaudeHarness(Harness):
             if kind == "system":
                 if event.get("subtype") == "init" and isinstance(event.get("session_id"), str):
                     facts.session_id = event["session_id"]
+                elif event.get("subtype") == "api_retry":
+                    retries += 1
+                    retry_status = _int(event.get("error_status")) or retry_status
             elif kind == "assistant":
                 assistant_messages += 1
                 last_text = _text_of(event.get("message")) or last_text
@@ -217,10 +281,26 @@ class ClaudeHarness(Harness):
                     facts.usage = event["usage"]
                 subtype = event.get("subtype")
                 if event.get("is_error") or (subtype and subtype != "success"):
-                    facts.warnings.append(f"the agent ended with an error ({subtype or 'error'})")
+                    # A refused model still ends with subtype "success": is_error decides.
+                    errors = event.get("errors")
+                    message = "; ".join(e for e in errors if isinstance(e, str)) if isinstance(
+                        errors, list) else ""
+                    message = message or event.get("result") or subtype or "error"
+                    status = _int(event.get("api_error_status"))
+                    facts.http_status = status
+                    facts.error_message = str(message)[:500]
+                    facts.failure = classify_failure(status, facts.error_message)
+                    facts.summary = None  # the error text is not the agent's account
+                    facts.warnings.append(f"the agent ended with an error: {facts.error_message}")
             else:
                 reader.unknown_type(kind)
         reader.finish()
+        if retries:
+            facts.warnings.append(f"the model request was retried {retries} time(s)"
+                                  + (f" (HTTP {retry_status})" if retry_status else ""))
+        for line in reader.text_lines:
+            if line.startswith("No conversation found with session ID"):
+                facts.failure, facts.error_message = "resume_failed", line[:500]
         if not result_seen:
             facts.warnings.append(
                 "no final result event: the agent was stopped or crashed before it finished"
@@ -242,28 +322,60 @@ class CodexHarness(Harness):
     """
 
     name = "codex"
+    session_dir = SESSION_DIRS["codex"]
 
-    def __init__(self, credential_env: str = "OPENAI_API_KEY", model: str | None = None):
-        self.credential_env = credential_env
-        self.model = model
+    def __init__(self, command: str = "codex", model: str | None = None):
+        self.program = command
+        self.model = model or CODEX_DEFAULT_MODEL
 
     def command(
-        self, prompt: str, *, turn: int, session_id: str | None = None
+        self, prompt: str, *, turn: int, session_id: str | None = None,
+        model: ModelRoute | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        argv = ["codex", "exec"]
+        argv = [self.program, "exec"]
         if session_id and turn > 1:
             argv += ["resume", session_id]
         # hangar's sandbox is the boundary; codex's own would need privileges it lacks.
         argv += ["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+        env = {"CODEX_HOME": CODEX_HOME}
+        if model is not None:
+            # -c overrides outrank every config.toml, the repository's .codex/ included.
+            for key, value in self._provider(model).items():
+                argv += ["-c", f"{key}={_toml(value)}"]
+            env[CODEX_TOKEN_ENV] = model.token
         if self.model:
             argv += ["--model", self.model]
-        return [*argv, "--", prompt], {}
+        return [*argv, "--", prompt], env
+
+    @staticmethod
+    def _provider(model: ModelRoute) -> dict[str, Any]:
+        base = "model_providers.hangar"
+        return {
+            "model_provider": "hangar",
+            f"{base}.name": "hangar",
+            f"{base}.base_url": model.base_url.rstrip("/") + "/v1",
+            f"{base}.wire_api": "responses",
+            f"{base}.env_key": CODEX_TOKEN_ENV,
+            f"{base}.supports_websockets": False,
+            f"{base}.request_max_retries": 2,
+            f"{base}.stream_max_retries": 2,
+            "analytics.enabled": False,
+            "features.plugins": False,
+            "check_for_update_on_startup": False,
+        }
+
+    def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
+        if model is None:
+            return {}
+        lines = [f"{key} = {_toml(value)}" for key, value in self._provider(model).items()]
+        return {f"{CODEX_HOME}/config.toml": ("\n".join(lines) + "\n").encode()}
 
     def parse(self, log_text: str) -> AgentFacts:
         facts = AgentFacts()
         reader = _JsonLines(log_text, facts)
         turns = 0
         completed = False
+        reconnects: list[str] = []
         for event in reader.events():
             kind = event.get("type")
             if kind == "thread.started":
@@ -280,26 +392,81 @@ class CodexHarness(Harness):
                 error = event.get("error") if kind == "turn.failed" else event
                 message = error.get("message") if isinstance(error, dict) else None
                 message = message if isinstance(message, str) else "unknown error"
+                if message.startswith("Reconnecting..."):
+                    reconnects.append(message)  # transient: codex retries by itself
+                    continue
+                if kind == "turn.failed" or facts.error_message is None:
+                    facts.error_message = message[:500]
+                    facts.http_status = _status_in(message)
+                    facts.failure = classify_failure(facts.http_status, message)
                 facts.warnings.append(f"codex reported an error: {message}")
-                if any(word in message.lower() for word in _RATE_LIMIT_WORDS):
-                    facts.rate_limit = {"status": "rejected", "message": message}
             elif kind == "item.completed":
                 item = event.get("item")
-                if isinstance(item, dict) and item.get("type") == "agent_message":
+                if not isinstance(item, dict):
+                    continue
+                if item.get("type") == "agent_message":
                     text = item.get("text")
                     if isinstance(text, str) and text:
                         facts.summary = text[-SUMMARY_MAX_CHARS:]
+                elif item.get("type") == "error" and isinstance(item.get("message"), str):
+                    facts.warnings.append(f"codex: {item['message']}")
             elif kind in ("item.started", "item.updated", "item.plan.delta", "request_user_input"):
                 pass
             else:
                 reader.unknown_type(kind)
         reader.finish()
         facts.turns = turns or None
+        if reconnects:
+            facts.warnings.append(f"codex reconnected {len(reconnects)} time(s): "
+                                  f"{reconnects[-1].removeprefix('Reconnecting... ')}")
         if not completed:
+            errors = [line for line in reader.text_lines if line.startswith("Error:")]
+            if errors and facts.failure is None:
+                # codex failed before its first JSON event (a resume, a bad option, ...)
+                message = errors[-1].removeprefix("Error:").strip()
+                facts.error_message = message[:500]
+                facts.failure = ("resume_failed" if "resume" in message
+                                 else classify_failure(_status_in(message), message))
+            elif facts.failure is None and any("waiting for network" in r for r in reconnects):
+                facts.failure = "unreachable"
+                facts.error_message = reconnects[-1].removeprefix("Reconnecting... ")
             facts.warnings.append(
                 "no turn.completed event: the agent was stopped, failed or crashed"
             )
+        if facts.failure:
+            facts.summary = None
+        if facts.failure == "rate_limit":
+            facts.rate_limit = {"status": "rejected", "message": facts.error_message}
         return facts
+
+
+def _status_in(message: str) -> int | None:
+    """The HTTP status a codex error message names ('last status: 429 Too Many ...')."""
+    found = re.search(r"status:? (\d{3})\b", message)
+    return int(found.group(1)) if found else None
+
+
+def classify_failure(status: int | None, message: str) -> str:
+    """What kind of model failure an HTTP status and message describe (table-tested)."""
+    text = message.lower()
+    if status == 429 or any(word in text for word in _RATE_LIMIT_WORDS):
+        return "rate_limit"
+    if status in (401, 403) or "api key" in text or "unauthorized" in text:
+        return "auth"
+    if "no conversation found" in text or "no rollout found" in text:
+        return "resume_failed"
+    if status == 502 or any(word in text for word in _UNREACHABLE_WORDS):
+        return "unreachable"
+    return "api_error"
+
+
+_UNREACHABLE_WORDS = ("connection refused", "econnrefused", "could not reach",
+                      "connection failed", "enotfound", "timed out", "network")
+
+
+def _toml(value: Any) -> str:
+    """A TOML value: JSON's strings and booleans are TOML's too."""
+    return json.dumps(value)
 
 
 def harness_for(spec: EnvSpec, *, script: str | None = None) -> Harness:
@@ -313,5 +480,17 @@ def harness_for(spec: EnvSpec, *, script: str | None = None) -> Harness:
             )
         return ScriptHarness(chosen)
     if spec.harness == "claude":
-        return ClaudeHarness(credential_env=spec.model_credential_env or "ANTHROPIC_API_KEY")
-    return CodexHarness(credential_env=spec.model_credential_env or "OPENAI_API_KEY")
+        return ClaudeHarness(command=agent_command(spec))
+    return CodexHarness(command=agent_command(spec))
+
+
+def agent_command(spec: EnvSpec) -> str:
+    """The CLI to run: the spec's own, the one its image recipe copied in (by full path:
+    every sandboxed process gets hangar's PATH, not the image's), or the name on PATH."""
+    if spec.agent_command:
+        return spec.agent_command
+    if spec.image_recipe and spec.harness in spec.image_recipe.agent_clis:
+        from sandbox.envimage import IN_IMAGE_DIR
+
+        return f"{IN_IMAGE_DIR}/{spec.harness}"
+    return spec.harness

@@ -9,6 +9,7 @@ pydantic models so the engine can store them and act on them after a restart.
 from __future__ import annotations
 
 import abc
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -75,6 +76,16 @@ def sandbox_env(extra: dict[str, str] | None, *, path: str = BASE_PATH) -> dict[
     return env
 
 
+def workspace_relative(path: str) -> str:
+    """`path` (absolute, under /workspace) relative to /workspace; ValueError otherwise."""
+    if not path.startswith("/"):
+        raise ValueError(f"sandbox paths are absolute, e.g. {WORKSPACE}/file; got {path!r}")
+    norm = os.path.normpath(path)
+    if not norm.startswith(WORKSPACE + "/"):
+        raise ValueError(f"{path}: only paths under {WORKSPACE} can be copied in or out")
+    return norm[len(WORKSPACE) + 1 :]
+
+
 def exit_file(process_id: str) -> str:
     return f"{HANGAR_DIR}/{process_id}.exit"
 
@@ -89,6 +100,9 @@ def detached_wrapper(argv: list[str], *, cwd: str, log_path: str, process_id: st
     script = (
         'cd "$1" || exit 127; log="$2"; final="$3"; shift 3; '
         'mkdir -p "$(dirname "$log")" "$(dirname "$final")"; '
+        # A log left as a FIFO (or a link, a device) by an earlier turn would block the
+        # redirection below for good: only a regular file is appended to.
+        '{ [ -L "$log" ] || { [ -e "$log" ] && [ ! -f "$log" ]; }; } && rm -f "$log"; '
         '"$@" >>"$log" 2>&1 </dev/null; code=$?; '
         'echo "$code" >"$final.tmp" && mv -f "$final.tmp" "$final"'
     )
@@ -118,8 +132,11 @@ class OutputTail:
                 self._size -= extra
             self.truncated = True
 
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
+
     def text(self) -> str:
-        return b"".join(self._chunks).decode("utf-8", errors="replace")
+        return self.data().decode("utf-8", errors="replace")
 
 
 class Provider(abc.ABC):
@@ -173,8 +190,12 @@ class Provider(abc.ABC):
         """Write files at absolute sandbox paths under /workspace, creating directories."""
 
     @abc.abstractmethod
-    async def copy_out(self, sb: Sandbox, path: str) -> bytes:
-        """The bytes of one file at an absolute sandbox path. FileNotFoundError if absent."""
+    async def copy_out(self, sb: Sandbox, path: str, max_bytes: int = OUTPUT_TAIL_BYTES) -> bytes:
+        """The last `max_bytes` bytes of one regular file at an absolute sandbox path.
+
+        FileNotFoundError if absent; `sandbox.safe_read.NotARegularFile` (an OSError) for
+        a FIFO, socket, device, directory or a path through a symlink. Never blocks.
+        """
 
     @abc.abstractmethod
     async def destroy(self, sb: Sandbox) -> None:

@@ -7,6 +7,7 @@ each tick's `ProcessStatus`, and acts on what comes back:
     running ──exit code seen──────────────▶ exited
        │ gone twice, no exit code ────────▶ lost        (exit_code -1)
        │ past max_minutes ────────────────▶ timed_out   (caller stops the process)
+       │ observing failed or hung ────────▶ lost        (caller stops the process)
        └ stop requested ──────────────────▶ cancelled   (caller stops the process)
 
 One "gone" may be a process that finished between the exit-file check and the process
@@ -48,9 +49,9 @@ class RunWatch(BaseModel):
 
     @property
     def needs_stop(self) -> bool:
-        """hangar ended the run: the caller must stop the process (provider.stop is
-        idempotent, so calling it again after a restart is harmless)."""
-        return self.state in (RunState.TIMED_OUT, RunState.CANCELLED)
+        """The caller must stop the process: hangar ended the run, or lost sight of it
+        (provider.stop is idempotent: for a gone process it does nothing)."""
+        return self.state in (RunState.TIMED_OUT, RunState.CANCELLED, RunState.LOST)
 
     def deadline(self) -> float | None:
         return None if self.max_minutes is None else self.started_at + self.max_minutes * 60
@@ -82,6 +83,13 @@ class RunWatch(BaseModel):
                 f"ran past max_minutes ({self.max_minutes:g})",
             )
         return None
+
+    def fail(self, now: float, reason: str) -> RunState | None:
+        """The provider could not say how the process is (a stuck or failed call): LOST
+        with the reason, so one sandbox never holds its slot or the watcher."""
+        if self.finished:
+            return None
+        return self._finish(RunState.LOST, now, NO_EXIT_CODE, reason)
 
     def cancel(self, now: float, reason: str = "stop requested") -> RunState | None:
         """A stop request. CANCELLED unless the run already ended."""

@@ -4,6 +4,7 @@
 # rootfs into an image. The rootfs tarball is cached, so a rebuild after `docker rmi`
 # takes seconds.
 # Usage: scripts/base-image.sh [image]   (default hangar-base:1)
+# HANGAR_BASE_EXTRA=pkg,pkg adds Debian packages (an environment's image_recipe does).
 set -euo pipefail
 image="${1:-hangar-base:1}"
 suite=bookworm
@@ -12,7 +13,8 @@ suite=bookworm
 mirror="${HANGAR_DEBIAN_MIRROR:-$(grep -rhoE '^(URIs:|deb)[[:space:]]+[^[:space:]]+' \
   /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | awk '{print $2}' \
   | grep -E '/debian/?$' | head -n 1 || true)}"
-packages=git,ca-certificates,python3
+# python3 also runs the relay to hangar's sandbox gate (network: loopback); keep it.
+packages=git,ca-certificates,python3${HANGAR_BASE_EXTRA:+,$HANGAR_BASE_EXTRA}
 cache_dir="${XDG_CACHE_HOME:-$HOME/.cache}/hangar"
 tarball="$cache_dir/rootfs-$suite-$(echo "$packages" | tr ',' '-').tar"
 

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The README's test command: set everything up, lint, then run the whole suite.
+# The suite mostly waits (on sandboxes, GitHub's stand-in, timers), so it runs on three
+# pytest-xdist workers unless the arguments choose (-n N, or -p no:xdist for one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest "$@"
+workers=(-n 3)
+for arg in "$@"; do
+  case "$arg" in -n|-n*|--numprocesses*|no:xdist) workers=() ;; esac
+done
+exec .venv/bin/python -m pytest "${workers[@]}" "$@"

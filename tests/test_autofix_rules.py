@@ -223,9 +223,12 @@ def suite(app_id: int, status: str, runs: int = 1) -> dict:
 
 
 def check(name: str, status: str, conclusion: str | None, *, slug: str = "fakehub-ci",
-          run_id: int = 10, annotations: int = 0, text: str | None = None) -> dict:
+          run_id: int = 10, annotations: int = 0, text: str | None = None,
+          app_id: int | None = None) -> dict:
+    if app_id is None:
+        app_id = OWN_APP if name.startswith("hangar / ") else CI_APP
     return {"id": run_id, "name": name, "status": status, "conclusion": conclusion,
-            "app": {"slug": slug},
+            "app": {"slug": slug, "id": app_id},
             "output": {"title": f"{name}: {conclusion}", "summary": "exit 1", "text": text,
                        "annotations_count": annotations}}
 
@@ -239,9 +242,12 @@ class RecordingGitHub(GitHubAPI):
     async def _request(self, method, url, headers, body=b""):
         path = url.removeprefix("https://api.github.com")
         self.calls.append(path)
-        status, content_type, data = self.answers[path]
+        status, content_type, data, *link = self.answers[path]
         raw = data.encode() if isinstance(data, str) else json.dumps(data).encode()
-        return status, {"content-type": content_type}, raw
+        headers = {"content-type": content_type}
+        if link:  # the next page, as GitHub's Link header names it
+            headers["link"] = f'<https://api.github.com{link[0]}>; rel="next"'
+        return status, headers, raw
 
     async def sleep(self, seconds):  # pragma: no cover - never retried here
         pass
@@ -275,6 +281,19 @@ EVIDENCE = [
      [check("hangar / agent", "completed", "neutral"),
       check("hangar / verify", "completed", "failure", text="FAIL: test_adds")],
      [], {}, True, ["hangar / verify"]),
+    ("another App's failed `hangar / verify` is no evidence, nor waited for", CI_DONE,
+     [check("hangar / verify", "in_progress", None, app_id=CI_APP),
+      check("hangar / verify", "completed", "failure", app_id=CI_APP),
+      check("ci / test", "completed", "success")],
+     [{"context": "hangar / verify", "state": "failure"}], {}, True, []),
+    ("a verification that did not run starts no turn", CI_DONE,
+     [check("hangar / verify", "completed", "action_required")], [], {}, True, []),
+    ("cancelled, stale and action_required are for a person, not a turn", CI_DONE,
+     [check("a", "completed", "cancelled"), check("b", "completed", "stale"),
+      check("c", "completed", "action_required"), check("d", "completed", "startup_failure"),
+      check("e", "completed", "timed_out")], [], {}, True, ["d", "e"]),
+    ("an Actions run waiting is not finished", [suite(CI_APP, "completed")],
+     [check("ci / test", "waiting", None)], [], {}, False, []),
     ("a failed status with its description and link", CI_DONE, [],
      [{"context": "deploy", "state": "error", "description": "quota exceeded",
        "target_url": "https://ci.example/42"}], {}, True, ["deploy"]),
@@ -322,3 +341,18 @@ async def test_a_job_log_that_cannot_be_read_is_said_not_fatal():
     }))
     failures, _ = await collect_failures(RepoOps(gh, "acme/widgets"), HEAD, own_app_id=OWN_APP)
     assert "the job log could not be fetched" in failures[0].details[0]
+
+
+async def test_a_failure_on_the_second_page_of_a_matrix_is_found():
+    """A matrix CI has more than a page of checks: the failing one may be on the last."""
+    green = [check(f"ci / test ({n})", "completed", "success") for n in range(100)]
+    page_two = f"{BASE}/check-runs?filter=latest&per_page=100&page=2"
+    gh = RecordingGitHub(answers(CI_DONE, green, [], **{
+        f"{BASE}/check-runs?filter=latest&per_page=100": (
+            200, "application/json", {"check_runs": green}, page_two),
+        page_two: (200, "application/json",
+                   {"check_runs": [check("ci / test (100)", "completed", "failure")]}),
+    }))
+    failures, done = await collect_failures(RepoOps(gh, "acme/widgets"), HEAD,
+                                            own_app_id=OWN_APP)
+    assert done and [f.name for f in failures] == ["ci / test (100)"]

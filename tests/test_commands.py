@@ -81,6 +81,7 @@ HAPPY = cases(
     ("cancel", "/hangar cancel", [cmd("cancel")]),
     ("verify", "/hangar verify", [cmd("verify")]),
     ("status", "/hangar status", [cmd("status")]),
+    ("retry", "/hangar retry", [cmd("retry")]),
     ("help", "/hangar help", [cmd("help")]),
     ("autofix on", "/hangar autofix on", [cmd("autofix", enabled=True)]),
     ("autofix off", "/hangar autofix off", [cmd("autofix", enabled=False)]),
@@ -423,6 +424,7 @@ def test_try_error_reads_as_the_design_says() -> None:
 
 PARSED_NAMES = {
     "run",
+    "retry",
     "try",
     "pick",
     "land",

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import pytest
 
+from app.ghops import RepoOps, same_repository
 from app.landing import (
     LandState,
     ReviewRecord,
     approval_verdict,
     checks_verdict,
+    closing_references,
+    file_list_gap,
     gate_report,
     land_check_status,
     required_from_rules,
-    sensitive_files,
 )
 from app.repoconfig import LandPolicy
+from app.sensitive import UNSEEN, sensitive_files, sensitive_names
 
 HEAD = "a" * 40
 OLD = "b" * 40
@@ -63,6 +66,41 @@ def review(user="rita", state="approved", commit_id=HEAD, user_type="User", dism
 def test_approval_verdict(case, rev, permission, policy, why):
     verdict = approval_verdict(rev, head_sha=HEAD, requester="mona", permission=permission,
                                policy=policy)
+    if why is None:
+        assert verdict is None, case
+    else:
+        assert verdict is not None and why in verdict, (case, verdict)
+
+
+@pytest.mark.parametrize(
+    ("case", "user", "askers", "makers", "unknown", "policy", "why"),
+    [
+        ("a writer who asked for nothing and made nothing", "rita", {"sam"}, {"pat"}, None,
+         LandPolicy(), None),
+        ("asked for a follow-up or review turn, or pressed Fix", "sam", {"sam"}, set(), None,
+         LandPolicy(), "asked for a turn on this pull request"),
+        ("a turn's asker when self-approval is allowed", "sam", {"sam"}, set(), None,
+         LandPolicy(forbid_self_approval=False), None),
+        ("pushed or made a commit", "pat", set(), {"pat"}, None, LandPolicy(),
+         "pushed to this branch or made a commit on it"),
+        ("a maker even when self-approval is allowed", "pat", set(), {"pat"}, None,
+         LandPolicy(forbid_self_approval=False), "pushed to this branch"),
+        ("the makers cannot all be known", "rita", set(), set(), "more than GitHub lists",
+         LandPolicy(), "more than GitHub lists"),
+        ("logins ignore case: an asker", "Sam", {"sam"}, set(), None, LandPolicy(),
+         "asked for a turn"),
+        ("logins ignore case: a maker", "pat", set(), {"PAT"}, None, LandPolicy(),
+         "pushed to this branch"),
+        ("logins ignore case: the requester", "MONA", set(), set(), None, LandPolicy(),
+         "asked for this work"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_who_asked_or_made_the_work_may_not_approve_it(case, user, askers, makers, unknown,
+                                                      policy, why):
+    verdict = approval_verdict(review(user=user), head_sha=HEAD, requester="mona",
+                               permission="write", policy=policy, askers=askers, makers=makers,
+                               makers_unknown=unknown)
     if why is None:
         assert verdict is None, case
     else:
@@ -182,13 +220,39 @@ def test_sensitive_files_keeps_the_diff_order_and_copes_with_no_compare():
     assert sensitive_files({"files": []}, DEFAULTS) == []
 
 
+def test_a_rename_out_of_a_sensitive_path_is_sensitive():
+    files = [{"filename": "docs/ci.yml", "previous_filename": ".github/workflows/ci.yml"}]
+    assert sensitive_names(files, DEFAULTS) == [".github/workflows/ci.yml"]
+
+
+def test_a_compare_cut_at_300_files_says_more_may_hide():
+    compare = {"files": [{"filename": f"a/{i:03}"} for i in range(300)]}
+    assert sensitive_files(compare, DEFAULTS) == [UNSEEN]
+    compare["files"].pop()
+    assert sensitive_files(compare, DEFAULTS) == []
+
+
+@pytest.mark.parametrize(("listed", "changed", "gap"), [
+    (12, 12, None),
+    (2999, 2999, None),
+    (300, 301, "GitHub listed 300 of the 301 changed files"),
+    (3000, 3000, "3000 files or more"),
+    (3000, 4500, "GitHub listed 3000 of the 4500 changed files"),
+    (5, None, None),
+])
+def test_file_list_gap(listed, changed, gap):
+    found = file_list_gap(listed, changed)
+    assert (found is None) if gap is None else (gap in found)
+
+
 # -- gate_report -----------------------------------------------------------------------
 
 PROTECTED = [
     {"type": "deletion", "ruleset_id": 1},
     {"type": "non_fast_forward", "ruleset_id": 1},
     {"type": "pull_request", "ruleset_id": 1, "parameters": {
-        "required_approving_review_count": 1, "dismiss_stale_reviews_on_push": True}},
+        "required_approving_review_count": 1, "dismiss_stale_reviews_on_push": True,
+        "require_last_push_approval": True}},
     {"type": "required_status_checks", "ruleset_id": 1, "parameters": {
         "required_status_checks": [{"context": "ci / test"}]}},
 ]
@@ -200,14 +264,32 @@ def test_gate_report_of_a_well_protected_branch_is_all_ok():
     text = "\n".join(line for _, line in lines)
     for expected in ("pull request required", "1 approving review(s) required",
                      "stale approvals dismissed on push", "required checks: ci / test",
-                     "force pushes blocked", "deletion blocked", "hangar is not a bypass actor"):
+                     "force pushes blocked", "deletion blocked", "hangar is not a bypass actor",
+                     "the most recent push needs someone else's approval"):
         assert expected in text
+
+
+@pytest.mark.parametrize(("rules", "classic", "ok"), [
+    ([{"type": "pull_request", "parameters": {"require_last_push_approval": True}}], None, True),
+    ([{"type": "pull_request", "parameters": {"require_last_push_approval": False}}], None,
+     False),
+    ([], {"required_pull_request_reviews": {"require_last_push_approval": True}}, True),
+    ([], {"required_pull_request_reviews": {"require_last_push_approval": False}}, False),
+    ([], {"required_status_checks": {}}, False),
+])
+def test_gate_report_says_whether_the_last_push_needs_another_approval(rules, classic, ok):
+    lines = gate_report(rules, [], APP_ID, classic)
+    found = [(good, line) for good, line in lines if "recent push" in line or "last" in line]
+    assert len(found) == 1 and found[0][0] is ok, found
+    if not ok:
+        assert "require_last_push_approval" in found[0][1]
 
 
 def test_gate_report_of_a_bare_branch_names_each_fix():
     lines = gate_report([], [], APP_ID)
     missing = [line for ok, line in lines if not ok]
-    assert len(missing) == 6
+    assert len(missing) == 7
+    assert any("require_last_push_approval" in m for m in missing)
     assert any("add one to a branch ruleset" in m for m in missing)
     assert any("required_approving_review_count" in m for m in missing)
     assert any("dismiss_stale_reviews_on_push" in m for m in missing)
@@ -247,6 +329,44 @@ def test_gate_report_takes_the_strictest_pull_request_rule():
     lines = dict((line, ok) for ok, line in gate_report(rules, [], APP_ID))
     assert lines["2 approving review(s) required"] is True
     assert lines["stale approvals dismissed on push"] is True
+
+
+CLASSIC = {  # GitHub's GET …/branches/main/protection, trimmed to what hangar reads
+    "required_status_checks": {"strict": False, "contexts": ["ci / test"],
+                               "checks": [{"context": "ci / test", "app_id": None},
+                                          {"context": "lint", "app_id": 7}]},
+    "required_pull_request_reviews": {"required_approving_review_count": 2,
+                                      "dismiss_stale_reviews": True,
+                                      "require_last_push_approval": True},
+    "allow_force_pushes": {"enabled": False}, "allow_deletions": {"enabled": False},
+}
+
+
+def test_gate_report_of_a_branch_under_classic_protection_only_is_all_ok():
+    lines = dict((line, ok) for ok, line in gate_report([], [], APP_ID, CLASSIC))
+    assert all(lines.values()), lines
+    for expected in ("pull request required", "2 approving review(s) required",
+                     "stale approvals dismissed on push", "required checks: ci / test, lint",
+                     "force pushes blocked", "deletion blocked",
+                     "the most recent push needs someone else's approval"):
+        assert expected in lines
+
+
+@pytest.mark.parametrize(("classic", "approvals", "checks"), [
+    (None, 1, ["hangar / verify"]),
+    ({}, 1, ["hangar / verify"]),
+    (CLASSIC, 2, ["hangar / verify", "ci / test", "lint"]),
+    ({"required_pull_request_reviews": {"required_approving_review_count": 0}}, 1,
+     ["hangar / verify"]),  # the repository's own policy never goes down
+    ({"required_status_checks": {"contexts": ["hangar / verify", "e2e"], "checks": []}}, 1,
+     ["hangar / verify", "e2e"]),
+])
+def test_the_land_policy_is_held_to_classic_protection(classic, approvals, checks):
+    from app.landing import with_protection
+    from app.repoconfig import LandPolicy
+
+    held = with_protection(LandPolicy(required_checks=["hangar / verify"]), classic)
+    assert held.required_approvals == approvals and held.required_checks == checks
 
 
 # -- land_check_status -----------------------------------------------------------------
@@ -320,3 +440,85 @@ def test_one_line(message, expected):
     from app.landing import one_line
 
     assert one_line(message) == expected
+
+
+# -- forks -------------------------------------------------------------------------------
+
+def pull(number: int, head_repo: int | None, ref: str = "hangar/7-ab") -> dict:
+    return {"number": number, "head": {"ref": ref, "repo": None if head_repo is None else {
+        "id": head_repo, "full_name": "eve/widgets"}}, "base": {"ref": "main",
+                                                                 "repo": {"id": 1}}}
+
+
+@pytest.mark.parametrize(("case", "pr", "same"), [
+    ("the base's own branch", pull(1, 1), True),
+    ("a fork's branch", pull(2, 99), False),
+    ("a deleted fork (GitHub sends head.repo null)", pull(3, None), False),
+])
+def test_same_repository(case, pr, same):
+    assert same_repository(pr) is same, case
+
+
+async def test_a_forks_branch_named_like_hangars_is_never_hangars_pr():
+    from tests.test_autofix_rules import RecordingGitHub
+
+    url = "/repos/acme/widgets/pulls?head=acme:hangar/7-ab&state=all"
+    gh = RecordingGitHub({url: (200, "application/json", [pull(5, 99), pull(6, 1)])})
+    assert (await RepoOps(gh, "acme/widgets").find_pr("hangar/7-ab"))["number"] == 6
+    gh = RecordingGitHub({url: (200, "application/json", [pull(5, 99)])})
+    assert await RepoOps(gh, "acme/widgets").find_pr("hangar/7-ab") is None
+
+
+# -- closing keywords --------------------------------------------------------------------
+
+@pytest.mark.parametrize(("message", "closes"), [
+    ("Fix add()", []),
+    ("Fix add(), fixes #3", ["fixes #3"]),
+    ("Closes: #12\n\nResolved acme/widgets#4", ["Closes: #12", "Resolved acme/widgets#4"]),
+    ("fixed GH-7", ["fixed GH-7"]),
+    ("resolves https://github.com/acme/widgets/issues/9", [
+        "resolves https://github.com/acme/widgets/issues/9"]),
+    ("prefixes #3 and fixesx #4", []),
+    ("see #3", []),
+])
+def test_closing_references(message, closes):
+    assert closing_references(message) == closes
+
+
+def test_a_pr_title_from_anyones_issue_closes_nothing_and_hides_nothing():
+    from app.models import Job, Thread
+    from app.render import pr_title
+
+    job = Job(thread=Thread(repo="acme/widgets", number=1, installation_id=1),
+              requested_by="mona", prompt="p", title="Crash,\nfixes #3 \u202egnp.exe",
+              clone_url="x", base_branch="main")
+    title = pr_title(job)
+    assert not closing_references(title) and "#3" not in title
+    assert "<U+202E>" in title and "\n" not in title
+
+
+# -- who made the commits ------------------------------------------------------------------
+
+def commit(sha: str, author: dict | None, committer: dict | None = None) -> dict:
+    return {"sha": sha, "author": author, "committer": committer,
+            "commit": {"message": "m"}}
+
+
+async def test_commit_makers_are_the_people_github_links_to_each_commit():
+    from app.landing import LandRequest, commit_makers
+    from tests.test_autofix_rules import RecordingGitHub
+
+    request = LandRequest(id="l", job_id="j", repo="acme/widgets", installation_id=1,
+                          pr_number=8, base="main", branch="hangar/7-ab", requested_by="mona")
+    url = "/repos/acme/widgets/pulls/8/commits?per_page=100"
+    commits = [
+        commit("a", None, None),  # hangar's agent: agent@hangar.invalid is nobody's
+        commit("b", {"login": "rita", "type": "User"}, {"login": "web-flow", "type": "User"}),
+        commit("c", {"login": "hangar[bot]", "type": "Bot"}, {"login": "pat", "type": "User"}),
+    ]
+    gh = RecordingGitHub({url: (200, "application/json", commits)})
+    makers, unknown = await commit_makers(RepoOps(gh, "acme/widgets"), request)
+    assert makers == {"rita", "web-flow", "pat"} and unknown is None
+    gh = RecordingGitHub({url: (200, "application/json", [commit("a", None)] * 250)})
+    makers, unknown = await commit_makers(RepoOps(gh, "acme/widgets"), request)
+    assert makers == set() and "250 or more commits" in unknown

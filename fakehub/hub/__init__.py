@@ -16,11 +16,13 @@ from typing import Any
 
 from fakehub import auth, gitrepo, rulesets
 from fakehub.gitrepo import Signature
+from fakehub.hooks import install_hooks
 from fakehub.hub.checks import CheckOps
 from fakehub.hub.errors import HubError
 from fakehub.hub.issues import IssueOps
 from fakehub.hub.pulls import PullOps
 from fakehub.hub.pushes import PushOps
+from fakehub.limits import RateCounter
 from fakehub.payloads import Shapes
 from fakehub.state import (
     DEFAULT_APP_EVENTS,
@@ -62,6 +64,11 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps):
         self.anonymous_git_reads = True
         self.exchanges: list[dict[str, Any]] = []
         self._background: set[asyncio.Task] = set()
+        # update-branch answers 202 and moves the head this much later, as GitHub does
+        self.update_branch_delay = 0.5
+        # GitHub's primary and secondary rate limits, per caller (fakehub.server)
+        self.rates = RateCounter()
+        self.enforce_rate_limits = True
 
     @property
     def api_url(self) -> str:
@@ -244,8 +251,6 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps):
                  "message": "name already exists on this account"}])
         path = self.repos_dir / owner.lower() / f"{name.lower()}.git"
         gitrepo.init_bare(path, default_branch)
-        from fakehub.git_http import install_hooks
-
         install_hooks(path)
         stamp = now()
         repo = Repo(
@@ -280,8 +285,21 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps):
         if permission not in ("admin", "maintain", "write", "triage", "read"):
             raise HubError(422, f"unknown permission {permission}")
         repo = self.repo(full_name)
-        self.ensure_user(login)
+        user = self.ensure_user(login)
+        old = repo.collaborators.get(login.lower())
         repo.collaborators[login.lower()] = permission
+        if old == permission:
+            return
+        # GitHub's `member` event; its legacy `permission` maps maintain and triage down.
+        legacy = {"maintain": "write", "triage": "read"}
+        changes: dict[str, Any] = {"permission": {"to": legacy.get(permission, permission)}}
+        if old is not None:
+            changes = {"old_permission": {"from": old},
+                       "permission": {"from": legacy.get(old, old),
+                                      "to": legacy.get(permission, permission)}}
+        self._emit_repo(repo, "member", {"action": "edited" if old else "added",
+                                         "member": self.shapes.user(user), "changes": changes},
+                        repo.owner)
 
     def signature(self, user: User) -> Signature:
         return Signature(user.name or user.login, user.email or f"{user.login}@fakehub.local")

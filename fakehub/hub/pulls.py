@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakehub import gitrepo, rulesets
+from fakehub import gitrepo, protection, rulesets
 from fakehub.hub.errors import HubError
 from fakehub.state import (
     Identity,
@@ -17,6 +17,12 @@ from fakehub.state import (
     permission_at_least,
 )
 
+# GitHub's 405 for a merge_method the repository's settings turn off.
+DISALLOWED_METHOD = {
+    "merge": "Merge commits are not allowed on this repository.",
+    "squash": "Squash merges are not allowed on this repository.",
+    "rebase": "Rebase merges are not allowed on this repository.",
+}
 
 class PullOps:
     """Part of Hub: pull requests and reviews."""
@@ -35,9 +41,14 @@ class PullOps:
         draft: bool = False,
         maintainer_can_modify: bool = False,
     ) -> Issue:
-        head_branch = head.split(":", 1)[1] if ":" in head else head
+        head_owner, _, head_branch = head.rpartition(":")
         errors = []
-        head_sha = gitrepo.ref_sha(repo.path, head_branch)
+        head_repo = self._head_repo(repo, head_owner)
+        head_sha = gitrepo.ref_sha(head_repo.path, head_branch)
+        if head_sha is not None and head_repo is not repo:
+            # As GitHub does, the fork's head is kept in the base as refs/pull/N/head.
+            gitrepo.git(repo.path, "fetch", "-q", str(head_repo.path),
+                        f"refs/heads/{head_branch}:refs/fork-heads/{head_repo.id}/{head_branch}")
         base_sha = gitrepo.ref_sha(repo.path, base)
         if not title:
             errors.append({"resource": "PullRequest", "code": "missing_field", "field": "title"})
@@ -55,7 +66,8 @@ class PullOps:
         for other in self.store.pulls(repo):
             assert other.pull
             if other.state == "open" and other.pull.head_ref == head_branch \
-                    and other.pull.base_ref == base:
+                    and other.pull.base_ref == base \
+                    and other.pull.head_repo_id == (None if head_repo is repo else head_repo.id):
                 raise HubError(422, "Validation Failed", [{
                     "resource": "PullRequest", "code": "custom",
                     "message": f"A pull request already exists for "
@@ -79,8 +91,11 @@ class PullOps:
                 base_sha=base_sha,
                 draft=draft,
                 maintainer_can_modify=maintainer_can_modify,
+                head_repo_id=None if head_repo is repo else head_repo.id,
             ),
         )
+        if head_repo is not repo:
+            gitrepo.update_ref(repo.path, f"refs/pull/{issue.number}/head", head_sha)
         self.store.issues[(repo.id, issue.number)] = issue
         self._emit_repo(
             repo,
@@ -90,6 +105,24 @@ class PullOps:
         )
         self._start_ci(repo, issue)
         return issue
+
+    def _head_repo(self, repo: Repo, owner: str) -> Repo:
+        """Where a PR's head lives: the base itself, or its owner's fork of it."""
+        if not owner or owner.lower() == repo.owner.login.lower():
+            return repo
+        for other in self.store.repos.values():
+            if other.fork_of == repo.id and other.owner.login.lower() == owner.lower():
+                return other
+        raise HubError(422, "Validation Failed", [
+            {"resource": "PullRequest", "code": "invalid", "field": "head"}])
+
+    def fork(self, repo: Repo, owner: str) -> Repo:
+        """owner's fork of repo: a copy of its git history, refs and all."""
+        fork = self.create_repo(owner, repo.name, default_branch=repo.default_branch,
+                                private=repo.private)
+        fork.fork_of = repo.id
+        gitrepo.git(fork.path, "fetch", "-q", str(repo.path), "+refs/heads/*:refs/heads/*")
+        return fork
 
     def pull(self, repo: Repo, number: int) -> Issue:
         issue = self.store.issue(repo, number)
@@ -139,7 +172,7 @@ class PullOps:
             return False, "dirty"
         if pr.draft:
             return True, "draft"
-        if self.merge_refusals(repo, issue, None):
+        if self.merge_refusals(repo, issue, None) or self.classic_refusal(repo, issue, None):
             return True, "blocked"
         if not gitrepo.is_ancestor(repo.path, base_tip, pr.head_sha):
             return True, "behind"
@@ -162,6 +195,43 @@ class PullOps:
             latest.setdefault(status.context, status)
         return list(latest.values())
 
+    def _review_verdict(self, repo: Repo, issue: Issue, *, only_current_head: bool,
+                        last_push: bool) -> rulesets.ReviewVerdict:
+        pr = issue.pull
+        assert pr is not None
+        return rulesets.count_reviews(
+            self.store.reviews_for(repo, issue.number),
+            author_id=issue.user.id,
+            head_sha=pr.head_sha,
+            only_current_head=only_current_head,
+            has_write=lambda u: permission_at_least(self.store.permission(repo, u), "write"),
+            last_pusher_id=repo.last_pushers.get(pr.head_ref) if last_push else None,
+        )
+
+    def classic_refusal(self, repo: Repo, issue: Issue, actor: Identity | None) -> str | None:
+        """What the base branch's classic protection says against merging now (one
+        sentence, as GitHub answers it), or None."""
+        pr = issue.pull
+        assert pr is not None
+        stored = repo.protections.get(pr.base_ref)
+        if stored is None:
+            return None
+        reviews = stored.get("required_pull_request_reviews") or {}
+        verdict = self._review_verdict(
+            repo, issue, only_current_head=bool(reviews.get("dismiss_stale_reviews")),
+            last_push=bool(reviews.get("require_last_push_approval")))
+        runs = self.store.check_runs_for(repo, pr.head_sha)
+        statuses = self.store.statuses_for(repo, pr.head_sha)
+        states = {c.context: rulesets.check_state(c.context, c.app_id, runs, statuses)
+                  for c in protection.required_checks(stored)}
+        base_tip = gitrepo.ref_sha(repo.path, pr.base_ref)
+        behind = bool(base_tip) and not gitrepo.is_ancestor(repo.path, base_tip, pr.head_sha)
+        is_admin = (actor is not None and actor.kind == "user"
+                    and self.permission(repo, actor) == "admin")
+        return protection.merge_refusal(
+            stored, is_admin=is_admin, approvals=verdict.approvals,
+            changes_requested=verdict.changes_requested, check_states=states, behind=behind)
+
     def merge_refusals(self, repo: Repo, issue: Issue, actor: Identity | None) -> list[str]:
         """What the base branch's rules say against merging this PR now."""
         pr = issue.pull
@@ -175,13 +245,10 @@ class PullOps:
             if active.type != "pull_request":
                 continue
             needed = int(active.parameters.get("required_approving_review_count", 0))
-            verdict = rulesets.count_reviews(
-                self.store.reviews_for(repo, issue.number),
-                author_id=issue.user.id,
-                head_sha=pr.head_sha,
+            verdict = self._review_verdict(
+                repo, issue,
                 only_current_head=bool(active.parameters.get("dismiss_stale_reviews_on_push")),
-                has_write=lambda u: permission_at_least(self.store.permission(repo, u), "write"),
-            )
+                last_push=bool(active.parameters.get("require_last_push_approval")))
             if verdict.changes_requested:
                 reasons.append("Changes must be addressed before merging: a reviewer with "
                                "write access requested changes.")
@@ -223,6 +290,11 @@ class PullOps:
         if method not in ("merge", "squash", "rebase"):
             raise HubError(422, "Validation Failed", [
                 {"resource": "PullRequest", "code": "invalid", "field": "merge_method"}])
+        if method not in repo.merge_methods:
+            raise HubError(405, DISALLOWED_METHOD[method])
+        classic = self.classic_refusal(repo, issue, actor)
+        if classic:
+            raise HubError(405, classic)
         reasons = self.merge_refusals(repo, issue, actor)
         if reasons:
             raise HubError(405, rulesets.render_violations(f"refs/heads/{pr.base_ref}", reasons))
@@ -232,8 +304,11 @@ class PullOps:
         new = self._merge_commit(repo, issue, actor, base_tip, method, title, message)
         if new is None:
             raise HubError(405, "Pull Request is not mergeable")
+        refusal = self.workflow_refusal(repo, actor, base_tip, new)
+        if refusal:
+            raise HubError(403, refusal)
         if not gitrepo.update_ref(repo.path, f"refs/heads/{pr.base_ref}", new, base_tip):
-            raise HubError(409, "Base branch was modified. Review and try the merge again.")
+            raise HubError(405, "Base branch was modified. Review and try the merge again.")
         stamp = now()
         pr.merged, pr.merged_at, pr.merged_by, pr.merge_commit_sha = True, stamp, actor.user, new
         issue.state, issue.closed_at, issue.updated_at = "closed", stamp, stamp
@@ -279,7 +354,9 @@ class PullOps:
 
     def update_branch(
         self, repo: Repo, issue: Issue, actor: Identity, expected_head_sha: str | None
-    ) -> None:
+    ) -> str:
+        """Check the request and make the merge commit; GitHub answers 202 at once and
+        moves the head a little later (move_head_after_update)."""
         pr = issue.pull
         assert pr is not None
         if expected_head_sha and expected_head_sha != pr.head_sha:
@@ -295,10 +372,22 @@ class PullOps:
         new = gitrepo.commit_tree(
             repo.path, tree, [pr.head_sha, base_tip], text, self.signature(actor.user)
         )
+        refusal = self.workflow_refusal(repo, actor, pr.head_sha, new)
+        if refusal:
+            raise HubError(403, refusal)
+        return new
+
+    def move_head_after_update(
+        self, repo: Repo, issue: Issue, actor: Identity, old: str, new: str
+    ) -> None:
+        """The second half of update-branch; a head that moved meanwhile wins (as on GitHub,
+        where the update then quietly does nothing)."""
+        pr = issue.pull
+        assert pr is not None
         try:
-            self.internal_push(repo, pr.head_ref, new, actor, expected_old=pr.head_sha)
-        except HubError as exc:
-            raise HubError(422, "expected_head_sha didn't match current head ref.") from exc
+            self.internal_push(repo, pr.head_ref, new, actor, expected_old=old)
+        except HubError:
+            pass
 
     # -- reviews --------------------------------------------------------------------
 
@@ -349,4 +438,13 @@ class PullOps:
             },
             actor.user,
         )
+        for index, comment in enumerate(review.comments):
+            self._emit_repo(
+                repo,
+                "pull_request_review_comment",
+                {"action": "created",
+                 "comment": self.shapes.review_comment(repo, review, index, comment),
+                 "pull_request": self.shapes.pull_simple(issue)},
+                actor.user,
+            )
         return review

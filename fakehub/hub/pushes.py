@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakehub import gitrepo, rulesets
+from fakehub import auth, gitrepo, rulesets
 from fakehub.gitrepo import ZERO_SHA
 from fakehub.hub.errors import HubError
 from fakehub.state import (
@@ -47,6 +47,25 @@ class PushOps:
             checks_pass=checks_pass,
         )
 
+    def workflow_refusal(
+        self, repo: Repo, actor: Identity, old: str | None, new: str | None,
+        changed: list[str] | None = None,
+    ) -> str | None:
+        """GitHub's refusal when an App without `workflows: write` would create or change
+        a file under .github/workflows/ (by push, update-branch or merge). A push names
+        its `changed` files (its objects are not in the repository yet)."""
+        if actor.kind != "installation" or not new:
+            return None
+        if auth.installation_permission(actor, "workflows") == "write":
+            return None
+        if changed is None:  # a merge made here: its objects are in the repository
+            changed = [f.filename for f in gitrepo.diff_files(repo.path, old, new)] if old else []
+        touched = [f for f in changed if f.startswith(".github/workflows/")]
+        if not touched:
+            return None
+        return (f"refusing to allow a GitHub App to create or update workflow `{touched[0]}` "
+                "without `workflows` permission")
+
     def ref_updated(self, repo: Repo, ref: str, old: str, new: str, pusher: User) -> None:
         """After any ref moved (git push, merge, update-branch): events and PR heads."""
         repo.pushed_at = now()
@@ -54,6 +73,7 @@ class PushOps:
         if not ref.startswith("refs/heads/"):
             return
         branch = ref.removeprefix("refs/heads/")
+        repo.last_pushers[branch] = pusher.id
         for issue in self.store.pulls(repo):
             pr = issue.pull
             assert pr is not None
@@ -61,7 +81,8 @@ class PushOps:
                 continue
             if pr.base_ref == branch and new != ZERO_SHA:
                 pr.base_sha = new
-            if pr.head_ref == branch and new != ZERO_SHA and new != pr.head_sha:
+            if pr.head_ref == branch and pr.head_repo_id is None and new != ZERO_SHA \
+                    and new != pr.head_sha:  # a fork's PR follows the fork, not the base
                 before = pr.head_sha
                 pr.head_sha = new
                 issue.updated_at = now()
@@ -81,10 +102,12 @@ class PushOps:
                 self._start_ci(repo, issue)
 
     def _dismiss_stale_approvals(self, repo: Repo, issue: Issue, actor: User) -> None:
-        """With dismiss_stale_reviews_on_push, a new head dismisses older approvals."""
+        """With dismiss_stale_reviews_on_push (a ruleset) or dismiss_stale_reviews (classic
+        protection), a new head dismisses older approvals."""
         pr = issue.pull
         assert pr is not None
-        dismisses = any(
+        classic = (repo.protections.get(pr.base_ref) or {}).get("required_pull_request_reviews")
+        dismisses = bool((classic or {}).get("dismiss_stale_reviews")) or any(
             a.type == "pull_request" and a.parameters.get("dismiss_stale_reviews_on_push")
             for a in rulesets.active_rules(repo, pr.base_ref)
         )

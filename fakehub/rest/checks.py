@@ -30,6 +30,8 @@ CONCLUSIONS = ("action_required", "cancelled", "failure", "neutral", "success", 
                "timed_out")
 
 
+OUTPUT_LIMIT_BYTES = 65_535  # GitHub's limit on a check run's output.summary and .text
+
 def _invalid(field: str, message: str | None = None) -> ApiError:
     error: dict[str, Any] = {"resource": "CheckRun", "code": "invalid", "field": field}
     if message:
@@ -56,8 +58,9 @@ def _validate_check_fields(body: dict[str, Any], creating: bool) -> None:
         if not isinstance(output, dict) or not output.get("title") or "summary" not in output:
             raise _invalid("output", "output requires title and summary")
         for field in ("summary", "text"):
-            if len(output.get(field) or "") > 65535:
-                raise _invalid(f"output.{field}", f"{field} is too long (maximum is 65535)")
+            if len((output.get(field) or "").encode()) > OUTPUT_LIMIT_BYTES:
+                raise _invalid(f"output.{field}", f"{field} is too long (maximum is "
+                                                  f"{OUTPUT_LIMIT_BYTES} bytes)")
         if len(output.get("annotations") or []) > 50:
             raise _invalid("output.annotations", "at most 50 annotations per request")
     actions = body.get("actions")
@@ -208,15 +211,17 @@ async def combined_status(request: web.Request) -> web.Response:
     state = ("failure" if states & {"failure", "error"} else "pending"
              if "pending" in states or not states else "success")
     api = f"{h.api_url}/repos/{repo.full_name}"
+    # GitHub pages the combined status's statuses too (30 by default, Link header).
+    chunk, headers = page(request, [h.shapes.status(s) for s in latest.values()])
     return reply({
         "state": state,
-        "statuses": [h.shapes.status(s) for s in latest.values()],
+        "statuses": chunk,
         "sha": sha,
         "total_count": len(latest),
         "repository": h.shapes.repo(repo, webhook=False),
         "commit_url": f"{api}/commits/{sha}",
         "url": f"{api}/commits/{sha}/status",
-    })
+    }, headers=headers)
 
 
 @routes.post("/repos/{owner}/{repo}/statuses/{sha}")

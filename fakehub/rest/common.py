@@ -38,6 +38,18 @@ def error_body(status: int, message: str, errors: list[Any] | None = None) -> di
     return body
 
 
+BODY_LIMIT_CHARS = 65_536  # GitHub's limit on issue, comment, PR and review bodies
+
+
+def check_body_length(resource: str, body: dict[str, Any]) -> None:
+    """GitHub's 422 for a body past its limit."""
+    text = body.get("body")
+    if isinstance(text, str) and len(text) > BODY_LIMIT_CHARS:
+        raise ApiError(422, "Validation Failed", [{
+            "resource": resource, "code": "custom", "field": "body",
+            "message": f"body is too long (maximum is {BODY_LIMIT_CHARS} characters)"}])
+
+
 def not_found() -> ApiError:
     return ApiError(404, "Not Found")
 

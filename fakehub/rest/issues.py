@@ -9,6 +9,7 @@ from fakehub.payloads import REACTION_KEYS
 from fakehub.rest.common import (
     ApiError,
     body_json,
+    check_body_length,
     from_hub_error,
     hub,
     int_param,
@@ -26,6 +27,7 @@ async def create_issue(request: web.Request) -> web.Response:
     repo = repo_for(request, "issues", "write")
     ident = require_identity(request)
     body = await body_json(request)
+    check_body_length("Issue", body)
     try:
         issue = hub(request).create_issue(repo, body.get("title") or "", body.get("body"), ident)
     except HubError as exc:
@@ -63,6 +65,7 @@ async def edit_comment(request: web.Request) -> web.Response:
     if not isinstance(body.get("body"), str):
         raise ApiError(422, "Validation Failed",
                        [{"resource": "IssueComment", "code": "missing_field", "field": "body"}])
+    check_body_length("IssueComment", body)
     h = hub(request)
     try:
         comment = h.edit_comment(repo, int_param(request, "comment_id"), body["body"], ident)
@@ -121,6 +124,7 @@ async def update_issue(request: web.Request) -> web.Response:
     ident = require_identity(request)
     h = hub(request)
     body = await body_json(request)
+    check_body_length("Issue", body)
     try:
         issue = h.issue(repo, int_param(request, "issue_number"))
         changes = {k: body[k] for k in ("title", "body", "state") if k in body}
@@ -171,6 +175,7 @@ async def create_comment(request: web.Request) -> web.Response:
     ident = require_identity(request)
     h = hub(request)
     body = await body_json(request)
+    check_body_length("IssueComment", body)
     try:
         comment = h.add_comment(repo, int_param(request, "issue_number"),
                                 body.get("body") or "", ident)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from fakehub import gitrepo
@@ -9,6 +11,7 @@ from fakehub.hub import HubError
 from fakehub.rest.common import (
     ApiError,
     body_json,
+    check_body_length,
     from_hub_error,
     hub,
     int_param,
@@ -28,6 +31,7 @@ async def create_pull(request: web.Request) -> web.Response:
     ident = require_identity(request)
     h = hub(request)
     body = await body_json(request)
+    check_body_length("PullRequest", body)
     for field in ("head", "base"):
         if not isinstance(body.get(field), str) or not body[field]:
             raise validation_failed("PullRequest", field)
@@ -62,7 +66,9 @@ async def list_pulls(request: web.Request) -> web.Response:
             continue
         if head:
             owner, _, branch = head.partition(":")
-            if not branch or owner.lower() != repo.owner.login.lower() or branch != pr.head_ref:
+            head_repo = h.shapes._head_repo(repo, pr)
+            if not branch or owner.lower() != head_repo.owner.login.lower() \
+                    or branch != pr.head_ref:
                 continue
         if base and pr.base_ref != base:
             continue
@@ -96,6 +102,7 @@ async def update_pull(request: web.Request) -> web.Response:
     h = hub(request)
     issue = _pull(request, repo)
     body = await body_json(request)
+    check_body_length("PullRequest", body)
     if body.get("state") not in (None, "open", "closed"):
         raise validation_failed("PullRequest", "state", "invalid")
     changes = {k: body[k] for k in ("title", "body", "state", "base") if k in body}
@@ -123,7 +130,7 @@ async def list_pull_files(request: web.Request) -> web.Response:
     pr = _pull(request, repo).pull
     base = gitrepo.merge_base(repo.path, pr.base_sha, pr.head_sha) or pr.base_sha
     files = [h.shapes.file_change(repo, f, base, pr.head_sha)
-             for f in gitrepo.diff_files(repo.path, base, pr.head_sha)]
+             for f in gitrepo.diff_files(repo.path, base, pr.head_sha)][:3000]  # GitHub's cap
     chunk, headers = page(request, files)
     return reply(chunk, headers=headers)
 
@@ -135,10 +142,17 @@ async def update_branch(request: web.Request) -> web.Response:
     h = hub(request)
     issue = _pull(request, repo)
     body = await body_json(request)
+    old = issue.pull.head_sha
     try:
-        h.update_branch(repo, issue, ident, body.get("expected_head_sha"))
+        new = h.update_branch(repo, issue, ident, body.get("expected_head_sha"))
     except HubError as exc:
         raise from_hub_error(exc) from exc
+
+    async def later() -> None:
+        await asyncio.sleep(h.update_branch_delay)
+        h.move_head_after_update(repo, issue, ident, old, new)
+
+    h.spawn(later())
     return reply(
         {"message": "Updating pull request branch.", "url": f"{h.base_url}/{repo.full_name}"
          f"/pull/{issue.number}"},
@@ -196,7 +210,7 @@ async def list_review_comments(request: web.Request) -> web.Response:
     review = h.store.reviews.get(int_param(request, "review_id"))
     if review is None or review.repo_id != repo.id or review.pr_number != issue.number:
         raise ApiError(404, "Not Found")
-    chunk, headers = page(request, [_review_comment(h, repo, review, i, c)
+    chunk, headers = page(request, [h.shapes.review_comment(repo, review, i, c)
                                     for i, c in enumerate(review.comments)])
     return reply(chunk, headers=headers)
 
@@ -207,45 +221,11 @@ async def list_pull_comments(request: web.Request) -> web.Response:
     repo = repo_for(request, "pull_requests", "read")
     h = hub(request)
     issue = _pull(request, repo)
-    comments = [_review_comment(h, repo, review, i, c)
+    comments = [h.shapes.review_comment(repo, review, i, c)
                 for review in h.store.reviews_for(repo, issue.number)
                 for i, c in enumerate(review.comments)]
     chunk, headers = page(request, comments)
     return reply(chunk, headers=headers)
-
-
-def _review_comment(h, repo, review, index: int, comment: dict) -> dict:
-    from fakehub.state import iso
-
-    comment_id = review.id * 1000 + index + 1  # stable, and apart from other ids
-    api = f"{h.api_url}/repos/{repo.full_name}/pulls"
-    html = f"{h.base_url}/{repo.full_name}/pull/{review.pr_number}#discussion_r{comment_id}"
-    line = comment.get("line")
-    return {
-        "id": comment_id,
-        "node_id": f"PRRC_{comment_id}",
-        "url": f"{api}/comments/{comment_id}",
-        "pull_request_review_id": review.id,
-        "diff_hunk": comment.get("diff_hunk", ""),
-        "path": comment.get("path", ""),
-        "position": comment.get("position", line),
-        "original_position": comment.get("position", line),
-        "commit_id": review.commit_id,
-        "original_commit_id": review.commit_id,
-        "user": h.shapes.user(review.user),
-        "body": comment.get("body", ""),
-        "created_at": iso(review.submitted_at),
-        "updated_at": iso(review.submitted_at),
-        "html_url": html,
-        "pull_request_url": f"{api}/{review.pr_number}",
-        "author_association": h.shapes.author_association(repo, review.user),
-        "_links": {"self": {"href": f"{api}/comments/{comment_id}"},
-                   "html": {"href": html},
-                   "pull_request": {"href": f"{api}/{review.pr_number}"}},
-        "line": line,
-        "original_line": line,
-        "side": comment.get("side", "RIGHT"),
-    }
 
 
 @routes.post("/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
@@ -255,6 +235,7 @@ async def create_review(request: web.Request) -> web.Response:
     h = hub(request)
     issue = _pull(request, repo)
     body = await body_json(request)
+    check_body_length("PullRequestReview", body)
     event = body.get("event")
     if event is None:
         # GitHub leaves an event-less review PENDING; fakehub does not model drafts.

@@ -7,7 +7,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from fakehub import gitrepo, rulesets
+from fakehub import auth, gitrepo, protection, rulesets
 from fakehub.hub import HubError
 from fakehub.rest.common import (
     ApiError,
@@ -39,7 +39,7 @@ async def get_repo(request: web.Request) -> web.Response:
 
 def _branch(request: web.Request, repo: Repo, name: str, tip: str) -> dict:
     h = hub(request)
-    protected = bool(rulesets.active_rules(repo, name))
+    protected = _protected(repo, name)
     return {
         "name": name,
         "commit": {"sha": tip, "url": f"{h.api_url}/repos/{repo.full_name}/commits/{tip}"},
@@ -57,6 +57,53 @@ async def list_branches(request: web.Request) -> web.Response:
     return reply(chunk, headers=headers)
 
 
+def _protected(repo: Repo, branch: str) -> bool:
+    return branch in repo.protections or bool(rulesets.active_rules(repo, branch))
+
+
+def _protection_target(request: web.Request) -> tuple[Repo, str, str]:
+    """(repo, branch, protection url); users need admin, Apps administration."""
+    level = "write" if request.method in ("PUT", "DELETE") else "read"
+    repo = repo_for(request, "administration", level)
+    ident = identity(request)
+    if ident is not None and ident.kind == "user" and \
+            hub(request).store.permission(repo, ident.user) != "admin":
+        raise not_found()
+    branch = unquote(request.match_info["branch"])
+    if gitrepo.ref_sha(repo.path, branch) is None:
+        raise ApiError(404, "Branch not found")
+    url = f"{hub(request).api_url}/repos/{repo.full_name}/branches/{branch}/protection"
+    return repo, branch, url
+
+
+@routes.get("/repos/{owner}/{repo}/branches/{branch:.+}/protection")
+async def get_protection(request: web.Request) -> web.Response:
+    repo, branch, url = _protection_target(request)
+    stored = repo.protections.get(branch)
+    if stored is None:
+        raise ApiError(404, protection.NOT_PROTECTED)
+    return reply({**protection.as_github(stored, url), "enabled": True, "name": branch,
+                  "protection_url": url})
+
+
+@routes.put("/repos/{owner}/{repo}/branches/{branch:.+}/protection")
+async def put_protection(request: web.Request) -> web.Response:
+    repo, branch, url = _protection_target(request)
+    try:
+        repo.protections[branch] = protection.normalize(await body_json(request))
+    except protection.Invalid as exc:
+        raise ApiError(422, str(exc)) from exc
+    return reply(protection.as_github(repo.protections[branch], url))
+
+
+@routes.delete("/repos/{owner}/{repo}/branches/{branch:.+}/protection")
+async def delete_protection(request: web.Request) -> web.Response:
+    repo, branch, _ = _protection_target(request)
+    if repo.protections.pop(branch, None) is None:
+        raise ApiError(404, protection.NOT_PROTECTED)
+    return web.Response(status=204)
+
+
 @routes.get("/repos/{owner}/{repo}/branches/{branch:.+}")
 async def get_branch(request: web.Request) -> web.Response:
     repo = repo_for(request)
@@ -65,7 +112,8 @@ async def get_branch(request: web.Request) -> web.Response:
     tip = gitrepo.ref_sha(repo.path, name)
     if tip is None:
         raise ApiError(404, "Branch not found")
-    protected = bool(rulesets.active_rules(repo, name))
+    protected = _protected(repo, name)
+    classic = [c.context for c in protection.required_checks(repo.protections.get(name))]
     api = f"{h.api_url}/repos/{repo.full_name}"
     return reply({
         "name": name,
@@ -74,7 +122,8 @@ async def get_branch(request: web.Request) -> web.Response:
                    "html": f"{h.base_url}/{repo.full_name}/tree/{name}"},
         "protected": protected,
         "protection": {"enabled": protected, "required_status_checks": {
-            "enforcement_level": "off", "contexts": [], "checks": []}},
+            "enforcement_level": "non_admins" if classic else "off", "contexts": classic,
+            "checks": [{"context": c, "app_id": None} for c in classic]}},
         "protection_url": f"{api}/branches/{name}/protection",
     })
 
@@ -236,9 +285,10 @@ async def compare(request: web.Request) -> web.Response:
     behind = gitrepo.count_commits(repo.path, head, base)
     status = ("identical" if ahead == behind == 0 else "ahead" if behind == 0
               else "behind" if ahead == 0 else "diverged")
+    # As GitHub: at most 250 commits and 300 files.
     commits = gitrepo.commits_between(repo.path, base, head)
     files = [h.shapes.file_change(repo, f, merge_base, head)
-             for f in gitrepo.diff_files(repo.path, merge_base, head)]
+             for f in gitrepo.diff_files(repo.path, merge_base, head)[:300]]
     web_url = f"{h.base_url}/{repo.full_name}/compare/{base_name}...{head_name}"
     return reply({
         "url": f"{h.api_url}/repos/{repo.full_name}/compare/{base_name}...{head_name}",
@@ -253,7 +303,7 @@ async def compare(request: web.Request) -> web.Response:
         "behind_by": behind,
         "total_commits": ahead,
         "commits": [h.shapes.commit(repo, c) for c in commits],
-        "files": files,
+        "files": files[:300],  # GitHub's compare lists no more
     })
 
 
@@ -305,6 +355,7 @@ async def list_rulesets(request: web.Request) -> web.Response:
     repo = repo_for(request)
     h = hub(request)
     chunk, headers = page(request, [_ruleset_summary(h, repo, r) for r in repo.rulesets])
+    chunk = [_as_seen_by(request, repo, s) for s in chunk]
     return reply(chunk, headers=headers)
 
 
@@ -316,7 +367,8 @@ async def get_ruleset(request: web.Request) -> web.Response:
     ruleset = next((r for r in repo.rulesets if r["id"] == wanted), None)
     if ruleset is None:
         raise not_found()
-    return reply({**ruleset, **_ruleset_summary(h, repo, ruleset)})
+    return reply(_as_seen_by(request, repo, {**ruleset, **_ruleset_summary(h, repo, ruleset)},
+                             ruleset))
 
 
 @routes.post("/repos/{owner}/{repo}/rulesets")
@@ -329,4 +381,25 @@ async def create_ruleset(request: web.Request) -> web.Response:
     if body.get("enforcement") not in ("disabled", "active", "evaluate"):
         raise validation_failed("Ruleset", "enforcement", "invalid")
     ruleset = h.add_ruleset(repo, body)
-    return reply({**ruleset, **_ruleset_summary(h, repo, ruleset)}, status=201)
+    return reply(_as_seen_by(request, repo, {**ruleset, **_ruleset_summary(h, repo, ruleset)},
+                             ruleset), status=201)
+
+
+def _as_seen_by(request: web.Request, repo: Repo, shaped: dict,
+                ruleset: dict | None = None) -> dict:
+    """A ruleset as this caller sees it: `current_user_can_bypass` for them, and
+    `bypass_actors` only for those who administer it (admins; Apps with administration
+    write), as on GitHub."""
+    h = hub(request)
+    ruleset = ruleset or next(r for r in repo.rulesets if r["id"] == shaped["id"])
+    ident = identity(request)
+    permission = h.permission(repo, ident) if ident is not None else "none"
+    shown = {k: v for k, v in shaped.items() if k != "bypass_actors"}
+    shown["current_user_can_bypass"] = rulesets.bypass_mode(ruleset, ident, permission)
+    administers = ident is not None and (
+        permission == "admin" if ident.kind == "user" else
+        ident.kind == "installation"
+        and auth.installation_permission(ident, "administration") == "write")
+    if administers and "bypass_actors" in shaped:
+        shown["bypass_actors"] = shaped["bypass_actors"]
+    return shown

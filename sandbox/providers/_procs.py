@@ -58,3 +58,21 @@ def signal_pids(pids: list[int], sig: int = signal.SIGKILL) -> None:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def holding(directory: Path) -> list[int]:
+    """Processes whose command line names a path inside `directory`, or whose working
+    directory is inside it: a sandbox's processes, found without any record of them."""
+    inside = os.fsencode(directory) + b"/"
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            cwd = os.fsencode(os.readlink(Path(entry.path, "cwd"))) + b"/"
+        except OSError:
+            continue
+        if cwd.startswith(inside) or any(arg.startswith(inside) for arg in argv):
+            found.append(int(entry.name))
+    return found

@@ -1,10 +1,14 @@
-"""The local provider's only way out of a network: loopback sandbox: its push proxy.
+"""A sandbox's only way out of a `network: loopback` sandbox: hangar's sandbox gate.
 
-A sandbox with its own network namespace has nothing but `lo`. Before the command runs,
-a small relay inside the namespace listens on 127.0.0.1:<proxy port> and forwards each
-connection to a unix socket bound read-only into the sandbox; hangar listens on that
-socket and forwards to the proxy on the host's 127.0.0.1:<proxy port>. The sandbox can
-reach the proxy and nothing else.
+A sandbox with its own network namespace has nothing but `lo`. A small relay inside the
+namespace listens on 127.0.0.1:<proxy port> and forwards each connection to a unix socket
+in a directory bound read-only into the sandbox. hangar's sandbox gate (app/sandbox_gate.py,
+a listener of its own that serves only sandbox routes such as `/git/`) listens on that
+socket, so the sandbox reaches the gate and nothing else: not hangar's webhook, API or
+metrics, not any other service on the host's loopback.
+
+Without a gate (a bare push proxy in tests), `ProxyRelay` is the host end instead: it
+listens on the socket and forwards to 127.0.0.1:<port>.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 from pathlib import Path
 
 RELAY_SANDBOX_DIR = "/run/hangar-relay"
@@ -52,6 +57,30 @@ os.execvp(argv[0], argv)
 """
 
 
+def bind_unix_socket(directory: Path, name: str = SOCKET_NAME) -> socket.socket:
+    """A listening unix socket `directory/name`, world-connectable (the sandbox's uid may
+    map to anyone), replacing a stale one. Long paths (> 100 bytes, past the limit of
+    sun_path) are reached through a directory descriptor."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.chmod(directory, 0o755)
+    with contextlib.suppress(FileNotFoundError):
+        (directory / name).unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dir_fd = os.open(directory, os.O_PATH)
+    try:
+        path = str(directory / name)
+        sock.bind(path if len(path) <= 100 else f"/proc/self/fd/{dir_fd}/{name}")
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.close(dir_fd)
+    os.chmod(directory / name, 0o777)
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
 def relay_argv(python: str, port: int, argv: list[str]) -> list[str]:
     sock = f"{RELAY_SANDBOX_DIR}/{SOCKET_NAME}"
     return [python, "-I", "-S", "-c", _IN_SANDBOX, str(port), sock, *argv]
@@ -82,18 +111,8 @@ class ProxyRelay:
             return
         if self._server is not None and self._loop is loop:
             self._server.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
-        # Unix socket paths are limited to 107 bytes; reach long ones through a dir fd.
-        dir_fd = os.open(self.directory, os.O_PATH)
-        try:
-            path = str(self.socket_path)
-            if len(path) > 100:
-                path = f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}"
-            self._server = await asyncio.start_unix_server(self._handle, path=path)
-        finally:
-            os.close(dir_fd)
-        os.chmod(self.socket_path, 0o777)
+        sock = bind_unix_socket(self.directory)
+        self._server = await asyncio.start_unix_server(self._handle, sock=sock)
         self._loop = loop
 
     async def close(self) -> None:

@@ -3,8 +3,12 @@
 Each container runs a do-nothing init (a shell that sleeps and reaps orphans) with the
 image from the environment spec, never privileged, all capabilities dropped,
 no-new-privileges, a read-only root filesystem, /workspace on a volume of its own and a
-tmpfs /tmp, pids/memory/cpu limits from the spec, and network `host`, `none` or a named
-network from the spec (never the default bridge). Every container carries the label
+tmpfs /tmp, pids/memory/cpu limits from the spec. `network: loopback` (the default) is
+Docker's `none` plus hangar's sandbox gate: the gate's socket directory is bound into the
+container and a relay inside (python3 from the image, started by the container's init)
+forwards 127.0.0.1:<proxy port> to it, so the container reaches the push proxy and
+nothing else. `none`, `host` or a named network are taken as given (never the default
+bridge). Every container carries the label
 hangar.sandbox=<id> and the caller's labels, so `list` can find orphans after a crash.
 
 The docker SDK blocks; every call runs in a worker thread.
@@ -45,8 +49,19 @@ from sandbox.provider import (
     new_process_id,
     new_sandbox_id,
     sandbox_env,
+    workspace_relative,
 )
 from sandbox.providers import _procs
+from sandbox.providers._relay import RELAY_SANDBOX_DIR, relay_argv
+from sandbox.safe_read import (
+    EXEC_READ_TIMEOUT_S,
+    EXIT_FILE_BYTES,
+    LOG_TAIL_BYTES,
+    MISSING_CODE,
+    REFUSED_CODE,
+    SAFE_TAIL_SH,
+    refusal,
+)
 
 PROVIDER_LABEL = "hangar.provider"
 CREATED_LABEL = "hangar.created_at"
@@ -88,9 +103,19 @@ def _docker_errors():
 class DockerProvider(Provider):
     name = "docker"
 
-    def __init__(self, client: Any = None, *, instance: str = "default") -> None:
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        instance: str = "default",
+        proxy_port: int | None = None,
+        gate_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
         self._client = client
         self.instance = instance
+        # network: loopback relays 127.0.0.1:proxy_port inside to the gate's socket.
+        self.proxy_port = proxy_port
+        self.gate_dir = os.fspath(gate_dir) if gate_dir and proxy_port else None
 
     @property
     def client(self) -> Any:
@@ -150,7 +175,12 @@ class DockerProvider(Provider):
             options["memswap_limit"] = f"{resources.memory_mb}m"
         if resources.cpus:
             options["nano_cpus"] = int(resources.cpus * 1e9)
-        if spec.network in ("host", "none"):
+        if spec.network == "loopback":
+            options["network_mode"] = "none"
+            if self.gate_dir and self.proxy_port:
+                options["volumes"][self.gate_dir] = {"bind": RELAY_SANDBOX_DIR, "mode": "ro"}
+                options["command"] = relay_argv("python3", self.proxy_port, CONTAINER_INIT)
+        elif spec.network in ("host", "none"):
             options["network_mode"] = spec.network
         else:
             options["network"] = spec.network
@@ -172,6 +202,17 @@ class DockerProvider(Provider):
                 with contextlib.suppress(errors.APIError):
                     self.client.volumes.get(volume).remove(force=True)
                 raise SandboxError(f"docker could not create the sandbox: {exc}") from None
+            container.reload()
+            if container.status != "running":
+                said = container.logs(tail=5).decode("utf-8", "replace").strip()
+                container.remove(force=True, v=True)
+                with contextlib.suppress(errors.APIError):
+                    self.client.volumes.get(volume).remove(force=True)
+                raise SandboxError(
+                    f"the sandbox container of {sb.id} stopped at once ({said or 'no output'}); "
+                    f"with network: loopback the image {spec.image} needs python3 for the "
+                    "relay to hangar's push proxy (hangar-base:1 has it)"
+                )
             code, out = container.exec_run(
                 ["mkdir", "-p", HOME_DIR, HANGAR_DIR], workdir="/", environment={}
             )
@@ -247,37 +288,36 @@ class DockerProvider(Provider):
         ]  # fmt: skip
         api = self.client.api
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         started = time.monotonic()
+        # The tail is kept in the worker thread: however fast a command prints, hangar
+        # holds its last 1 MiB, never a backlog of chunks waiting for the event loop.
+        tail = OutputTail()
 
         def execute() -> str:
             created = api.exec_create(
                 container.id, wrapped, environment=sandbox_env(env), workdir=WORKSPACE
             )
             exec_id = created["Id"]
-            try:
-                for chunk in api.exec_start(exec_id, stream=True):
-                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+            for chunk in api.exec_start(exec_id, stream=True):
+                tail.add(chunk)
+                if on_output is not None:
+                    loop.call_soon_threadsafe(on_output, chunk)
             return exec_id
 
         worker = asyncio.ensure_future(asyncio.to_thread(execute))
-        tail = OutputTail()
-
-        async def pump() -> None:
-            while (chunk := await queue.get()) is not None:
-                tail.add(chunk)
-                if on_output is not None:
-                    on_output(chunk)
-
         timed_out = False
         try:
-            await asyncio.wait_for(pump(), timeout)
+            await asyncio.wait_for(asyncio.shield(worker), timeout)
         except TimeoutError:
             timed_out = True
             await self._kill_tree_by_pidfile(container, pid_file, "KILL")
-        exec_id = await worker
+        try:
+            # A process that left the tree (daemonised) may hold the stream open.
+            exec_id = await asyncio.wait_for(asyncio.shield(worker), None if not timed_out
+                                             else EXEC_READ_TIMEOUT_S)
+        except TimeoutError:
+            raise SandboxError(f"{argv[0]} in {sb.id} outlived its timeout: something it "
+                               "started still holds its output open") from None
         info = await asyncio.to_thread(api.exec_inspect, exec_id)
         with contextlib.suppress(Exception):
             await asyncio.to_thread(container.exec_run, ["rm", "-f", pid_file], environment={})
@@ -340,8 +380,8 @@ class DockerProvider(Provider):
 
     async def _exit_code(self, sb: Sandbox, name: str) -> int | None:
         try:
-            return int((await self.copy_out(sb, exit_file(name))).decode().strip())
-        except (FileNotFoundError, ValueError):
+            return int((await self.copy_out(sb, exit_file(name), EXIT_FILE_BYTES)).strip())
+        except (OSError, ValueError):
             return None
 
     def _exec_running(self, exec_id: str) -> tuple[bool, int | None]:
@@ -407,7 +447,7 @@ class DockerProvider(Provider):
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             made_dirs: set[str] = set()
             for path, data in files.items():
-                rel = _workspace_relative(path)
+                rel = workspace_relative(path)
                 parts = rel.split("/")
                 for depth in range(1, len(parts)):
                     directory = "/".join(parts[:depth])
@@ -423,34 +463,29 @@ class DockerProvider(Provider):
         if not ok:
             raise SandboxError(f"docker refused to copy files into {sb.id}")
 
-    async def copy_out(self, sb: Sandbox, path: str) -> bytes:
-        _workspace_relative(path)
+    async def copy_out(self, sb: Sandbox, path: str, max_bytes: int = LOG_TAIL_BYTES) -> bytes:
+        """Read inside the container with SAFE_TAIL_SH: never an archive of an arbitrarily
+        large file, never a FIFO or a link, at most max_bytes and EXEC_READ_TIMEOUT_S."""
+        norm = f"{WORKSPACE}/{workspace_relative(path)}"
         container = await asyncio.to_thread(self._container, sb)
+        api = self.client.api
 
-        def fetch() -> bytes:
-            errors = _docker_errors()
-            try:
-                stream, _ = container.get_archive(path)
-            except errors.NotFound:
-                raise FileNotFoundError(path) from None
-            raw = b"".join(stream)
-            with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-                member = tar.next()
-                if member is None or not member.isfile():
-                    raise (
-                        IsADirectoryError(path)
-                        if member and member.isdir()
-                        else (FileNotFoundError(path))
-                    )
-                extracted = tar.extractfile(member)
-                assert extracted is not None
-                return extracted.read()
+        def read() -> tuple[int | None, bytes]:
+            argv = ["/bin/sh", "-c", SAFE_TAIL_SH, "copy-out", norm, str(max_bytes)]
+            created = api.exec_create(container.id, argv, environment={}, workdir="/",
+                                      stdout=True, stderr=False)
+            out = api.exec_start(created["Id"], stream=False)
+            return api.exec_inspect(created["Id"]).get("ExitCode"), out or b""
 
-        return await asyncio.to_thread(fetch)
-
-
-def _workspace_relative(path: str) -> str:
-    norm = os.path.normpath(path)
-    if not path.startswith("/") or not norm.startswith(WORKSPACE + "/"):
-        raise ValueError(f"{path}: only paths under {WORKSPACE} can be copied in or out")
-    return norm[len(WORKSPACE) + 1 :]
+        try:
+            code, out = await asyncio.wait_for(asyncio.to_thread(read), EXEC_READ_TIMEOUT_S)
+        except TimeoutError:
+            raise SandboxError(f"reading {path} in {sb.id} took over "
+                               f"{EXEC_READ_TIMEOUT_S} s; gave up") from None
+        if code == MISSING_CODE:
+            raise FileNotFoundError(path)
+        if code == REFUSED_CODE:
+            raise refusal(norm)
+        if code != 0:
+            raise SandboxError(f"could not read {path} in {sb.id} (exit {code})")
+        return out

@@ -25,6 +25,7 @@ import secrets
 import shlex
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sandbox.envspec import EnvSpec
@@ -48,19 +49,30 @@ from sandbox.provider import (
     new_process_id,
     new_sandbox_id,
     sandbox_env,
+    workspace_relative,
 )
 from sandbox.providers.docker import CONTAINER_INIT, KILL_TREE
+from sandbox.safe_read import (
+    EXEC_READ_TIMEOUT_S,
+    LOG_TAIL_BYTES,
+    MISSING_CODE,
+    REFUSED_CODE,
+    SAFE_TAIL_SH,
+    refusal,
+)
 
 PROVIDER_LABEL = "hangar.provider"
 LABELS_ANNOTATION = "hangar.io/labels"
 CREATED_ANNOTATION = "hangar.io/created-at"
 NETWORK_POLICY_NAME = "hangar-sandbox-egress"
 CONTAINER_NAME = "sandbox"
+RESTORE_CONTAINER_NAME = "restore-build"
+RESTORE_MOUNT = "/hangar-restore"
+EXPORT_TAG = "export-checkout"
 SANDBOX_UID = 1000
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")  # fmt: skip
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_FILE_MISSING = 44
 
 
 def pod_name(sandbox_id: str) -> str:
@@ -78,14 +90,20 @@ def check_labels(labels: dict[str, str]) -> None:
             )
 
 
-def sandbox_pod(sb: Sandbox, spec: EnvSpec, *, namespace: str) -> dict[str, Any]:
-    """The pod manifest for a sandbox (a plain dict: what is sent and what is validated)."""
+def sandbox_pod(sb: Sandbox, spec: EnvSpec, *, namespace: str, from_build: bool = False,
+                pull_secret: str | None = None) -> dict[str, Any]:
+    """The pod manifest for a sandbox (a plain dict: what is sent and what is validated).
+
+    `from_build`: spec.image is an environment build, which holds the checkout at
+    /workspace/repo; the workspace volume mounted there would hide it, so an init container
+    of the same image, as locked down, copies it into the volume first. `pull_secret`
+    names the Secret the kubelet pulls build images with."""
     resources: dict[str, str] = {}
     if spec.resources.cpus:
         resources["cpu"] = f"{int(spec.resources.cpus * 1000)}m"
     if spec.resources.memory_mb:
         resources["memory"] = f"{spec.resources.memory_mb}Mi"
-    return {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -139,6 +157,19 @@ def sandbox_pod(sb: Sandbox, spec: EnvSpec, *, namespace: str) -> dict[str, Any]
             ],
         },
     }
+    container = pod["spec"]["containers"][0]
+    if from_build:
+        pod["spec"]["initContainers"] = [{
+            "name": RESTORE_CONTAINER_NAME,
+            "image": spec.image,
+            "command": ["cp", "-a", REPO_DIR, f"{RESTORE_MOUNT}/repo"],
+            "securityContext": dict(container["securityContext"]),
+            "resources": container["resources"],
+            "volumeMounts": [{"name": "workspace", "mountPath": RESTORE_MOUNT}],
+        }]
+    if pull_secret:
+        pod["spec"]["imagePullSecrets"] = [{"name": pull_secret}]
+    return pod
 
 
 def sandbox_network_policy(
@@ -202,8 +233,16 @@ class KubernetesProvider(Provider):
         pod_start_timeout: float = 180,
         poll_interval: float = 0.5,
         stream: Callable[..., Any] | None = None,
+        build_registry: str | None = None,
+        build_registry_auth: str | None = None,
+        build_pull_secret: str | None = None,
     ) -> None:
         self.namespace = namespace
+        # Where environment builds are pushed (a repository: registry.example.com/hangar/
+        # builds), the Docker config file hangar pushes with, and the Secret pods pull with.
+        self.build_registry = build_registry
+        self.build_registry_auth = build_registry_auth
+        self.build_pull_secret = build_pull_secret
         self.proxy_port = proxy_port
         self.proxy_namespace = proxy_namespace
         self.proxy_pod_labels = proxy_pod_labels or {"app.kubernetes.io/name": "hangar"}
@@ -266,7 +305,7 @@ class KubernetesProvider(Provider):
             binary=True,
             _preload_content=False,
         )
-        output = bytearray()
+        output = OutputTail()  # a command printing gigabytes costs hangar 1 MiB
         deadline = None if timeout is None else time.monotonic() + timeout
         timed_out = False
         try:
@@ -278,7 +317,7 @@ class KubernetesProvider(Provider):
                     chunk = read(timeout=0)
                     if chunk:
                         data = chunk if isinstance(chunk, bytes) else chunk.encode()
-                        output += data
+                        output.add(data)
                         if on_chunk:
                             on_chunk(data)
                 if deadline is not None and time.monotonic() >= deadline:
@@ -286,7 +325,7 @@ class KubernetesProvider(Provider):
                     break
         finally:
             resp.close()
-        return (None if timed_out else resp.returncode), bytes(output), timed_out
+        return (None if timed_out else resp.returncode), output.data(), timed_out
 
     def _pod(self, sb: Sandbox) -> str:
         return sb.ref.get("pod") or pod_name(sb.id)
@@ -313,7 +352,9 @@ class KubernetesProvider(Provider):
             raise SandboxError(f"environment {spec.name}: the kubernetes provider needs an image")
         check_labels(labels)
         sb = Sandbox(id=new_sandbox_id(), provider=self.name, labels=dict(labels))
-        manifest = sandbox_pod(sb, spec, namespace=self.namespace)
+        from_build = self.is_build_image(spec.image)
+        manifest = sandbox_pod(sb, spec, namespace=self.namespace, from_build=from_build,
+                               pull_secret=self.build_pull_secret if from_build else None)
         await asyncio.to_thread(self._ensure_network_policy)
         await asyncio.to_thread(
             self.core.create_namespaced_pod, namespace=self.namespace, body=manifest
@@ -460,6 +501,39 @@ class KubernetesProvider(Provider):
             duration_s=time.monotonic() - started,
         )
 
+    def is_build_image(self, image: str) -> bool:
+        """Whether an image is one of this hangar's environment builds (pushed by digest)."""
+        return bool(self.build_registry) and image.startswith(f"{self.build_registry}@sha256:")
+
+    async def export_checkout(self, sb: Sandbox, dest: Path, limit: int) -> int:
+        """Stream `tar -c repo` of /workspace out of the pod into `dest`, at most `limit`
+        bytes (exec output is otherwise kept only as a 1 MiB tail); the bytes written."""
+        written = 0
+
+        def execute() -> int | None:
+            nonlocal written
+            with open(dest, "wb") as out:
+                def chunk(data: bytes) -> None:
+                    nonlocal written
+                    written += len(data)
+                    if written > limit:
+                        raise SandboxError(
+                            f"the checkout after install is over {limit / 2**20:.0f} MiB "
+                            "(HANGAR_SNAPSHOT_MAX_MB); keep caches out of the repository "
+                            "directory or raise the cap")
+                    out.write(data)
+
+                # stderr is dropped in the pod: the stream is the archive and nothing else.
+                code, _, _ = self._exec(
+                    self._pod(sb), ["sh", "-c", f"cd {WORKSPACE} && exec tar -c repo 2>/dev/null",
+                                    EXPORT_TAG], timeout=600, on_chunk=chunk)
+            return code
+
+        code = await asyncio.to_thread(execute)
+        if code != 0:
+            raise SandboxError(f"archiving {REPO_DIR} in the build pod failed (exit {code})")
+        return written
+
     def _kill_tree(self, pod: str, pid_file: str, sig: str, *, skip_root: bool = False) -> None:
         script = 'pid=$(cat "$1" 2>/dev/null) || exit 0; shift; exec sh -c "$0" kill-tree "$@" $pid'
         self._exec(pod, ["sh", "-c", script, KILL_TREE, pid_file, sig, "1" if skip_root else "0"])
@@ -501,15 +575,21 @@ class KubernetesProvider(Provider):
             raise ValueError(f"not a process id: {process_id!r}")
         exit_path = exit_file(process_id)
         # One exec per tick: the exit file, else whether the wrapper lives (zombie = gone).
+        # Files the agent can replace (by a FIFO, a link) are read only as regular files,
+        # with head -c under a timeout.
         script = (
-            'if [ -f "$1" ]; then echo "exit $(cat "$1")"; exit 0; fi; '
-            'pid=$(cat "$2" 2>/dev/null) && [ -r /proc/$pid/stat ] && '
+            't=""; command -v timeout >/dev/null 2>&1 && t="timeout -s KILL 5"; '
+            'small() { [ -f "$1" ] && [ ! -L "$1" ] && $t head -c 64 -- "$1" 2>/dev/null; }; '
+            'if [ -f "$1" ]; then echo "exit $(small "$1")"; exit 0; fi; '
+            'pid=$(small "$2") && [ -r /proc/$pid/stat ] && '
             'read -r l < /proc/$pid/stat && s=${l##*) } && [ "${s%% *}" != Z ] '
             "&& { echo running; exit 0; }; "
-            'if [ -f "$1" ]; then echo "exit $(cat "$1")"; else echo gone; fi'
+            'if [ -f "$1" ]; then echo "exit $(small "$1")"; else echo gone; fi'
         )
         command = ["sh", "-c", script, "observe", exit_path, f"{HANGAR_DIR}/{process_id}.pid"]
-        code, out, _ = await asyncio.to_thread(self._exec, self._pod(sb), command)
+        code, out, _ = await asyncio.to_thread(
+            self._exec, self._pod(sb), command, timeout=EXEC_READ_TIMEOUT_S
+        )
         words = out.decode(errors="replace").split()
         if code == 0 and words[:1] == ["running"]:
             return ProcessStatus(state="running")
@@ -538,17 +618,22 @@ class KubernetesProvider(Provider):
             _check_workspace_path(path)
             await asyncio.to_thread(self._put, self._pod(sb), path, data, mode)
 
-    async def copy_out(self, sb: Sandbox, path: str) -> bytes:
-        _check_workspace_path(path)
-        script = f'[ -f "$1" ] || exit {_FILE_MISSING}; cat "$1"'
-        code, out, _ = await asyncio.to_thread(
-            self._exec, self._pod(sb), ["sh", "-c", script, "copy-out", path]
+    async def copy_out(self, sb: Sandbox, path: str, max_bytes: int = LOG_TAIL_BYTES) -> bytes:
+        norm = f"{WORKSPACE}/{workspace_relative(path)}"
+        argv = ["sh", "-c", SAFE_TAIL_SH, "copy-out", norm, str(max_bytes)]
+        code, out, timed_out = await asyncio.to_thread(
+            self._exec, self._pod(sb), argv, timeout=EXEC_READ_TIMEOUT_S
         )
-        if code == _FILE_MISSING:
+        if timed_out:
+            raise SandboxError(f"reading {path} in {sb.id} took over "
+                               f"{EXEC_READ_TIMEOUT_S} s; gave up")
+        if code == MISSING_CODE:
             raise FileNotFoundError(path)
+        if code == REFUSED_CODE:
+            raise refusal(norm)
         if code != 0:
             raise SandboxError(f"could not read {path} in {sb.id}: {out[-500:]!r}")
-        return out
+        return out[-max_bytes:]
 
 
 def _check_workspace_path(path: str) -> None:

@@ -6,8 +6,9 @@ and is the only writable place besides a private /tmp. The process runs as uid 1
 its own user, pid, ipc, uts, cgroup and mount namespaces, may not create further user
 namespaces, and (network: loopback or none) has its own network namespace. With
 network: loopback and a proxy_port, a relay inside the sandbox listens on
-127.0.0.1:<proxy_port> and forwards to hangar's push proxy through a unix socket, so the
-proxy is the only thing the sandbox can reach.
+127.0.0.1:<proxy_port> and forwards to hangar's sandbox gate (`gate_dir`, the directory of
+its unix socket) so the gate, which serves only `/git/`, is the only thing the sandbox can
+reach.
 
 Host layout under root: <id>/meta.json (the Sandbox record), <id>/workspace (bound at
 /workspace), <id>/etc (passwd and group for the sandbox user), <id>/procs/<process>.json
@@ -49,9 +50,12 @@ from sandbox.provider import (
     new_process_id,
     new_sandbox_id,
     sandbox_env,
+    workspace_relative,
 )
 from sandbox.providers import _procs
 from sandbox.providers._relay import RELAY_SANDBOX_DIR, ProxyRelay, relay_argv
+from sandbox.safe_read import EXIT_FILE_BYTES, LOG_TAIL_BYTES, read_beneath
+from sandbox.snapshots import SpareCopies
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +98,7 @@ class LocalProvider(Provider):
         root: Path | str,
         *,
         proxy_port: int | None = None,
+        gate_dir: Path | str | None = None,
         hidden_paths: list[Path | str] | tuple[Path | str, ...] = (),
         bwrap: str | None = None,
     ) -> None:
@@ -106,23 +111,30 @@ class LocalProvider(Provider):
         self.hidden_paths = [Path(p).resolve() for p in hidden_paths]
         self.bwrap = bwrap or shutil.which("bwrap")
         self.python_prefix = host_python_prefix()
-        self._relay = ProxyRelay(self.root / ".relay", proxy_port) if proxy_port else None
+        # The host end of the in-sandbox relay: hangar's sandbox gate when given, else a
+        # forwarder to 127.0.0.1:proxy_port (a bare push proxy, as in the proxy's tests).
+        self._gate_dir = Path(gate_dir).resolve() if gate_dir and proxy_port else None
+        self._relay = (
+            ProxyRelay(self.root / ".relay", proxy_port)
+            if proxy_port and self._gate_dir is None
+            else None
+        )
         self._running: dict[str, set[asyncio.subprocess.Process]] = {}
+        # Spare copies of environment builds' checkouts (sandbox.snapshots).
+        self.spare_copies = SpareCopies()
 
     # ---- records -------------------------------------------------------------------
 
     def _dir(self, sb: Sandbox) -> Path:
         return self.root / sb.id
 
+    def _workspace(self, sb: Sandbox) -> Path:
+        return (self._dir(sb) / "workspace").resolve()
+
     def _host_path(self, sb: Sandbox, path: str) -> Path:
         """The host path of a sandbox path under /workspace; refuses anything that escapes."""
-        if not path.startswith("/"):
-            raise ValueError(f"sandbox paths are absolute, e.g. {WORKSPACE}/file; got {path!r}")
-        norm = os.path.normpath(path)
-        if norm != WORKSPACE and not norm.startswith(WORKSPACE + "/"):
-            raise ValueError(f"{path}: only paths under {WORKSPACE} can be copied in or out")
-        ws = (self._dir(sb) / "workspace").resolve()
-        host = ws / os.path.relpath(norm, WORKSPACE)
+        ws = self._workspace(sb)
+        host = ws / workspace_relative(path)
         # The agent owns /workspace and may plant symlinks; hangar writes as itself.
         real = Path(os.path.realpath(host))
         if real != ws and ws not in real.parents:
@@ -141,7 +153,7 @@ class LocalProvider(Provider):
     async def create(self, spec: EnvSpec, labels: dict[str, str]) -> Sandbox:
         if spec.isolation == "bwrap" and not self.bwrap:
             raise SandboxError(BWRAP_MISSING)
-        if spec.network == "loopback" and self._relay and not self.python_prefix:
+        if spec.network == "loopback" and self.proxy_port and not self.python_prefix:
             if not shutil.which("python3"):
                 raise SandboxError(
                     "network: loopback with a push proxy needs python3 on the host for the "
@@ -186,9 +198,15 @@ class LocalProvider(Provider):
                 records.append(json.loads(path.read_text()))
         for record in records:
             self._kill_all(record)
+        # A command run by an earlier hangar that was killed left no record, and bwrap's
+        # --die-with-parent did not stop every one of them (seen after kill -9): look for
+        # processes naming the sandbox's directory, too.
+        for pid in await asyncio.to_thread(_procs.holding, base):
+            _procs.signal_pids([pid, *_procs.descendants(pid)])
         # SIGKILL is not instant: wait until the processes are really gone.
         deadline = time.monotonic() + 5
-        while any(_procs.is_alive(r["pid"], r.get("started")) for r in records):
+        while any(_procs.is_alive(r["pid"], r.get("started")) for r in records) or (
+                await asyncio.to_thread(_procs.holding, base)):
             if time.monotonic() >= deadline:
                 log.warning("sandbox %s: processes survived SIGKILL for 5 s", sb.id)
                 break
@@ -256,8 +274,9 @@ class LocalProvider(Provider):
         ]  # fmt: skip
         if self.python_prefix:
             args += ["--ro-bind", str(self.python_prefix), str(self.python_prefix)]
-        if network == "loopback" and self._relay:
-            args += ["--ro-bind", str(self._relay.directory), RELAY_SANDBOX_DIR]
+        relay_dir = self._relay.directory if self._relay else self._gate_dir
+        if network == "loopback" and relay_dir:
+            args += ["--ro-bind", str(relay_dir), RELAY_SANDBOX_DIR]
         bound = [Path(args[i + 1]) for i, a in enumerate(args) if a == "--ro-bind"]
         for hidden in self.hidden_paths:
             if hidden.exists() and any(hidden.is_relative_to(b) for b in bound):
@@ -271,10 +290,12 @@ class LocalProvider(Provider):
 
     def _wrap_network(self, ref: dict[str, Any], argv: list[str]) -> list[str]:
         """Start the in-sandbox relay to the push proxy first, when the sandbox needs one."""
-        if ref.get("isolation") == "none" or ref.get("network") != "loopback" or not self._relay:
+        if ref.get("isolation") == "none" or ref.get("network") != "loopback":
+            return argv
+        if not self.proxy_port:
             return argv
         python = f"{self.python_prefix}/bin/python3" if self.python_prefix else "python3"
-        return relay_argv(python, self._relay.port, argv)
+        return relay_argv(python, self.proxy_port, argv)
 
     async def _ensure_relay(self, ref: dict[str, Any]) -> None:
         if self._relay and ref.get("network") == "loopback" and ref.get("isolation") != "none":
@@ -389,8 +410,9 @@ class LocalProvider(Provider):
 
     def _exit_code(self, sb: Sandbox, process_id: str) -> int | None:
         try:
-            path = self._host_path(sb, exit_file(process_id))
-            return int(path.read_text().strip())
+            raw = read_beneath(self._workspace(sb), workspace_relative(exit_file(process_id)),
+                               EXIT_FILE_BYTES)
+            return int(raw.strip())
         except (OSError, ValueError):
             return None
 
@@ -459,10 +481,10 @@ class LocalProvider(Provider):
             host = self._host_path(sb, path)
             await asyncio.to_thread(_write_file, host, data, mode)
 
-    async def copy_out(self, sb: Sandbox, path: str) -> bytes:
+    async def copy_out(self, sb: Sandbox, path: str, max_bytes: int = LOG_TAIL_BYTES) -> bytes:
         self._require(sb)
-        host = self._host_path(sb, path)
-        return await asyncio.to_thread(_read_file, host)
+        rel = workspace_relative(path)
+        return await asyncio.to_thread(read_beneath, self._workspace(sb), rel, max_bytes)
 
 
 def _write_file(host: Path, data: bytes, mode: int) -> None:
@@ -471,12 +493,6 @@ def _write_file(host: Path, data: bytes, mode: int) -> None:
     with os.fdopen(fd, "wb") as out:
         out.write(data)
     os.chmod(host, mode)
-
-
-def _read_file(host: Path) -> bytes:
-    fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as src:
-        return src.read()
 
 
 def _spawn_detached(

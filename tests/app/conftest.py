@@ -66,3 +66,29 @@ def webhook_examples() -> list[tuple[str, str, dict]]:
         for i, example in enumerate(entry["examples"]):
             found.append((entry["name"], example.get("action") or f"#{i}", example))
     return found
+
+
+@pytest.fixture
+def step_engine(settings: Settings):
+    """An engine whose steps talk to a recording GitHub (tests/recording_github.py), with
+    its own store and push tokens, and no loop: a test runs one step and reads the rows."""
+    from app.engine import Engine
+    from app.ghops import RepoOps
+    from app.metrics import Metrics
+    from app.store import Store
+    from proxy.tokens import TokenRegistry
+
+    def make(gh, *, provider=None, **overrides) -> Engine:
+        """gh: the recording GitHub; provider: every sandbox's; overrides: settings."""
+        changed = settings.model_copy(update=overrides)
+        engine = Engine(settings=changed, store=Store(changed.db_path), auth=None,
+                        metrics=Metrics(), tokens=TokenRegistry(changed.db_path),
+                        providers=None if provider is None else lambda name: provider)
+
+        async def repo_ops(thread) -> RepoOps:
+            return RepoOps(gh, thread.repo)
+
+        engine.repo_ops = repo_ops
+        return engine
+
+    return make

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import aiohttp
@@ -9,14 +10,16 @@ import jwt
 import pytest
 from gidgethub import BadRequest
 
-from app.github import AppAuth, GitHubClient, RetryPolicy, retry_delay
+from app.github import AppAuth, GitHubClient, RateLimited, RetryPolicy, rate_limit_delay
+from tests.conftest import hangar_permissions
 
-FAST = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=2, request_timeout_s=1.0)
+FAST = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=2, request_timeout_s=1.0,
+                   write_spacing_s=0)
 
 
 @pytest.fixture
 def installed(fakehub):
-    app = fakehub.create_app(name="hangar")
+    app = fakehub.create_app(name="hangar", permissions=hangar_permissions())
     fakehub.create_user("acme")
     fakehub.create_repo("acme", "widgets", {"README.md": "# widgets\n"})
     installation = fakehub.install(app.id, "acme", ["acme/widgets"])
@@ -79,12 +82,11 @@ async def test_a_wrong_key_gets_githubs_401(installed, tmp_path):
     [
         {"status": 502, "times": 2},
         {"status": 403, "times": 1, "secondary_rate_limit": True, "retry_after": 1},
-        {"status": 403, "times": 1, "rate_limit": True},
         {"times": 1, "hang_seconds": 5},
     ],
-    ids=["502", "secondary-rate-limit", "primary-rate-limit", "hang"],
+    ids=["502", "short-secondary-rate-limit", "hang"],
 )
-async def test_retries_what_github_asks_it_to(installed, fault):
+async def test_a_read_is_retried_as_github_asks(installed, fault):
     hub, app, installation = installed
     async with aiohttp.ClientSession() as session:
         auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
@@ -103,6 +105,85 @@ async def test_retries_what_github_asks_it_to(installed, fault):
         return
     calls = [c for c in hub.api_calls() if c[1] == "/repos/acme/widgets"]
     assert len(calls) == fault["times"] + 1
+
+
+@pytest.mark.parametrize("fault", [{"rate_limit": True, "status": 403, "retry_after": 60},
+                                   {"secondary_rate_limit": True, "retry_after": 30}],
+                         ids=["primary", "secondary"])
+async def test_a_limited_installation_sends_nothing_until_the_reset(installed, fault):
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh = await auth.client(installation)
+        hub.inject_fault("GET", r"^/repos/acme/widgets$", **fault)
+        with pytest.raises(RateLimited) as caught:
+            await gh.getitem("/repos/acme/widgets")
+        assert caught.value.until >= time.time() + 25
+        # Another client of the same installation waits too, without asking GitHub.
+        other = await auth.client(installation)
+        with pytest.raises(RateLimited):
+            await other.getitem("/repos/acme/widgets/issues")
+        # The App's own calls are another allowance.
+        app_gh = await auth.client_for_app()
+        assert (await app_gh.getitem("/app", jwt=auth.jwt()))["id"] == app.id
+    calls = [c for c in hub.api_calls() if c[1].startswith("/repos/acme/widgets")]
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("fault", [{"status": 502, "after": True},
+                                   {"hang_seconds": 3, "status": 504, "after": True}],
+                         ids=["502", "timeout"])
+async def test_a_write_is_never_sent_twice_blindly(installed, fault):
+    hub, app, installation = installed
+    number = hub.create_issue("acme/widgets", "t", "b", as_user="acme")
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh = await auth.client(installation)
+        hub.inject_fault("POST", rf"/issues/{number}/comments$", **fault)
+        with pytest.raises(Exception):  # noqa: B017 - a 502 or a timeout: the caller reads back
+            await gh.post(f"/repos/acme/widgets/issues/{number}/comments", data={"body": "hi"})
+        await asyncio.sleep(fault.get("hang_seconds", 0) + 0.5)  # the hung answer is logged last
+    posts = [c for c in hub.api_calls() if c[0] == "POST" and c[1].endswith("/comments")]
+    assert len(posts) == 1
+    assert [c["body"] for c in hub.issue_comments("acme/widgets", number)] == ["hi"]
+
+
+async def test_content_creating_calls_are_spaced(installed):
+    hub, app, installation = installed
+    number = hub.create_issue("acme/widgets", "t", "b", as_user="acme")
+    async with aiohttp.ClientSession() as session:
+        spaced = RetryPolicy(write_spacing_s=0.3)
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=spaced)
+        gh = await auth.client(installation)
+        started = time.monotonic()
+        for n in range(4):
+            await gh.post(f"/repos/acme/widgets/issues/{number}/comments", data={"body": f"{n}"})
+        assert time.monotonic() - started >= 0.9
+        reads = time.monotonic()
+        for _ in range(4):
+            await gh.getitem("/repos/acme/widgets")
+        assert time.monotonic() - reads < 0.9  # reads are not spaced
+
+
+async def test_writes_past_the_minutes_allowance_wait_instead_of_being_refused(installed):
+    hub, app, installation = installed
+    number = hub.create_issue("acme/widgets", "t", "b", as_user="acme")
+    async with aiohttp.ClientSession() as session:
+        tight = RetryPolicy(write_spacing_s=0, writes_per_minute=3, max_inline_wait_s=0.5)
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=tight)
+        gh = await auth.client(installation)
+        for n in range(3):  # a burst within the allowance goes at once
+            await gh.post(f"/repos/acme/widgets/issues/{number}/comments", data={"body": f"{n}"})
+        with pytest.raises(RateLimited, match="3 writes in the last minute"):
+            await gh.post(f"/repos/acme/widgets/issues/{number}/comments", data={"body": "x"})
+        assert auth.allowance(installation).limited_until > time.time() + 50
+        with pytest.raises(RateLimited):  # everything for it waits, reads included
+            await gh.getitem("/repos/acme/widgets")
+    assert len(hub.issue_comments("acme/widgets", number)) == 3  # nothing was sent
 
 
 async def test_gives_up_after_its_attempts(installed):
@@ -134,7 +215,7 @@ async def test_not_found_is_not_retried(installed):
 @pytest.mark.parametrize(
     ("status", "headers", "message", "expected"),
     [
-        (502, {}, "", 0.0),
+        (502, {}, "", None),  # not a rate limit: the caller's backoff applies
         (403, {"Retry-After": "7"}, "", 7.0),
         (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "0"}, "", 1.0),
         (403, {}, "You have exceeded a secondary rate limit", 60.0),
@@ -143,5 +224,70 @@ async def test_not_found_is_not_retried(installed):
         (422, {}, "Validation Failed", None),
     ],
 )
-def test_retry_delay(status, headers, message, expected):
-    assert retry_delay(status, headers, message) == expected
+def test_rate_limit_delay(status, headers, message, expected):
+    assert rate_limit_delay(status, headers, message) == expected
+
+
+async def test_one_etag_cache_per_installation_makes_a_repeated_read_free(installed):
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        first = await (await auth.client(installation)).getitem("/repos/acme/widgets")
+        first["name"] = "changed by the caller"  # must not change what the cache returns
+        again = await (await auth.client(installation)).getitem("/repos/acme/widgets")
+        assert again["name"] == "widgets"
+        assert auth.allowance(installation).charged == 1
+    statuses = [c[2] for c in hub.api_calls() if c[1] == "/repos/acme/widgets"]
+    assert statuses == [200, 304]
+
+
+async def test_a_push_token_is_narrowed_to_one_repository_and_contents(installed):
+    from app.upstream import PUSH_PERMISSIONS
+
+    hub, app, installation = installed
+    hub.create_repo("acme", "gadgets", {"README.md": "# gadgets\n"}, private=True)
+    hub.install(app.id, "acme", ["acme/gadgets"])
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        full = await auth.installation_token(installation)
+        push = await auth.installation_token(installation, repository="acme/widgets",
+                                             permissions=PUSH_PERMISSIONS)
+        assert push.token != full.token and auth.tokens_minted == 2
+        assert dict(push.permissions) == {"contents": "write", "workflows": "write",
+                                          "metadata": "read"}
+        again = await auth.installation_token(installation, repository="acme/widgets",
+                                              permissions=PUSH_PERMISSIONS)
+        assert again.token == push.token  # cached like the full one
+        gh = GitHubClient(session, base_url=hub.api_url, oauth_token=push.token, retry=FAST)
+        with pytest.raises(BadRequest) as caught:  # issues: not in the narrowed token
+            await gh.post("/repos/acme/widgets/issues", data={"title": "x"})
+        assert int(caught.value.status_code) == 403
+        with pytest.raises(BadRequest):  # another repository of the installation
+            await gh.getitem("/repos/acme/gadgets/contents/README.md")
+
+
+async def test_an_installation_without_workflows_still_gets_a_contents_push_token(fakehub):
+    from types import SimpleNamespace
+
+    from app.keys import AUTH, SETTINGS
+    from app.upstream import InstallationUpstream
+    from proxy import Grant
+
+    older = {k: v for k, v in hangar_permissions().items() if k != "workflows"}
+    app = fakehub.create_app(name="hangar-old", permissions=older)
+    fakehub.create_user("acme")
+    fakehub.create_repo("acme", "widgets", {"README.md": "# widgets\n"})
+    installation = fakehub.install(app.id, "acme", ["acme/widgets"])
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=fakehub.api_url, session=session,
+                       retry=FAST)
+        fake_app = {AUTH: auth, SETTINGS: SimpleNamespace(git_base_url="http://git")}
+        upstream = InstallationUpstream(fake_app)
+        _, token = await upstream.credentials(Grant("sb-1", "acme/widgets", "hangar/1-ab",
+                                                    installation))
+        gh = GitHubClient(session, base_url=fakehub.api_url, oauth_token=token, retry=FAST)
+        assert (await gh.getitem("/repos/acme/widgets"))["name"] == "widgets"
+    minted = [c for c in fakehub.api_calls() if c[1].endswith("/access_tokens")]
+    assert [c[2] for c in minted] == [422, 201]  # asked with workflows, then contents only

@@ -12,7 +12,12 @@ from app.redact import REDACTED, redact, tail
     [
         "ghs_" + "a" * 36,
         "ghp_" + "B1" * 18,
-        "github_pat_" + "x" * 40,
+        "gho_" + "c" * 36,
+        "ghu_" + "d3" * 18,
+        "ghr_" + "e" * 76,
+        # a stateless installation token: ghs_<app id>_<JWT>
+        "ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJnaXRodWIiLCJpbnN0In0.s1g-n_4tUr3xyz",
+        "github_pat_11ABCDEFG0" + "x" * 12 + "_" + "y" * 59,
         "hgs_" + "Zz-_9" * 8,
         "sk-ant-api03-" + "q" * 40,
         "sk-" + "k" * 48,
@@ -23,6 +28,11 @@ from app.redact import REDACTED, redact, tail
 def test_token_shapes_are_redacted(secret):
     out = redact(f"before {secret} after")
     assert secret not in out and REDACTED in out and out.startswith("before ")
+
+
+def test_a_stateless_token_is_redacted_whole_and_a_sentence_keeps_its_stop():
+    token = "ghs_42_eyJhbGciOiJSUzI1NiJ9.eyJpbnN0YWxsYXRpb24iOjF9.c2lnbmF0dXJl"
+    assert redact(f"token {token}. Next") == f"token {REDACTED}. Next"
 
 
 def test_known_values_urls_and_headers():

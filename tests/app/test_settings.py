@@ -44,7 +44,8 @@ def test_serving_refuses_missing_or_unreadable_settings(fields, message):
 
 
 def test_hangar_serve_says_which_setting_is_missing(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    # Part of an App is configured (with none at all, serve offers /setup instead).
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HANGAR_APP_ID": "1"}
     result = subprocess.run([sys.executable, "-m", "app.cli", "serve"], env=env,
                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 2
@@ -55,6 +56,7 @@ def test_hangar_serve_says_which_setting_is_missing(tmp_path):
     ("api", "git"),
     [
         ("https://api.github.com", "https://github.com"),
+        ("https://api.octocorp.ghe.com", "https://octocorp.ghe.com"),
         ("https://ghe.example.com/api/v3", "https://ghe.example.com"),
         ("http://127.0.0.1:8080/api/v3/", "http://127.0.0.1:8080"),
     ],

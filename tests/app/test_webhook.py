@@ -9,8 +9,11 @@ from urllib.parse import urlencode
 
 import pytest
 
-from app.store import Store
-from app.web import DISPATCHER, STORE, create_app
+from app.intake import DeliveryWriter
+from app.keys import DISPATCHER, STORE
+from app.payloads import HANDLED
+from app.store import Delivery, Store
+from app.wiring import create_app
 from tests.app.conftest import sign, webhook_examples, webhook_headers
 
 
@@ -68,10 +71,122 @@ async def test_bad_deliveries_get_a_reason_and_are_not_stored(client, change, st
     assert client.app[STORE].delivery("d-bad") is None
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b"\xff\xfe"])
-async def test_malformed_signed_body_is_400(client, body):
-    response = await client.post("/webhook", data=body, headers=webhook_headers("push", body))
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"{not json", "not a webhook payload"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b'{"n": 1' + b"0" * 5000 + b"}", "not a webhook payload"),
+        (b'{"a": ' * 100_000 + b"1" + b"}" * 100_000, "nested too deeply"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ],
+)
+async def test_malformed_signed_body_is_400_and_stored_as_failed(client, body, reason):
+    headers = webhook_headers("push", body, delivery="d-malformed")
+    response = await client.post("/webhook", data=body, headers=headers)
     assert response.status == 400
+    assert reason in (await response.json())["message"]
+    stored = client.app[STORE].delivery("d-malformed")
+    assert (stored.state, stored.error) == ("failed", (await response.json())["message"])
+
+
+def comment_example() -> dict:
+    return next(p for e, a, p in webhook_examples() if (e, a) == ("issue_comment", "created"))
+
+
+def with_part(payload: dict, path: str, value) -> dict:
+    """A deep copy of the payload with the part at `a.b.c` replaced."""
+    payload = json.loads(json.dumps(payload))
+    *parents, last = path.split(".")
+    node = payload
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return payload
+
+
+WRONG_SHAPES = [
+    ("issue_comment", "issue", "a string where an object belongs", "issue"),
+    ("issue_comment", "comment.user", ["a", "list"], "comment.user"),
+    ("issue_comment", "issue.number", 2**64, "issue.number"),
+    ("issue_comment", "installation.id", 2**63, "installation.id"),
+    ("issue_comment", "installation.id", "12", None),  # GitHub never sends this, but it fits
+    ("star", "action", {"an": "object"}, "action"),
+    ("star", "repository", "octo/widgets", "repository"),
+    ("star", "repository.full_name", 42, "repository.full_name"),
+    ("star", "installation", {"id": -(2**63) - 1}, "installation.id"),
+]
+
+
+@pytest.mark.parametrize(("event", "path", "value", "where"), WRONG_SHAPES)
+async def test_a_payload_of_the_wrong_shape_is_400_with_the_reason_and_stored_as_failed(
+    client, event, path, value, where
+):
+    payload = with_part(comment_example(), path, value)
+    body = json.dumps(payload).encode()
+    response = await client.post(
+        "/webhook", data=body, headers=webhook_headers(event, body, delivery="d-shape"))
+    stored = client.app[STORE].delivery("d-shape")
+    if where is None:
+        assert response.status == 202 and stored.installation_id == 12
+        return
+    assert response.status == 400
+    message = (await response.json())["message"]
+    assert f"this {event} payload does not have the shape GitHub sends" in message
+    assert where in message
+    assert (stored.state, stored.error) == ("failed", message)
+
+
+async def test_a_wrong_shaped_delivery_among_good_ones_fails_alone(client):
+    good = json.dumps(comment_example()).encode()
+    bad_payloads = [with_part(comment_example(), "installation.id", 2**64),
+                    with_part(comment_example(), "action", ["created"]),
+                    with_part(comment_example(), "issue", "#1")]
+
+    async def post(n: int) -> int:
+        body = good if n % 7 else json.dumps(bad_payloads[n // 7 % 3]).encode()
+        response = await client.post(
+            "/webhook", data=body, headers=webhook_headers("issue_comment", body,
+                                                           delivery=f"d-{n}"))
+        return response.status
+
+    statuses = await asyncio.gather(*(post(n) for n in range(60)))
+    assert statuses == [202 if n % 7 else 400 for n in range(60)]
+    store = client.app[STORE]
+    assert [store.delivery(f"d-{n}").state == "failed" for n in range(0, 60, 7)] == [True] * 9
+    await wait_for(lambda: store.count_deliveries("stored") == 0)
+
+
+async def test_a_row_the_database_refuses_fails_only_its_own_request(settings):
+    # Behind check_delivery, the group commit still keeps one bad row from the others.
+    settings.data_dir.mkdir(parents=True)
+    store = Store(settings.db_path)
+    writer = DeliveryWriter(store)
+
+    def delivery(n: int, installation_id: int) -> Delivery:
+        return Delivery(id=f"w-{n}", event="star", action="created", repo="octo/widgets",
+                        installation_id=installation_id, received_at=1.0, payload={},
+                        state="stored", error=None)
+
+    results = await asyncio.gather(
+        *(writer.add(delivery(n, 2**64 if n == 3 else n), None) for n in range(8)),
+        return_exceptions=True)
+    assert isinstance(results[3], OverflowError)
+    assert results[:3] + results[4:] == [True] * 7
+    assert store.count_deliveries("stored") == 7
+    writer.close()
+    store.close()
+
+
+def test_every_handled_event_has_a_payload_shape_checked_at_intake():
+    from handlers import router
+
+    routed = {(event, action) for event, by_key in router._deep_routes.items()
+              for key, by_value in by_key.items() if key == "action" for action in by_value}
+    routed |= {(event, None) for event in router._shallow_routes}
+    routed -= {("installation", None), ("installation_repositories", None)}  # reads nothing
+    assert routed == set(HANDLED)
 
 
 async def test_form_encoded_delivery_is_accepted(client):

@@ -7,7 +7,9 @@ kill -9 and start again.
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from app import demo
+from app.registration import load_app_manifest
 from app.service import ServiceThread
 from app.settings import Settings
 
@@ -45,13 +49,46 @@ git commit -qam "Fix add()"
 echo "Fixed add()."
 """
 
+# Fixes add() in the first turn; a follow-up turn adds sub().
+TWO_TURNS = """\
+set -e
+if [ "$HANGAR_TURN" = 1 ]; then
+  sed -i 's/return a - b/return a + b/' calc.py
+  git commit -qam "Fix add()"
+else
+  printf '\\n\\ndef sub(a, b):\\n    return a - b\\n' >> calc.py
+  git commit -qam "Add sub()"
+fi
+echo "turn $HANGAR_TURN done"
+"""
+
 VERIFY = "python3 -m unittest -q"
 
 
+def _worker_ports() -> Iterator[int]:
+    """This test process's own ports, in turn: a thousand per pytest-xdist worker, below
+    the ports hangar's demo picks and the kernel's ephemeral ones, so no other worker and
+    no outgoing connection takes a port between its pick and its bind."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    first = 10000 + 1000 * (worker % 10)
+    start = random.randrange(1000)  # another test run's worker of the same number
+    return itertools.cycle([*range(first + start, first + 1000), *range(first, first + start)])
+
+
+_PORTS = _worker_ports()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return demo.free_port(itertools.islice(_PORTS, 1000))
+
+
+@pytest.fixture
+def unreachable_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test: bound and never
+    listening, so no other process (another test run, too) can start serving on it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
 
 
 class HangarProcess:
@@ -78,13 +115,15 @@ class HangarProcess:
             "HANGAR_RUN_WATCH_INTERVAL_SECONDS": str(s.run_watch_interval_seconds),
             "HANGAR_POLL_INTERVAL_SECONDS": str(s.poll_interval_seconds),
             "HANGAR_REDELIVERY_INTERVAL_SECONDS": str(s.redelivery_interval_seconds),
+            "HANGAR_GITHUB_WRITE_SPACING_SECONDS": str(s.github_write_spacing_seconds),
+            "HANGAR_STATUS_EDIT_INTERVAL_SECONDS": str(s.status_edit_interval_seconds),
         })
         return env
 
-    def start(self) -> HangarProcess:
+    def start(self, *args: str) -> HangarProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve"], env=self.environment(), cwd=ROOT,
+            [sys.executable, "-m", "app.cli", "serve", *args], env=self.environment(), cwd=ROOT,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + 30
@@ -126,11 +165,13 @@ class World:
     hangar: Any = None
     running: list[Any] = field(default_factory=list)
     api_token: str | None = None
+    installation_id: int = 0
 
     def start_hangar(
         self, agent_script: str = FIX_AGENT, *, verify: str | None = VERIFY,
         max_agents: int = 3, provider: str = "local", process: bool = False,
-        verify_retries: int = 1, max_minutes: float = 10,
+        verify_retries: int = 1, max_minutes: float = 10, env: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None,
     ) -> Any:
         envs = self.tmp / "envs"
         envs.mkdir(exist_ok=True)
@@ -139,7 +180,8 @@ class World:
         if verify:
             spec["verify"] = {"command": verify, "timeout_minutes": 2, "retries": verify_retries}
         if provider == "docker":
-            spec.update(image="hangar-base:1", network="host")
+            spec.update(image="hangar-base:1", network="loopback")
+        spec.update(env or {})
         (envs / "default.yaml").write_text(yaml.safe_dump(spec))
         port = free_port()
         self.hub.set_webhook_url(self.app.id, f"http://127.0.0.1:{port}/webhook")
@@ -149,6 +191,15 @@ class World:
             github_url=self.hub.api_url, port=port, envs_dir=envs,
             max_concurrent_agents=max_agents, run_watch_interval_seconds=0.5,
             poll_interval_seconds=3, shutdown_grace_seconds=2, api_token=self.api_token,
+            **{
+                # fakehub holds hangar to GitHub's secondary limits itself; spacing every
+                # write a second apart on top of that only makes each flow a minute longer.
+                "github_write_spacing_seconds": 0,
+                # Folding status-comment edits is shown in its own test; here a flow need
+                # not wait ten seconds for its comment to say what happened.
+                "status_edit_interval_seconds": 2,
+                **(settings or {}),
+            },
         )
         if process:
             self.hangar = HangarProcess(self.settings, self.tmp / "hangar.log").start()
@@ -157,10 +208,10 @@ class World:
         self.running.append(self.hangar)
         return self.hangar
 
-    def restart(self) -> None:
-        """Start hangar again on the same data directory and port."""
+    def restart(self, *args: str) -> None:
+        """Start hangar again on the same data directory and port (`serve` args: args)."""
         assert isinstance(self.hangar, HangarProcess)
-        self.hangar.start()
+        self.hangar.start(*args)
 
     # -- acting as people ---------------------------------------------------------
 
@@ -220,7 +271,8 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "c
 def world(fakehub, tmp_path) -> Iterator[World]:
     hub = fakehub
     w = World(hub=hub, tmp=tmp_path)
-    w.app = hub.create_app(name="hangar")
+    # Registered as the manifest says, as `hangar setup` would.
+    w.app = hub.create_app(name="hangar", permissions=load_app_manifest()["default_permissions"])
     for login in ("acme", w.maintainer, w.reviewer, w.reader):
         hub.create_user(login)
     hub.create_user("dependabot[bot]", bot=True)
@@ -228,7 +280,7 @@ def world(fakehub, tmp_path) -> Iterator[World]:
     hub.grant(w.repo, w.maintainer, "write")
     hub.grant(w.repo, w.reviewer, "write")
     hub.grant(w.repo, w.reader, "read")
-    hub.install(w.app.id, "acme", [w.repo])
+    w.installation_id = hub.install(w.app.id, "acme", [w.repo])
     yield w
     for service in w.running:
         service.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,26 @@ def test_demo_with_ci_fixes_the_first_attempt_before_landing(tmp_path):
     assert whats[approved].endswith(f"at {head}")
     assert whats.index(started[0]) < approved
     assert whats.index(f"hangar / verify: success on {head}") < approved
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_demo_with_a_real_cli_lands_the_fix_without_a_key(tmp_path, cli):
+    from sandbox.envimage import AGENT_CLIS_DIR
+
+    if not (AGENT_CLIS_DIR / cli).exists():
+        pytest.skip(f"the pinned {cli} CLI is not installed (scripts/setup.sh)")
+    result = demo("--agent", cli, cwd=tmp_path)
+    assert result["agent"] == cli
+    assert result["landed"] is True and result["verify"] == "passed"
+    # The scripted model answers only hangar's key: the CLI got there through the gateway.
+    assert result["model_requests"] >= 3
+
+
+def test_demo_says_how_to_install_a_missing_cli(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--agent", "claude",
+                           "--data-dir", str(tmp_path / "demo")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HANGAR_AGENT_CLIS_DIR": str(tmp_path / "none")})
+    assert proc.returncode != 0
+    assert "the pinned claude CLI is not installed" in proc.stderr
+    assert "scripts/setup.sh" in proc.stderr

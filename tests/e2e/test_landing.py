@@ -21,6 +21,11 @@ pytestmark = pytest.mark.slow
 
 LAND = "hangar / land"
 UNITTEST = "python3 -m unittest -q"
+BREAKER = """\
+set -e
+printf 'def add(a, b):\\n    return a * b\\n' > calc.py
+git commit -qam "Rewrite add()"
+"""  # an agent whose change fails verification
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -89,8 +94,16 @@ def explanations(world, number: int) -> list[str]:
     return [b for b in world.replies(number) if "does not count for landing" in b]
 
 
+def unmerged(world, number: int) -> bool:
+    """The PR is not merged, read once the step that decided not to merge was seen (its
+    reason in the status comment). That a later look changes nothing is a step test's
+    (tests/app/test_land_steps.py): no window here waits for a poll to show it."""
+    return not pr_now(world, number)["merged"]
+
+
 def stays_unmerged(world, number: int, seconds: float = 4) -> bool:
-    """True when the PR is still not merged after `seconds` (a bounded negative check)."""
+    """True when the PR is still not merged after `seconds`: for an event whose effect
+    is that nothing changes, so there is no sign of it to wait for."""
     with pytest.raises(AssertionError):
         wait_until(lambda: merged(world, number), seconds, "no merge")
     return True
@@ -152,10 +165,11 @@ def test_an_approval_of_an_older_head_does_not_count(world):
     why = wait_until(lambda: explanations(world, number), 60, "the explanation")
     assert len(why) == 1
     assert f"approved `{old[:7]}`, but the head is now `{new[:7]}`" in why[0]
-    assert stays_unmerged(world, number)
-    assert len(explanations(world, number)) == 1  # said once, not on every pass
+    wait_until(lambda: says(world, number, f"waiting for 1 approval(s) of `{new[:7]}`"), 30,
+               "the step that explained it to end waiting for an approval")
+    assert unmerged(world, number)
+    assert len(explanations(world, number)) == 1  # once (and no more later: test_land_steps)
     assert merge_calls(world, number) == []
-    assert f"waiting for 1 approval(s) of `{new[:7]}`" in land_line(world, number)
     assert "other than @mona" in land_line(world, number)
 
 
@@ -175,13 +189,91 @@ def test_the_requester_a_bot_and_a_reader_approving_do_not_count(world):
     assert "@mona asked for this work" in text and "forbid_self_approval" in text
     assert "@dependabot[bot] is a bot" in text
     assert "@rick does not have write access" in text
-    assert stays_unmerged(world, number)
+    wait_until(lambda: says(world, number, "waiting for 1 approval(s)"), 30, "the decision")
+    assert unmerged(world, number)
     assert merge_calls(world, number) == []
     assert len(explanations(world, number)) == 3
     # a person other than the requester, with write access: that one counts
     approve(world, number)
     wait_until(lambda: landed(world, number), 60, "the PR to land")
     assert merge_calls(world, number) == [200]
+
+
+TWO_TURNS = FIX_AGENT.replace("set -e\n", "set -e\n[ \"$HANGAR_TURN\" = 1 ] || {\n"
+                              "  echo notes > NOTES.md && git add NOTES.md\n"
+                              "  git commit -qm 'Add notes' && exit 0\n}\n")
+
+
+def new_head_verified(world, number: int, old: str) -> dict | None:
+    now = pr_now(world, number)
+    if now["head"]["sha"] == old:
+        return None
+    check = world.checks(now["head"]["sha"]).get("hangar / verify")
+    return now if check and check["status"] == "completed" else None
+
+
+def test_a_writer_who_pushed_to_the_branch_may_not_approve_it(world):
+    protect(world, checks=())
+    world.hub.create_user("walt")
+    world.hub.grant(world.repo, "walt", "write")
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    # rita adds her own commit to hangar's branch, then approves the head she made
+    head = world.hub.push_files(world.repo, pr["head"]["ref"], {"NOTES.md": "rita's\n"},
+                                "Add notes", as_user=world.reviewer)
+    wait_until(lambda: pr_now(world, number)["head"]["sha"] == head, 10, "rita's head")
+    approve(world, number, sha=head)
+
+    why = wait_until(lambda: explanations(world, number), 60, "the explanation")
+    assert "@rita pushed to this branch or made a commit on it" in why[0]
+    wait_until(lambda: says(world, number, "waiting for 1 approval(s)"), 30, "the decision")
+    assert unmerged(world, number)
+    assert merge_calls(world, number) == []
+    approve(world, number, who="walt", sha=head)  # someone who made none of it: counts
+    wait_until(lambda: landed(world, number), 90, "the PR to land")
+
+
+def test_whoever_asked_for_a_follow_up_turn_may_not_approve_it(world):
+    protect(world, checks=())
+    world.start_hangar(TWO_TURNS)
+    issue, _ = world.ask("/hangar fix the failing test")  # mona asks
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    world.hub.comment(world.repo, number, "/hangar also add sub()", as_user=world.reviewer)
+    pr2 = wait_until(lambda: new_head_verified(world, number, pr["head"]["sha"]), 90,
+                     "rita's follow-up turn")
+    approve(world, number, sha=pr2["head"]["sha"])  # rita approves the turn she asked for
+
+    why = wait_until(lambda: explanations(world, number), 60, "the explanation")
+    assert "@rita asked for a turn on this pull request" in why[0]
+    wait_until(lambda: says(world, number, "waiting for 1 approval(s)"), 30, "the decision")
+    assert unmerged(world, number)
+    assert merge_calls(world, number) == []
+
+
+def test_revoked_write_access_is_seen_at_once(world):
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    # rita's write access is looked up (and cached) when she asks to land …
+    world.hub.comment(world.repo, number, "/hangar land", as_user=world.reviewer)
+    wait_until(lambda: says(world, number, "waiting for 1 approval"), 60, "the land request")
+    # … then taken away; the collaborator event drops what hangar remembered
+    mark = world.hub.delivery_mark()
+    world.hub.grant(world.repo, world.reviewer, "read")
+    world.hub.wait_for_delivery("member", since=mark)
+    approve(world, number)
+
+    # well within the 30 s a permission may be remembered: the event made hangar ask again
+    why = wait_until(lambda: explanations(world, number), 20, "the explanation")
+    assert "@rita does not have write access" in why[0]
+    wait_until(lambda: says(world, number, "waiting for 1 approval(s)"), 30, "the decision")
+    assert unmerged(world, number)
+    assert merge_calls(world, number) == []  # hangar never tried on the old answer
 
 
 # -- the head moves ------------------------------------------------------------------
@@ -308,14 +400,9 @@ def test_a_required_check_that_never_reports_fails_after_the_timeout(world):
 
 
 def test_a_failed_verification_blocks_landing(world):
-    breaker = """\
-set -e
-printf 'def add(a, b):\\n    return a * b\\n' > calc.py
-git commit -qam "Rewrite add()"
-"""
     on_main(world, {".github/hangar.yml": "autofix:\n  enabled: false\n"})
     protect(world, checks=())
-    world.start_hangar(breaker)
+    world.start_hangar(BREAKER)
     issue, _ = world.ask("/hangar fix the failing test")
     pr = verified_pr(world, issue)
     assert world.checks(pr["head"]["sha"])["hangar / verify"]["conclusion"] == "failure"
@@ -325,6 +412,70 @@ git commit -qam "Rewrite add()"
                       "ci_failed")
     assert "hangar / verify" in line
     assert not merged(world, pr["number"]) and merge_calls(world, pr["number"]) == []
+
+
+def test_another_apps_hangar_verify_success_does_not_override_hangars_failure(world):
+    on_main(world, {".github/hangar.yml": "autofix:\n  enabled: false\n"})
+    protect(world, checks=())
+    world.start_hangar(BREAKER)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    head, number = pr["head"]["sha"], pr["number"]
+    # another App, and a commit status, claim hangar's names with a success
+    world.hub.complete_check(world.repo, head, "hangar / verify", "success")
+    world.hub.complete_check(world.repo, head, "hangar / land", "success")
+    world.hub.set_status(world.repo, head, "hangar / verify", "success",
+                         as_user=world.maintainer)
+    approve(world, number)
+
+    line = wait_until(lambda: says(world, number, "required check(s) failed"), 60, "ci_failed")
+    assert "hangar / verify" in line
+    assert not merged(world, number) and merge_calls(world, number) == []
+    status = wait_until(lambda: "Not counted" in world.status(number) and world.status(number),
+                        30, "the impostors noted")
+    assert status.count("**Not counted:**") == 1
+    assert "check run `hangar / verify` from App `fakehub-ci`" in status
+    assert "commit status `hangar / verify` set by `mona`" in status
+    assert unmerged(world, number)
+
+
+def test_a_verification_that_did_not_run_is_no_pass(world):
+    protect(world, checks=())
+    world.start_hangar(verify=None)  # the environment has no verify command
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    head, number = pr["head"]["sha"], pr["number"]
+    check = world.checks(head)["hangar / verify"]
+    assert check["conclusion"] == "action_required"
+    assert check["output"]["title"].startswith("Verification did not run")
+    assert "has no verify command" in check["output"]["summary"]
+    assert "**To fix:** add `verify:" in check["output"]["summary"]
+    approve(world, number)
+
+    line = wait_until(lambda: says(world, number, "required check(s) failed"), 60, "ci_failed")
+    assert "hangar / verify" in line
+    assert unmerged(world, number)
+    assert merge_calls(world, number) == []
+    assert "verification did not run" in world.status(issue)
+
+
+def test_agent_text_never_closes_an_issue_on_merge(world):
+    closes = FIX_AGENT.replace('git commit -qam "Fix add()"',
+                               'git commit -qam "Fix add(), fixes #%s"')
+    world.hub.create_issue(world.repo, "Unrelated", "keep me open", as_user=world.maintainer)
+    on_main(world, {".github/hangar.yml": "land:\n  method: rebase\n"})
+    protect(world, checks=())
+    world.start_hangar(closes % 1)  # issue #1 is the unrelated one
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    approve(world, number)
+
+    line = wait_until(lambda: says(world, number, "would close"), 60, "the refusal")
+    assert "says `fixes ＃1`" in line  # quoted as data: the look-alike sign refers to nothing
+    assert "land.method: squash" in line
+    assert unmerged(world, number) and merge_calls(world, number) == []
+    assert world.hub.get_issue(world.repo, 1)["state"] == "open"
 
 
 # -- conflicts and GitHub's refusals -------------------------------------------------
@@ -420,8 +571,29 @@ def test_a_ruleset_refusal_is_reported_with_githubs_message_and_not_bypassed(wor
     check = land_check(world, pr["head"]["sha"])
     assert check["conclusion"] == "failure"
     assert "At least 2 approving reviews are required" in check["output"]["summary"]
-    assert stays_unmerged(world, pr["number"])
+    assert unmerged(world, pr["number"])
     assert merge_calls(world, pr["number"]) == [405]  # asked once, then left to people
+
+
+def test_classic_protection_is_a_gate_too_its_checks_and_its_approval_count(world):
+    # No ruleset: classic branch protection alone asks for ci / test and two approvals.
+    world.hub.protect_branch(world.repo, "main", approvals=2, checks=("ci / test",))
+    world.hub.create_user("walt")
+    world.hub.grant(world.repo, "walt", "write")
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number, head = pr["number"], pr["head"]["sha"]
+    approve(world, number)
+    wait_until(lambda: says(world, number, "waiting for ci / test"), 30,
+               "hangar to wait for the classic required check")
+    world.hub.complete_check(world.repo, head, "ci / test", "success")
+    wait_until(lambda: says(world, number, "waiting for 1 approval(s)"), 30,
+               "hangar to wait for the second approval classic protection asks for")
+    assert merge_calls(world, number) == []  # nothing asked of GitHub that it would refuse
+    approve(world, number, who="walt")
+    wait_until(lambda: landed(world, number), 60, "the PR to land")
+    assert merge_calls(world, number) == [200]
 
 
 def test_hangar_does_not_merge_while_it_is_a_bypass_actor(world):
@@ -436,7 +608,7 @@ def test_hangar_does_not_merge_while_it_is_a_bypass_actor(world):
     check = land_check(world, pr["head"]["sha"])
     assert check["conclusion"] == "failure"
     assert "hangar's App is a bypass actor" in check["output"]["summary"]
-    assert stays_unmerged(world, pr["number"], 2)
+    assert unmerged(world, pr["number"])
     assert merge_calls(world, pr["number"]) == []
 
 
@@ -582,7 +754,7 @@ git add .github/workflows/x.yml
     approve(world, number)
     line = wait_until(lambda: says(world, number, "--ack-sensitive"), 60, "the ack request")
     assert "`.github/workflows/x.yml`" in line
-    assert stays_unmerged(world, number, 2)
+    assert unmerged(world, number)
 
     # the requester may not wave it through
     world.hub.comment(world.repo, number, "/hangar land --ack-sensitive",
@@ -590,12 +762,66 @@ git add .github/workflows/x.yml
     refusal = wait_until(lambda: [r for r in world.replies(number) if "sensitive" in r], 30,
                          "the refusal")
     assert "@mona" in refusal[0]
-    assert stays_unmerged(world, number, 2)
+    assert unmerged(world, number)
 
     world.hub.comment(world.repo, number, "/hangar land --ack-sensitive",
                       as_user=world.reviewer)
     wait_until(lambda: landed(world, number), 60, "the PR to land")
     assert world.hub.read_file(world.repo, ".github/workflows/x.yml") == b"on: push\n"
+
+
+def test_who_pushed_to_the_branch_may_not_acknowledge_its_sensitive_files(world):
+    touches_ci = FIX_AGENT.replace("set -e\n", """set -e
+mkdir -p .github/workflows
+printf 'on: push\\n' > .github/workflows/x.yml
+git add .github/workflows/x.yml
+""")
+    protect(world, checks=())
+    world.hub.create_user("walt")
+    world.hub.grant(world.repo, "walt", "write")
+    world.start_hangar(touches_ci)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number = pr["number"]
+    head = world.hub.push_files(world.repo, pr["head"]["ref"], {"NOTES.md": "walt's\n"},
+                                "Add notes", as_user="walt")
+    wait_until(lambda: pr_now(world, number)["head"]["sha"] == head, 10, "walt's head")
+    approve(world, number, sha=head)
+    wait_until(lambda: says(world, number, "--ack-sensitive"), 90, "the ack request")
+
+    world.hub.comment(world.repo, number, "/hangar land --ack-sensitive", as_user="walt")
+    refusal = wait_until(lambda: [r for r in world.replies(number) if "sensitive" in r], 30,
+                         "the refusal")
+    assert "@walt pushed to this branch or made a commit on it" in refusal[0]
+    assert unmerged(world, number)
+    world.hub.comment(world.repo, number, "/hangar land --ack-sensitive",
+                      as_user=world.reviewer)
+    wait_until(lambda: landed(world, number), 60, "the PR to land")
+
+
+def test_a_sensitive_file_behind_300_others_still_needs_the_ack(world):
+    many_files = """\
+set -e
+mkdir -p a deploy
+for i in $(seq -w 0 299); do echo "$i" > "a/f$i.txt"; done
+echo "replicas: 3" > deploy/prod.yaml
+sed -i 's/return a - b/return a + b/' calc.py
+git add -A && git commit -qm "Fix add() and add files"
+"""
+    protect(world, checks=())
+    world.start_hangar(many_files)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue, timeout=120)
+    number = pr["number"]
+    # GitHub's compare stops at 300 files: a/f000 … a/f299 come before deploy/prod.yaml
+    assert "(files GitHub did not list)" in pr["body"]
+    approve(world, number)
+
+    line = wait_until(lambda: says(world, number, "--ack-sensitive"), 60, "the ack request")
+    assert "`deploy/prod.yaml`" in line  # found on the PR's full, paginated file list
+    assert unmerged(world, number)
+    world.hub.comment(world.repo, number, "/hangar land --ack-sensitive", as_user=world.reviewer)
+    wait_until(lambda: landed(world, number), 60, "the PR to land")
 
 
 def test_a_malformed_land_policy_is_answered_and_the_defaults_apply(world):
@@ -617,6 +843,58 @@ def test_a_malformed_land_policy_is_answered_and_the_defaults_apply(world):
     done = wait_until(lambda: landed(world, number), 60, "the PR to land")
     commit = gitrepo.commit_info(world.hub.repo_path(world.repo), done["merge_commit_sha"])
     assert len(commit.parents) == 1  # squash, the default method
+
+
+# -- pull requests from forks --------------------------------------------------------
+
+
+def fork_pr(world, owner: str = "eve") -> tuple[dict, str]:
+    """owner forks the repository, commits on her fork and opens a PR to the original."""
+    world.hub.create_user(owner)
+    fork = world.hub.fork(world.repo, owner)
+    # named like a hangar branch, to show the name alone makes nothing hangar's
+    head = world.hub.push_files(fork, "hangar/1-fork", {"calc.py": "def add(a, b):\n"
+                                "    return a + b\n"}, "Fix add()", as_user=owner)
+    number = world.hub.open_pr(world.repo, f"{owner}:hangar/1-fork", "Fix add()",
+                               as_user=owner)
+    return pr_now(world, number), head
+
+
+def test_hangar_never_works_on_a_fork_pr_and_says_what_it_offers(world):
+    protect(world, checks=())
+    world.start_hangar()
+    pr, head = fork_pr(world)
+    number = pr["number"]
+    assert pr["head"]["repo"]["full_name"] == "eve/widgets" and pr["head"]["repo"]["fork"]
+    assert pr["head"]["label"] == "eve:hangar/1-fork" and pr["head"]["sha"] == head
+    assert pr["base"]["repo"]["full_name"] == world.repo
+
+    # a maintainer asks for a turn, a verification and the landing on it
+    for command in ("/hangar fix the docstring", "/hangar verify", "/hangar land"):
+        world.hub.comment(world.repo, number, command, as_user=world.maintainer)
+    replies = wait_until(lambda: len(world.replies(number)) == 3 and world.replies(number),
+                         60, "three replies")
+    for text in replies:
+        assert "lives in the fork `eve/widgets`" in text
+        assert "never pushes to a fork and never runs an agent on a fork's code" in text
+        assert "`/hangar <instruction>` on an issue" in text
+    approve(world, number)
+    assert stays_unmerged(world, number)
+    # nothing ran and nothing was pushed: no hangar branch, no check run, the fork untouched
+    assert world.hub.ref_sha("eve/widgets", "hangar/1-fork") == head
+    assert world.hub.ref_sha(world.repo, "hangar/1-fork") is None
+    assert world.checks(head) == {}
+    assert [p["number"] for p in world.hub.list_prs(world.repo)] == [number]
+
+
+def test_a_fork_pr_command_from_someone_without_write_access_is_refused(world):
+    world.start_hangar()
+    pr, head = fork_pr(world)
+    world.hub.comment(world.repo, pr["number"], "/hangar fix it", as_user="eve")
+    refusal = wait_until(lambda: world.replies(pr["number"]), 60, "the refusal")
+    assert "only from people with write access" in refusal[0]
+    assert world.hub.ref_sha("eve/widgets", "hangar/1-fork") == head
+    assert world.checks(head) == {}
 
 
 # -- hangar doctor -------------------------------------------------------------------
@@ -646,7 +924,7 @@ def doctor_lines(out: str) -> dict[str, str]:
 
 
 def test_doctor_on_a_well_protected_repository(world):
-    protect(world, checks=("ci / test", "hangar / verify"))
+    protect(world, checks=("ci / test", "hangar / verify"), last_push=True)
     result = doctor(world)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = doctor_lines(result.stdout)
@@ -654,7 +932,8 @@ def test_doctor_on_a_well_protected_repository(world):
     for expected in ("pull request required", "1 approving review(s) required",
                      "stale approvals dismissed on push",
                      "required checks: ci / test, hangar / verify", "force pushes blocked",
-                     "deletion blocked", "hangar is not a bypass actor"):
+                     "deletion blocked", "hangar is not a bypass actor",
+                     "the most recent push needs someone else's approval"):
         assert expected in lines
     assert any(text.startswith("acme/widgets: default branch main") for text in lines)
     assert any(text.startswith("the App may push branches") for text in lines)
@@ -664,13 +943,40 @@ def test_doctor_on_a_bare_repository_says_what_is_missing_and_how(world):
     result = doctor(world)
     assert result.returncode == 1
     missing = [t for t, v in doctor_lines(result.stdout).items() if v == "missing"]
-    assert len(missing) == 6
+    assert len(missing) == 7
     assert any("add one to a branch ruleset" in m for m in missing)
+    assert any("require_last_push_approval" in m for m in missing)
     assert any("non_fast_forward" in m for m in missing)
 
 
+def test_doctor_reads_classic_protection_merge_queue_methods_and_hangar_branch_rules(world):
+    world.hub.protect_branch(world.repo, "main", approvals=2, checks=("ci / test",),
+                             last_push=True)
+    world.hub.set_merge_methods(world.repo, "squash", "rebase")
+    world.hub.set_ruleset(world.repo, {
+        "name": "everywhere", "target": "branch", "enforcement": "active",
+        "conditions": {"ref_name": {"include": ["~ALL"], "exclude": []}},
+        "rules": [{"type": "deletion"}, {"type": "required_signatures"},
+                  {"type": "merge_queue", "parameters": {}}]})
+    result = doctor(world)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = doctor_lines(result.stdout)
+    for read_from_classic in ("pull request required", "2 approving review(s) required",
+                              "stale approvals dismissed on push", "required checks: ci / test",
+                              "force pushes blocked",
+                              "the most recent push needs someone else's approval"):
+        assert lines.get(read_from_classic) == "ok", (read_from_classic, lines)
+    assert lines["merge methods allowed: squash, rebase (set land.method in "
+                 ".github/hangar.yml to one of them)"] == "ok"
+    missing = [t for t, v in lines.items() if v == "missing"]
+    assert len(missing) == 2, missing
+    assert any(m.startswith("main takes changes only through a merge queue") for m in missing)
+    assert any("(required_signatures)" in m and "refs/heads/hangar/**" in m for m in missing)
+    assert any(t.startswith("commits on main must be signed") for t in lines)
+
+
 def test_doctor_flags_hangar_as_a_bypass_actor(world):
-    protect(world, checks=("ci / test",), bypass_app_ids=[world.app.id])
+    protect(world, checks=("ci / test",), bypass_app_ids=[world.app.id], last_push=True)
     result = doctor(world)
     assert result.returncode == 1
     missing = [t for t, v in doctor_lines(result.stdout).items() if v == "missing"]
@@ -678,10 +984,8 @@ def test_doctor_flags_hangar_as_a_bypass_actor(world):
     assert "remove it" in missing[0]
 
 
-def test_doctor_when_github_cannot_be_reached_says_so(world):
-    from tests.e2e.conftest import free_port
-
-    result = doctor(world, github_url=f"http://127.0.0.1:{free_port()}/api/v3")
+def test_doctor_when_github_cannot_be_reached_says_so(world, unreachable_port):
+    result = doctor(world, github_url=f"http://127.0.0.1:{unreachable_port}/api/v3")
     assert result.returncode == 2
     assert "hangar doctor: could not read acme/widgets from http://127.0.0.1:" in result.stderr
     assert "Traceback" not in result.stderr

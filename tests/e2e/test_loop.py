@@ -38,9 +38,10 @@ def test_happy_path_reacts_reports_opens_a_verified_pr(world):
     assert checks["hangar / agent"]["conclusion"] == "success"
     assert checks["hangar / verify"]["external_id"].startswith("run-")
     # exactly one status comment, edited in place, ending with the PR and the facts
-    status = wait_until(lambda: "passed" in world.status(issue) and world.status(issue), 10)
+    # (edits are spaced a second apart, as GitHub asks: "passed" may show before "done")
+    status = wait_until(lambda: "✅ done" in world.status(issue) and world.status(issue), 10)
     assert len(world.status_comments(issue)) == 1
-    assert f"#{pr['number']}" in status and "✅ done" in status
+    assert f"#{pr['number']}" in status and "passed" in status
     # the PR thread gets the same status comment, once
     assert len(world.status_comments(pr["number"])) == 1
     # main is untouched until someone lands it
@@ -188,12 +189,14 @@ def test_usage_reply_for_a_malformed_command(world):
 
 def test_concurrency_cap_queues_the_fourth_job(world):
     slow = "sleep 2\n" + FIX_AGENT
-    world.start_hangar(slow, max_agents=3)
+    # Each comment says where its job stands at once, so one look sees all four.
+    world.start_hangar(slow, max_agents=3, settings={"status_edit_interval_seconds": 0})
     issues = [world.ask("/hangar fix the failing test", title=f"bug {i}")[0] for i in range(4)]
-    queued = wait_until(
-        lambda: [i for i in issues if "queued (position 1" in world.status(i)], 30,
-        "one job shown as queued")
-    assert len(queued) == 1
+    # A comment says "queued" until its job's next refresh (a tick) after it started: look
+    # until exactly one job is shown waiting for a slot.
+    wait_until(
+        lambda: len([i for i in issues if "queued (position 1" in world.status(i)]) == 1, 30,
+        "exactly one job shown as queued")
     for issue in issues:
         wait_until(lambda issue=issue: world.verified(issue), 90, f"PR for #{issue}")
     assert len(world.hangar_prs()) == 4
@@ -342,6 +345,10 @@ def test_verify_again_by_comment_and_by_button(world):
                and all(c["status"] == "completed" for c in verify_runs()), 60,
                "a third verification, from the button")
     assert all(c["conclusion"] == "success" for c in verify_runs())
+    # verifying again adds verifications only: the head keeps its one `hangar / agent` run
+    agent_runs = [c for c in world.hub.check_runs(world.repo, head)
+                  if c["name"] == "hangar / agent"]
+    assert len(agent_runs) == 1
 
 
 def test_uncommitted_changes_are_reported_not_committed(world):
@@ -361,7 +368,8 @@ set -e
 if [ "$HANGAR_TURN" = 1 ]; then
   sed -i 's/return a - b/return a + b/' calc.py
 else
-  sleep 3
+  # turn 2 runs long enough for the second note to be asked during it; turn 3 need not
+  [ "$HANGAR_TURN" = 2 ] && sleep 5
   printf '%s\n' "$HANGAR_PROMPT" | tail -n 1 >> NOTES.md
 fi
 git add -A && git commit -qm "turn $HANGAR_TURN"
@@ -371,8 +379,8 @@ git add -A && git commit -qm "turn $HANGAR_TURN"
     pr = wait_until(lambda: world.verified(issue), 60, "the first turn")
     world.hub.comment(world.repo, pr["number"], "/hangar first note", as_user=world.maintainer)
     wait_until(lambda: "the agent is working" in world.status(pr["number"]), 30, "turn 2")
-    world.hub.comment(world.repo, pr["number"], "/hangar second note",
-                      as_user=world.maintainer)
+    second = world.hub.comment(world.repo, pr["number"], "/hangar second note",
+                               as_user=world.maintainer)
     reply = wait_until(lambda: world.replies(pr["number"]), 30, "the waiting reply")
     assert "as soon as it ends" in reply[0]
 
@@ -385,3 +393,37 @@ git add -A && git commit -qm "turn $HANGAR_TURN"
 
     text = wait_until(notes, 90, "both follow-up turns")
     assert text == "first note\nsecond note\n"  # in the order asked, one after the other
+    # While it waited, the command was reacted to once and not looked at every tick.
+    calls = world.hub.api_calls(world.app.id)
+    assert [c for c in calls if c[0] == "POST" and c[1].endswith(f"/{second}/reactions")] \
+        == [("POST", f"/repos/{world.repo}/issues/comments/{second}/reactions", 201)]
+
+
+def test_a_huge_pr_description_and_huge_output_are_cut_to_githubs_limits(world):
+    # 60 files under 1,400-character paths: the PR body's file table alone is past
+    # GitHub's 65,536 characters, and the agent prints 5 MB of multibyte text.
+    huge = """\
+set -e
+sed -i 's/return a - b/return a + b/' calc.py
+deep=$(printf 'd%.0s' $(seq 200))
+dir="$deep/$deep/$deep/$deep/$deep/$deep/$deep"
+mkdir -p "$dir"
+for i in $(seq 60); do echo "$i" > "$dir/file-$i.txt"; done
+git add -A && git commit -qm "Fix add() and add many files"
+for i in $(seq 40000); do echo "ünïcödé output line $i: ✅🙂✅🙂✅🙂✅🙂✅🙂✅🙂"; done
+"""
+    world.start_hangar(huge)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 90, "a verified PR")
+    body = pr["body"]
+    assert len(body) <= 65_536
+    assert body.endswith("… (cut: GitHub takes at most 65,536 characters here; see the Files "
+                         "changed tab and the `hangar / agent` check run)")
+    assert body.startswith("<!-- hangar:pr ") and f"Closes #{issue}" in body
+    assert pr["changed_files"] == 61
+    checks = world.checks(pr["head"]["sha"])
+    assert checks["hangar / verify"]["conclusion"] == "success"
+    agent = checks["hangar / agent"]["output"]
+    assert len(agent["text"].encode()) <= 65_535 and "output line 40000" in agent["text"]
+    wait_until(lambda: "passed" in world.status(issue), 15, "the status comment")
+    assert len(world.status_comments(issue)) == 1

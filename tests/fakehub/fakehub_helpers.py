@@ -39,11 +39,12 @@ class Response:
 
 def call(
     base: str, method: str, path: str, token: str | None = None, body: Any = None,
-    scheme: str = "token",
+    scheme: str = "token", headers: dict[str, str] | None = None,
 ) -> Response:
     """One REST call with urllib (blocking; fakehub runs on its own loop)."""
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method)
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers=headers or {})
     request.add_header("Accept", "application/vnd.github+json")
     if data is not None:
         request.add_header("Content-Type", "application/json")

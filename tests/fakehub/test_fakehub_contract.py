@@ -130,6 +130,16 @@ def exercise_every_route(world, tmp_path: Path) -> None:
     ok("GET", f"/repos/{repo}/rulesets")
     ok("GET", f"/repos/{repo}/rulesets/{ruleset['id']}")
     ok("GET", f"/repos/{repo}/rules/branches/main")
+    # Classic branch protection, set, read and lifted by the owner.
+    protection = f"/repos/{repo}/branches/main/protection"
+    assert call(api, "GET", protection, world.owner.token).status == 404
+    assert call(api, "PUT", protection, world.owner.token, {
+        "required_status_checks": {"strict": True, "contexts": ["ci / test"]},
+        "enforce_admins": False, "restrictions": None,
+        "required_pull_request_reviews": {"required_approving_review_count": 1,
+                                          "require_last_push_approval": True}}).status == 200
+    assert call(api, "GET", protection, world.owner.token).status == 200
+    assert call(api, "DELETE", protection, world.owner.token).status == 204
 
     # A pull request through its life.
     hub.set_ci(repo, "test -f widgets.py")
@@ -202,12 +212,45 @@ def exercise_every_route(world, tmp_path: Path) -> None:
     ok("PATCH", f"/repos/{repo}/pulls/{side}", {"state": "open"})
     ok("GET", f"/repos/{repo}/pulls")
 
+    # An App registered from a manifest: the web form's redirect carries the code.
+    code = register_from_manifest(hub.base_url, {
+        "name": "from-manifest", "url": "http://127.0.0.1:9/",
+        "hook_attributes": {"url": "http://127.0.0.1:9/webhook"},
+        "redirect_url": "http://127.0.0.1:9/setup", "default_events": ["issue_comment"],
+        "default_permissions": {"issues": "write"}})
+    converted = call(api, "POST", f"/app-manifests/{code}/conversions")
+    assert converted.status == 201 and converted.body["pem"].startswith("-----BEGIN")
+    assert call(api, "POST", f"/app-manifests/{code}/conversions").status == 404  # one use
+
     hub.settle()
     deliveries = app_call("GET", "/app/hook/deliveries")
     assert deliveries.status == 200 and deliveries.body
     assert app_call("POST", f"/app/hook/deliveries/{deliveries.body[0]['id']}/attempts"
                     ).status == 202
     hub.settle()
+
+
+def register_from_manifest(web: str, manifest: dict[str, Any]) -> str:
+    """Post the manifest and press "Create GitHub App"; the code GitHub redirects with."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    class Keep(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    form = urllib.parse.urlencode({"manifest": json.dumps(manifest), "state": "s1"}).encode()
+    with urllib.request.urlopen(f"{web}/settings/apps/new?state=s1", data=form) as page:
+        assert b"Create GitHub App" in page.read()
+    try:
+        urllib.request.build_opener(Keep).open(f"{web}/settings/apps/new/create", data=form)
+    except urllib.error.HTTPError as redirect:
+        assert redirect.code == 302
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(redirect.headers["Location"]).query)
+        assert query["state"] == ["s1"]
+        return query["code"][0]
+    raise AssertionError("creating the App did not redirect")
 
 
 @pytest.fixture(scope="module")

@@ -102,3 +102,34 @@ def test_installation_token_needs_contents_to_clone_private_code(world, tmp_path
     full = world.hub.installation_token(world.installation_id)
     assert "refs/heads/main" in git(tmp_path, "ls-remote",
                                     world.hub.git_url("acme/closed", full)).stdout
+
+
+def test_a_changes_file_list_matches_git_file_by_file(tmp_path: Path):
+    """The listed files (blob ids and patches from one diff) agree with asking git about
+    each file alone: modified, added, removed, renamed, binary, odd names."""
+    repo = tmp_path / "r.git"
+    gitrepo.init_bare(repo, "main")
+    who = Signature("a", "a@example.com")
+    base = gitrepo.commit_files(repo, None, {
+        "keep.txt": "one\ntwo\n\nthree\n", "gone.txt": "bye\n", "moved.py": "x = 1\n" * 20,
+        "img.bin": b"\x00\x01", "with space.txt": "a\n", 'quo"te.txt': "q\n",
+        "blank.txt": "a\n\n"}, "base", who)
+    head = gitrepo.commit_files(repo, base, {
+        "keep.txt": "one\n2\n\nthree\n ", "gone.txt": None, "moved.py": None,
+        "pkg/moved.py": "x = 1\n" * 19 + "x = 2\n", "img.bin": b"\x00\x02", "new.txt": "n\n",
+        "with space.txt": "b\n", 'quo"te.txt': "Q\n", "ünï.txt": "u\n",
+        "blank.txt": "b\n\n"}, "head", who)
+    changes = {c.filename: c for c in gitrepo.diff_files(repo, base, head)}
+    assert set(changes) == {"keep.txt", "gone.txt", "pkg/moved.py", "img.bin", "new.txt",
+                            "with space.txt", 'quo"te.txt', "ünï.txt", "blank.txt"}
+    assert changes["pkg/moved.py"].status == "renamed"
+    assert changes["pkg/moved.py"].previous_filename == "moved.py"
+    assert changes["gone.txt"].status == "removed" and changes["gone.txt"].sha is None
+    for name, change in changes.items():
+        assert change.patch == gitrepo.file_patch(repo, base, head, name) or (
+            # asked alone, git cannot see the rename
+            name == "pkg/moved.py"), name
+        if change.sha:
+            assert change.sha == gitrepo.out(repo, "rev-parse", f"{head}:{name}")
+    # A patch ends where git's does: a last context line that is blank keeps its space.
+    assert changes["blank.txt"].patch == "@@ -1,2 +1,2 @@\n-a\n+b\n "

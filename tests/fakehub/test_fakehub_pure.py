@@ -134,3 +134,28 @@ def test_push_violations_wording():
     deleted = rulesets.push_violations(rules, writer, "write", old="a", new=None,
                                        fast_forward=True, checks_pass=True)
     assert deleted == ["Cannot delete this branch"]
+
+
+@pytest.mark.parametrize(("pattern", "branch", "matches"), [
+    ("refs/heads/main", "main", True),
+    ("refs/heads/main", "main2", False),
+    ("refs/heads/release/*", "release/1.0", True),
+    ("refs/heads/release/*", "release/1.0/hotfix", False),  # * stays in one segment
+    ("refs/heads/release/**", "release/1.0/hotfix", True),  # ** crosses /
+    ("refs/heads/*", "feature/x", False),
+    ("refs/heads/**", "feature/x", True),
+    ("refs/heads/**/hotfix", "a/b/hotfix", True),
+    ("refs/heads/hangar/**", "hangar/12-abc", True),
+    ("refs/heads/v?", "v1", True),
+    ("refs/heads/v?", "v/", False),
+    ("refs/heads/v[0-9]", "v7", True),
+    ("refs/heads/v[!0-9]", "v7", False),
+    ("refs/heads/a.b", "axb", False),  # a dot is a dot
+    ("main", "main", True),  # without refs/heads/, as a branch name
+])
+def test_ruleset_ref_patterns_match_as_githubs(pattern, branch, matches):
+    repo = Repo.__new__(Repo)
+    repo.default_branch = "main"
+    ruleset = {"enforcement": "active", "target": "branch",
+               "conditions": {"ref_name": {"include": [pattern], "exclude": []}}}
+    assert rulesets.applies_to(ruleset, repo, branch) is matches

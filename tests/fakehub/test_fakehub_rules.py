@@ -152,6 +152,12 @@ def test_update_branch_makes_a_real_merge(protected):
     assert wrong.status == 422
     ok = call(world.hub.api_url, "PUT", path, _token(world), {"expected_head_sha": head})
     assert ok.status == 202
+    # As on GitHub, the head moves a little after the 202.
+    assert world.hub.get_pr(world.repo, number)["head"]["sha"] == head
+    deadline = time.monotonic() + 10
+    while world.hub.get_pr(world.repo, number)["head"]["sha"] == head:
+        assert time.monotonic() < deadline, "the head never moved"
+        time.sleep(0.05)
     new_head = world.hub.get_pr(world.repo, number)["head"]["sha"]
     info = gitrepo.commit_info(world.hub.repo_path(world.repo), new_head)
     assert info.parents[0] == head and len(info.parents) == 2
@@ -258,6 +264,54 @@ def test_redelivery_keeps_the_delivery_id(world, receiver):
     guids = [r["headers"]["X-GitHub-Delivery"] for r in receiver.received
              if r["headers"]["X-GitHub-Event"] == "issues"]
     assert guids == [first.guid, first.guid]
+
+
+def test_disordered_webhooks_come_twice_and_out_of_order_and_none_is_lost(world, receiver):
+    world.hub.disorder_webhooks(duplicate_rate=0.5, reorder_window=0.2, seed=3)
+    numbers = [world.hub.create_issue(world.repo, f"t{i}", "b", as_user="dev") for i in range(8)]
+    # Deliveries waiting in the window are not listed yet: listed, they would look failed,
+    # and an App catching up on missed deliveries would ask for them again.
+    jwt_token = app_jwt(world.app.id, world.app.private_key_pem)
+    listed = call(world.hub.api_url, "GET", "/app/hook/deliveries", jwt_token, scheme="Bearer")
+    assert [d for d in listed.body if d["event"] == "issues"] == []
+    world.hub.settle()
+    got = [(r["headers"]["X-GitHub-Delivery"], r["payload"]["issue"]["number"])
+           for r in receiver.received if r["headers"]["X-GitHub-Event"] == "issues"]
+    assert sorted({n for _, n in got}) == numbers  # every one arrived
+    assert len(got) > len(set(got))  # some twice, with the same X-GitHub-Delivery
+    assert len({g for g, _ in got}) == len(numbers)  # one GUID per event
+    firsts = list(dict.fromkeys(n for _, n in got))
+    assert firsts != numbers  # not in the order they happened
+    recorded = world.hub.deliveries(event="issues")
+    assert len(recorded) == len(got) and not any(d.redelivery for d in recorded)
+
+    world.hub.disorder_webhooks(0, 0)
+    later = [world.hub.create_issue(world.repo, f"u{i}", "b", as_user="dev") for i in range(4)]
+    world.hub.settle()
+    tail = [r["payload"]["issue"]["number"] for r in receiver.received
+            if r["headers"]["X-GitHub-Event"] == "issues"][len(got):]
+    assert tail == later  # once each, in order, again
+
+
+def test_rulesets_say_who_may_bypass_and_show_bypass_actors_only_to_admins(world):
+    api = world.hub.api_url
+    ruleset = world.hub.set_ruleset(world.repo, {
+        "name": "main", "target": "branch", "enforcement": "active", "rules": [],
+        "bypass_actors": [{"actor_id": world.app.id, "actor_type": "Integration",
+                           "bypass_mode": "pull_request"},
+                          {"actor_id": 5, "actor_type": "RepositoryRole",
+                           "bypass_mode": "always"}]})
+    path = f"/repos/{world.repo}/rulesets/{ruleset['id']}"
+    as_app = call(api, "GET", path, _token(world)).body
+    assert as_app["current_user_can_bypass"] == "pull_requests_only"
+    assert "bypass_actors" not in as_app  # administration: write only
+    as_writer = call(api, "GET", path, world.dev.token).body
+    assert as_writer["current_user_can_bypass"] == "never" and "bypass_actors" not in as_writer
+    as_admin = call(api, "GET", path, world.owner.token).body
+    assert as_admin["current_user_can_bypass"] == "always"
+    assert len(as_admin["bypass_actors"]) == 2
+    listed = call(api, "GET", f"/repos/{world.repo}/rulesets", _token(world)).body
+    assert [r["current_user_can_bypass"] for r in listed] == ["pull_requests_only"]
 
 
 def test_user_push_over_git_emits_synchronize(protected, tmp_path: Path):

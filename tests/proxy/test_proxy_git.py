@@ -36,6 +36,19 @@ def test_clone_and_push_own_branch(world):
     assert sb.git("rev-parse", f"origin/{BRANCH}").stdout.strip() == newer
 
 
+def test_a_fetch_only_token_clones_and_pushes_nothing(world):
+    token = world.registry.issue("sb-build", repo=world.repo, branch=None,
+                                 installation_id=world.installation_id)
+    sb = world.sandbox("sb-build", token=token)
+    assert (sb.repo_dir / "README.md").exists()
+    sb.commit()
+    for ref in ("hangar/build-probe", "main"):
+        result = sb.git("push", "--force", "origin", f"HEAD:refs/heads/{ref}", check=False)
+        assert result.returncode != 0
+        assert "(hangar: this sandbox may fetch but not push" in result.stderr
+        assert pushed(world, ref) != sb.git("rev-parse", "HEAD").stdout.strip()
+
+
 def test_push_to_main_is_refused(world):
     sb = world.sandbox("sb-main", branch=BRANCH)
     main_before = pushed(world, "main")

@@ -13,6 +13,8 @@ OWN = f"refs/heads/{BRANCH}"
 GRANT = Grant("sb-1", "octo/widgets", BRANCH, 7)
 NO_FORCE = Grant("sb-1", "octo/widgets", BRANCH, 7, allow_force=False)
 ONLY = f"hangar: this sandbox may push only to {BRANCH}"
+FETCH_ONLY = Grant("sb-2", "octo/widgets", "", 7)
+NO_PUSH = "hangar: this sandbox may fetch but not push (it builds the repository's environment)"
 
 
 def body(*commands: str, caps: str = "report-status side-band-64k") -> bytes:
@@ -38,6 +40,9 @@ def body(*commands: str, caps: str = "report-status side-band-64k") -> bytes:
         ("notes", [f"{ZERO} {NEW} refs/notes/commits"], GRANT, None, False, ONLY),
         ("pull ref", [f"{ZERO} {NEW} refs/pull/1/head"], GRANT, None, False, ONLY),
         ("HEAD", [f"{ZERO} {NEW} HEAD"], GRANT, None, False, ONLY),
+        ("fetch-only: any branch", [f"{ZERO} {NEW} {OWN}"], FETCH_ONLY, None, False, NO_PUSH),
+        ("fetch-only: no ref name", [f"{ZERO} {NEW} refs/heads/"], FETCH_ONLY, None, False,
+         NO_PUSH),
         (
             "tag",
             [f"{ZERO} {NEW} refs/tags/v1"],

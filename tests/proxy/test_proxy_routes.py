@@ -624,3 +624,25 @@ async def test_push_cut_off_by_the_client_is_dropped_upstream_at_once(
     # Never a whole request upstream.
     assert upstream.broken in ([], ["/octo/widgets.git/git-receive-pack"])
     assert upstream.posts("git-receive-pack") == []
+
+
+@pytest.mark.parametrize("server_decodes", [True, False])
+@pytest.mark.parametrize("service", ["git-upload-pack", "git-receive-pack"])
+@pytest.mark.parametrize(
+    ("encoding", "status"), [("gzip", 400), ("deflate", 400), ("x-unknown", 415)]
+)
+async def test_a_body_that_does_not_match_its_encoding_is_refused_with_a_reason(
+    aiohttp_client, registry, upstream, token, server_decodes, service, encoding, status
+):
+    app = web.Application()
+    setup_proxy(app, registry=registry, upstream=upstream)
+    client = await client_for(aiohttp_client, app, auto_decompress=server_decodes)
+    resp = await client.post(
+        f"/git/sb-1/octo/widgets.git/{service}",
+        data=b"this is not compressed at all " * 10,
+        headers={**basic(token), "Content-Type": f"application/x-{service}-request",
+                 "Content-Encoding": encoding},
+    )
+    assert resp.status == status, await resp.text()
+    assert "Content-Encoding" in await resp.text()
+    assert upstream.posts(service) == []

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import docker_reason, spec_for
+from sandbox_helpers import (
+    REGISTRY_PASSWORD,
+    REGISTRY_USER,
+    docker_reason,
+    running_registry,
+    spec_for,
+)
 
 from sandbox.provider import Provider, Sandbox
 
@@ -56,3 +63,17 @@ def make_sandbox(provider: Provider) -> Callable[..., Awaitable[Sandbox]]:
         return await provider.create(spec, {"hangar.test": "1", **(labels or {})})
 
     return make
+
+
+@pytest.fixture(scope="session")
+def registry_host(tmp_path_factory):
+    """A registry that asks for a password (htpasswd, Basic)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+    root = tmp_path_factory.mktemp("registry")
+    hashed = crypt.crypt(REGISTRY_PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))
+    (root / "htpasswd").write_text(f"{REGISTRY_USER}:{hashed}\n")
+    auth = f"{{htpasswd: {{realm: hangar-test, path: {root / 'htpasswd'}}}}}"
+    with running_registry(root, auth) as host:
+        yield host

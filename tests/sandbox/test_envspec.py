@@ -32,8 +32,13 @@ def test_shipped_envs_load():
     assert default.verify is not None and default.verify.command == "python3 -m unittest -q"
     assert default.agent_script and "demo agent" in default.agent_script
     claude = envs["claude-python"]
-    assert (claude.provider, claude.harness, claude.image) == ("docker", "claude", "hangar-base:1")
+    assert (claude.provider, claude.harness) == ("docker", "claude")
+    assert claude.image_recipe.base == "hangar-base:1"
+    assert claude.image_recipe.agent_clis == ["claude"]  # the image carries its agent
     assert claude.model_credential_env == "ANTHROPIC_API_KEY"
+    codex = envs["codex"]
+    assert (codex.harness, codex.image_recipe.agent_clis) == ("codex", ["codex"])
+    assert codex.model_credential_env == "OPENAI_API_KEY"
 
 
 def test_defaults_fill_in(tmp_path):
@@ -43,7 +48,7 @@ def test_defaults_fill_in(tmp_path):
     assert spec.verify.timeout_minutes == 10 and spec.verify.retries == 1
     assert spec.network == "loopback"
     docker = EnvSpec(name="d", provider="docker", image="hangar-base:1")
-    assert docker.network == "none"
+    assert docker.network == "loopback"
     codex = EnvSpec(name="c", harness="codex")
     assert codex.model_credential_env == "OPENAI_API_KEY"
 
@@ -127,3 +132,38 @@ def test_select_environment_by_name_or_mapping():
         select_environment(envs, "gpu")
     with pytest.raises(EnvSpecError, match="must be an environment name or a mapping"):
         select_environment(envs, 3)
+
+
+def test_shipped_envs_recommend_the_package_registries():
+    for spec in load_envs(default_envs_dir()).values():
+        assert {"pypi.org", "files.pythonhosted.org", "registry.npmjs.org"} <= set(
+            spec.egress.allow), spec.name
+        assert spec.egress.hosts == {} and spec.egress.narrowed is None
+
+
+def test_a_repository_narrows_egress_and_cannot_widen_or_pin():
+    base = EnvSpec(name="x", egress={"allow": ["pypi.org", "*.npmjs.org"]})
+    narrowed = base.with_overrides({"egress": {"allow": ["pypi.org", "example.org"]}})
+    assert narrowed.egress.allow == ["pypi.org", "*.npmjs.org"]  # the operator's, kept
+    assert narrowed.egress.narrowed == ["pypi.org", "example.org"]  # only takes away
+    for block in ({"hosts": {"pypi.org": "10.0.0.1"}}, {"narrowed": ["x.org"]},
+                  {"allow": "pypi.org"}, ["pypi.org"]):
+        with pytest.raises(EnvSpecError, match="a repository may only narrow"):
+            base.with_overrides({"egress": block})
+    with pytest.raises(EnvSpecError, match=r"environment\.egress\.allow: .*e\.g\. pypi"):
+        base.with_overrides({"egress": {"allow": ["http://pypi.org/simple"]}})
+
+
+@pytest.mark.parametrize(("egress", "expected"), [
+    ({"allow": ["pypi.org/simple"]}, "egress.allow: 'pypi.org/simple' is not an allowlist"),
+    ({"hosts": {"*.internal": "10.0.0.5"}}, "egress.hosts: '*.internal': a pin names one"),
+    ({"hosts": {"registry.internal": "nowhere"}}, "'nowhere' is not an IP address"),
+    ({"allowed": ["pypi.org"]}, "egress.allowed: not a known field"),
+])
+def test_bad_egress_blocks_say_what_to_write(tmp_path, egress, expected):
+    import yaml
+
+    path = write(tmp_path / "envs", "e.yaml", yaml.safe_dump({"egress": egress}))
+    with pytest.raises(EnvSpecError) as raised:
+        load_env_file(path)
+    assert expected in str(raised.value)

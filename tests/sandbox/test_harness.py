@@ -9,8 +9,12 @@ import pytest
 from sandbox.envspec import EnvSpec
 from sandbox.harness import (
     AGENT_SCRIPT_PATH,
+    CLAUDE_SETTINGS_PATH,
+    CODEX_HOME,
+    CODEX_TOKEN_ENV,
     ClaudeHarness,
     CodexHarness,
+    ModelRoute,
     ScriptHarness,
     harness_for,
 )
@@ -90,10 +94,36 @@ def test_claude_command_keeps_prompt_an_argument_and_resumes():
     assert argv[:5] == ["claude", "-p", "--output-format", "stream-json", "--verbose"]
     assert argv[-2:] == ["--", "--help me"]
     assert "--resume" not in argv
-    assert "ANTHROPIC_API_KEY" not in env  # the engine adds the credential to start() only
-    assert harness.credential_env == "ANTHROPIC_API_KEY"
+    assert "ANTHROPIC_API_KEY" not in env and "--settings" not in argv  # no route, no key
+    assert {k: env[k] for k in ("DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER",
+                                "DISABLE_ERROR_REPORTING", "IS_SANDBOX",
+                                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC")} == dict.fromkeys(
+        ("DISABLE_TELEMETRY", "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING", "IS_SANDBOX",
+         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"), "1")
     argv, _ = harness.command("and now the docs", turn=2, session_id=SESSION)
     assert argv[argv.index("--resume") + 1] == SESSION
+
+
+def test_claude_reaches_its_model_through_the_route_with_settings_that_win():
+    route = ModelRoute("http://127.0.0.1:8787/model/sb-1", "hgm_token")
+    argv, env = ClaudeHarness().command("go", turn=1, model=route)
+    assert env["ANTHROPIC_BASE_URL"] == route.base_url and env["ANTHROPIC_API_KEY"] == "hgm_token"
+    assert argv[argv.index("--settings") + 1] == CLAUDE_SETTINGS_PATH
+    settings = json.loads(ClaudeHarness().files(route)[CLAUDE_SETTINGS_PATH])
+    assert settings["env"]["ANTHROPIC_BASE_URL"] == route.base_url
+
+
+def test_codex_reaches_its_model_through_overrides_that_win():
+    route = ModelRoute("http://127.0.0.1:8787/model/sb-1", "hgm_token")
+    argv, env = CodexHarness().command("go", turn=1, model=route)
+    overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
+    assert 'model_providers.hangar.base_url="http://127.0.0.1:8787/model/sb-1/v1"' in overrides
+    assert 'model_providers.hangar.wire_api="responses"' in overrides
+    assert "model_providers.hangar.supports_websockets=false" in overrides
+    assert "analytics.enabled=false" in overrides and "features.plugins=false" in overrides
+    assert env == {"CODEX_HOME": CODEX_HOME, CODEX_TOKEN_ENV: "hgm_token"}
+    config = CodexHarness().files(route)[f"{CODEX_HOME}/config.toml"].decode()
+    assert 'model_provider = "hangar"' in config
 
 
 def test_claude_parses_a_full_stream():
@@ -141,7 +171,7 @@ def test_claude_rejected_rate_limit_and_error_result():
     assert facts.summary is None
     assert facts.cost_usd == pytest.approx(0.01)
     assert "model rate limit: rejected" in facts.warnings
-    assert "the agent ended with an error (error_during_execution)" in facts.warnings
+    assert "the agent ended with an error: error_during_execution" in facts.warnings
 
 
 def test_claude_garbage_never_raises():
@@ -180,7 +210,7 @@ def test_codex_command():
     argv, env = CodexHarness().command("-x do it", turn=1)
     assert argv[:3] == ["codex", "exec", "--json"]
     assert argv[-2:] == ["--", "-x do it"]
-    assert env == {}
+    assert env == {"CODEX_HOME": CODEX_HOME}
     argv, _ = CodexHarness().command("more", turn=2, session_id=THREAD)
     assert argv[:4] == ["codex", "exec", "resume", THREAD]
 
@@ -227,5 +257,12 @@ def test_harness_for_spec():
     with pytest.raises(ValueError, match="needs agent_script"):
         harness_for(EnvSpec(name="s"))
     claude = harness_for(EnvSpec(name="c", harness="claude", model_credential_env="MY_KEY"))
-    assert isinstance(claude, ClaudeHarness) and claude.credential_env == "MY_KEY"
+    assert isinstance(claude, ClaudeHarness) and claude.program == "claude"
+    codex = harness_for(EnvSpec(name="x", harness="codex", agent_command="/opt/codex"))
+    assert codex.program == "/opt/codex"
     assert isinstance(harness_for(EnvSpec(name="x", harness="codex")), CodexHarness)
+    # An image hangar built with the CLI in it: the CLI by its full path there, since
+    # sandboxed processes get hangar's PATH, not the image's.
+    built = EnvSpec(name="x", harness="claude", provider="docker",
+                    image_recipe={"agent_clis": ["claude"]})
+    assert harness_for(built).program == "/usr/local/lib/hangar-agent-clis/claude"

@@ -39,7 +39,7 @@ async def test_container_is_locked_down_and_labelled(docker_provider):
     assert host["PidsLimit"] == 64
     assert host["Memory"] == 256 * 1024 * 1024
     assert host["NanoCpus"] == 1_000_000_000
-    assert host["NetworkMode"] == "host"
+    assert host["NetworkMode"] == "none"
     assert container.labels["hangar.sandbox"] == sb.id
     assert container.labels["job"] == "j-9"
     assert container.labels["hangar.instance"] == docker_provider.instance
@@ -53,7 +53,8 @@ async def test_container_is_locked_down_and_labelled(docker_provider):
     assert caps.split()[1] == "0000000000000000"  # no capabilities at all, even as root
 
 
-async def test_network_none_reaches_nothing_and_host_reaches_loopback(docker_provider):
+async def test_network_none_and_loopback_reach_no_service_on_the_hosts_loopback(docker_provider):
+    """loopback without a gate is none: the gate is the one thing it adds (test_sandbox_reach)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(4)
@@ -69,16 +70,16 @@ async def test_network_none_reaches_nothing_and_host_reaches_loopback(docker_pro
         str(port),
     ]  # fmt: skip
     try:
-        host = await docker_provider.create(
-            spec_for("docker", network="host"), {"hangar.test": "docker-only"}
+        loopback = await docker_provider.create(
+            spec_for("docker", network="loopback"), {"hangar.test": "docker-only"}
         )
         closed = await docker_provider.create(
             spec_for("docker", network="none"), {"hangar.test": "docker-only"}
         )
-        assert (await docker_provider.run(host, probe)).output.strip() == "reached"
-        assert (await docker_provider.run(closed, probe)).output.strip() == "unreachable"
-        inspect = docker_provider.client.containers.get(closed.ref["container"]).attrs
-        assert inspect["HostConfig"]["NetworkMode"] == "none"
+        for sb in (loopback, closed):
+            assert (await docker_provider.run(sb, probe)).output.strip() == "unreachable"
+            inspect = docker_provider.client.containers.get(sb.ref["container"]).attrs
+            assert inspect["HostConfig"]["NetworkMode"] == "none"
     finally:
         server.close()
 

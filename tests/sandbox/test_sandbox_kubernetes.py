@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -150,6 +151,7 @@ class FakeCluster:
         self.waiting_reason: str | None = None
         self.process_state = "running"
         self.run_output = (b"hello from the pod\n", 0)
+        self.checkout = b""  # what `tar -c repo` in the pod writes
 
     # REST
     def request(self, method, url, headers=None, body=None, post_params=None,
@@ -222,6 +224,8 @@ class FakeCluster:
             return self.process_state.encode() + b"\n", 0
         if command[:2] == ["env", "-i"]:
             return self.run_output
+        if command[:2] == ["sh", "-c"] and command[3] == "export-checkout":
+            return self.checkout, 0
         if command[:2] == ["sh", "-c"] and command[3].startswith("\nsig="):
             return b"", 0  # the kill-tree script
         raise AssertionError(f"unexpected exec {command}")
@@ -357,3 +361,126 @@ async def test_labels_kubernetes_cannot_hold_are_refused(provider):
         await provider.create(SPEC, {"hangar.prompt": "fix the login test please"})
     with pytest.raises(SandboxError, match="not a valid Kubernetes label key"):
         await provider.list({"bad key": "x"})
+
+
+# ---- environment builds ------------------------------------------------------------------
+
+BUILD_IMAGE = "registry.example/hangar/builds@sha256:" + "a" * 64
+
+
+def test_a_pod_from_a_build_copies_the_checkout_in_before_the_sandbox_starts():
+    sb = Sandbox(id="sb-0123456789ab", provider="kubernetes")
+    spec = SPEC.model_copy(update={"image": BUILD_IMAGE})
+    pod = sandbox_pod(sb, spec, namespace=NS, from_build=True,
+                      pull_secret="hangar-build-registry")
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    # The kubernetes client's own models read it whole and write it back unchanged.
+    api = client.ApiClient()
+    model = api.deserialize(json.dumps(pod), "V1Pod", "application/json")
+    assert api.sanitize_for_serialization(model) == pod
+    [init] = model.spec.init_containers
+    [main] = model.spec.containers
+    assert init.image == main.image == BUILD_IMAGE
+    # The build image holds the checkout at /workspace/repo, which the workspace volume
+    # hides in the sandbox container: the init container copies it into that volume.
+    assert init.command == ["cp", "-a", "/workspace/repo", "/hangar-restore/repo"]
+    assert [(m.name, m.mount_path) for m in init.volume_mounts] == [
+        ("workspace", "/hangar-restore")]
+    assert init.security_context == main.security_context
+    assert init.security_context.read_only_root_filesystem is True
+    assert [s.name for s in model.spec.image_pull_secrets] == ["hangar-build-registry"]
+    # A pod of the environment's own image has neither.
+    plain = sandbox_pod(sb, SPEC, namespace=NS)
+    assert "initContainers" not in plain["spec"] and "imagePullSecrets" not in plain["spec"]
+
+
+async def test_a_kubernetes_build_is_pushed_to_the_registry_its_pods_start_from(
+        cluster, registry_host, tmp_path):
+    import base64
+    import gzip
+    import io
+    import tarfile
+
+    import aiohttp
+    from sandbox_helpers import REGISTRY_PASSWORD, REGISTRY_USER, seed_base_image, tar_bytes
+
+    from sandbox import registry as oci
+    from sandbox import snapshots
+
+    auth = tmp_path / "config.json"
+    login = base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode()
+    auth.write_text(json.dumps({"auths": {registry_host: {"auth": login}}}))
+    base = f"{registry_host}/envs/python:1"
+    credentials = oci.load_credentials(auth)
+    async with aiohttp.ClientSession() as session:
+        await seed_base_image(oci.Registry(session, credentials), oci.ImageRef.parse(base))
+    configuration = client.Configuration()
+    configuration.host = "https://k8s.invalid"
+    api = client.ApiClient(configuration)
+    api.rest_client.request = cluster.request
+    provider = KubernetesProvider(
+        namespace=NS, api_client=api, poll_interval=0.01,
+        stream=functools.partial(_websocket_request, cluster.websocket_call, None),
+        build_registry=f"{registry_host}/hangar/builds", build_registry_auth=str(auth),
+        build_pull_secret="hangar-build-registry")
+    spec = SPEC.model_copy(update={"image": base})
+    assert snapshots.unsupported(provider) is None
+    # The key holds the digest the environment image's name points at, as a pod pulls it.
+    from app.envbuild_steps import image_id
+
+    engine = SimpleNamespace(provider=lambda name: provider)
+    first_id = await image_id(engine, spec)
+    async with aiohttp.ClientSession() as session:
+        _, _, digest = await oci.Registry(session, credentials).manifest(
+            oci.ImageRef.parse(base))
+    assert first_id == digest
+    builder = await provider.create(spec, {})
+    cluster.checkout = tar_bytes({"repo/.deps/lib.py": b"installed\n",
+                                      "repo/app.py": b"import lib\n"})
+    dest = tmp_path / "envbuilds"
+    ref = await snapshots.save(provider, builder, build_id="bld-k8s00001", base_image=base,
+                               dest_dir=dest, max_bytes=1 << 20)
+    assert ref.startswith(f"{registry_host}/hangar/builds@sha256:")
+    assert list(dest.iterdir()) == []  # the archive and the layer are not kept on hangar's disk
+    async with aiohttp.ClientSession() as session:
+        reader = oci.Registry(session, credentials)
+        manifest, _, _ = await reader.manifest(oci.ImageRef.parse(ref))
+        layer = await reader.blob(oci.ImageRef.parse(ref), manifest["layers"][-1]["digest"])
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer))) as tar:
+        assert tar.extractfile("workspace/repo/.deps/lib.py").read() == b"installed\n"
+
+    # A sandbox of the build runs exactly that image, pulled with the Secret, checkout first.
+    start = spec.model_copy(update={"image": snapshots.image_for("kubernetes", ref, base)})
+    await provider.create(start, {})
+    pod = [body for (method, path), body in zip(cluster.calls, cluster.bodies, strict=True)
+           if method == "POST" and path.endswith("/pods")][-1]
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    assert pod["spec"]["containers"][0]["image"] == ref
+    assert pod["spec"]["initContainers"][0]["image"] == ref
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "hangar-build-registry"}]
+
+    # Dropped past HANGAR_ENV_BUILDS_KEEP: the registry no longer has it.
+    await snapshots.drop(provider, ref)
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(oci.RegistryError, match="HTTP 404"):
+            await oci.Registry(session, credentials).manifest(oci.ImageRef.parse(ref))
+
+    # The environment image retagged (pushed again under its name): a new key, a rebuild.
+    async with aiohttp.ClientSession() as session:
+        await seed_base_image(oci.Registry(session, credentials), oci.ImageRef.parse(base),
+                              marker=b"rebuilt\n")
+    assert await image_id(engine, spec) not in (first_id, base)
+
+    # A checkout over the cap fails the build with the cap's name, and leaves nothing.
+    cluster.checkout = tar_bytes({"repo/big.bin": b"x" * (2 << 20)})
+    with pytest.raises(SandboxError, match="HANGAR_SNAPSHOT_MAX_MB"):
+        await snapshots.save(provider, builder, build_id="bld-k8s00002", base_image=base,
+                             dest_dir=dest, max_bytes=1 << 20)
+    assert list(dest.iterdir()) == []
+
+
+def test_without_a_registry_a_kubernetes_build_says_what_to_set():
+    from sandbox import snapshots
+
+    why = snapshots.unsupported(KubernetesProvider(namespace=NS))
+    assert "HANGAR_BUILD_REGISTRY" in why and "HANGAR_BUILD_REGISTRY_AUTH" in why

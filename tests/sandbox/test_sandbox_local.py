@@ -17,6 +17,7 @@ from sandbox.provider import SandboxError
 from sandbox.providers import get_provider
 from sandbox.providers import local as local_module
 from sandbox.providers.local import BWRAP_MISSING, LocalProvider
+from sandbox.safe_read import NotARegularFile
 
 pytestmark = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
 
@@ -75,6 +76,30 @@ async def test_detached_process_outlives_the_provider_object(tmp_path):
     assert (await second.observe(stored, pid)).exit_code == 5
     assert [s.id for s in await second.list({"job": "1"})] == [sb.id]
     await second.destroy(stored)
+
+
+async def test_destroy_kills_commands_it_has_no_record_of(tmp_path):
+    """A command started by an earlier hangar (killed while it ran, so nothing recorded
+    it) dies with the sandbox when the next hangar destroys it."""
+    from sandbox.providers import _procs
+
+    first = LocalProvider(root=tmp_path / "sb")
+    sb = await first.create(EnvSpec(name="d"), {"job": "1"})
+    running = asyncio.ensure_future(first.run(sb, ["sleep", "300"]))
+    directory = tmp_path / "sb" / sb.id
+
+    async def started() -> bool:
+        return bool(_procs.holding(directory))
+
+    assert await wait_for(started)
+    held = _procs.holding(directory)
+    sleeping = [p for pid in held for p in _procs.descendants(pid)]
+    second = LocalProvider(root=tmp_path / "sb")  # the restarted hangar
+    await second.destroy(type(sb).model_validate_json(sb.model_dump_json()))
+    assert not any(_procs.is_alive(pid) for pid in [*held, *sleeping])
+    assert not directory.exists()
+    result = await asyncio.wait_for(running, 10)
+    assert result.exit_code != 0  # killed, not finished
 
 
 def _serve_once(reply: bytes) -> tuple[socket.socket, int]:
@@ -149,7 +174,7 @@ async def test_copy_refuses_paths_outside_workspace_and_symlink_escapes(tmp_path
         await provider.copy_out(sb, "/workspace/../etc/passwd")
     # The agent plants a symlink to a host path; hangar must not follow it.
     await provider.run(sb, ["ln", "-s", str(secret), "/workspace/link"])
-    with pytest.raises(ValueError, match="through a symlink"):
+    with pytest.raises(NotARegularFile, match="symlink"):
         await provider.copy_out(sb, "/workspace/link")
     with pytest.raises(ValueError, match="through a symlink"):
         await provider.copy_in(sb, {"/workspace/link": b"overwritten"})

@@ -1,5 +1,5 @@
 """Behaviour every provider must show, run against real isolation (local: bubblewrap;
-docker: a real engine, host network). The `provider` fixture runs each test per provider."""
+docker: a real engine, no network). The `provider` fixture runs each test per provider."""
 
 from __future__ import annotations
 

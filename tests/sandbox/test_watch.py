@@ -85,3 +85,13 @@ def test_watch_round_trips_through_json_between_ticks():
     restored = RunWatch.model_validate(json.loads(stored))
     assert restored.gone_ticks == 1
     assert restored.observe(GONE, 20) is RunState.LOST
+
+
+def test_a_failed_or_hung_observation_loses_the_run_with_the_reason():
+    watch = RunWatch(started_at=0)
+    assert watch.observe(RUNNING, 10) is None
+    assert watch.fail(20, "hangar could not observe the agent: timed out") is RunState.LOST
+    assert (watch.state, watch.exit_code, watch.reason) == (
+        RunState.LOST, -1, "hangar could not observe the agent: timed out")
+    assert watch.needs_stop  # the process may still run: stop it
+    assert watch.fail(30, "again") is None and watch.finished_at == 20

@@ -1,0 +1,59 @@
+# hangar itself: the GitHub App service, small and non-root.
+#
+# Build with scripts/image.sh, which first puts every Python dependency into
+# build/wheels on the building machine, so the build itself needs no network:
+#   scripts/image.sh hangar:latest                 (FROM debian:bookworm-slim)
+#   scripts/image.sh hangar:latest my/base:tag     (any Debian-like base)
+# A base that already has python3, git and bubblewrap needs no package mirror either.
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
+
+USER root
+# git (the repositories), bubblewrap (the local sandbox provider), python3 (hangar);
+# the docker and kubernetes providers are Python clients and need no binaries.
+RUN set -eu; missing=""; \
+    for pair in python3:python3 git:git bwrap:bubblewrap; do \
+      command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"; \
+    done; \
+    if [ -n "$missing" ]; then \
+      apt-get update; \
+      DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        $missing ca-certificates; \
+      rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    python3 -m venv --without-pip /opt/hangar/venv; \
+    (getent passwd hangar >/dev/null || useradd --system --uid 10001 --create-home \
+      --home-dir /var/lib/hangar --shell /usr/sbin/nologin hangar 2>/dev/null \
+      || { echo 'hangar:x:10001:10001::/var/lib/hangar:/usr/sbin/nologin' >>/etc/passwd; \
+           echo 'hangar:x:10001:' >>/etc/group; mkdir -p /var/lib/hangar; }); \
+    mkdir -p /var/lib/hangar/data; chown -R 10001:10001 /var/lib/hangar
+
+COPY build/wheels /tmp/wheels
+COPY pyproject.toml README.md /opt/hangar/src/
+COPY app /opt/hangar/src/app
+COPY handlers /opt/hangar/src/handlers
+COPY sandbox /opt/hangar/src/sandbox
+COPY proxy /opt/hangar/src/proxy
+COPY fakehub /opt/hangar/src/fakehub
+COPY envs /opt/hangar/src/envs
+COPY manifests /opt/hangar/src/manifests
+# pip runs from its own wheel: the base needs no pip; --no-index keeps the build offline.
+# Editable, so hangar finds manifests/ and envs/ beside its code.
+RUN set -eu; pip_wheel="$(ls /tmp/wheels/pip-*.whl | head -n 1)"; \
+    /opt/hangar/venv/bin/python "$pip_wheel/pip" install --no-index --find-links /tmp/wheels \
+      --no-cache-dir --disable-pip-version-check --quiet --editable /opt/hangar/src; \
+    rm -rf /tmp/wheels /opt/hangar/src/build; \
+    find /opt/hangar -name '__pycache__' -prune -exec rm -rf {} +
+
+ENV PATH=/opt/hangar/venv/bin:$PATH \
+    HANGAR_DATA_DIR=/var/lib/hangar/data \
+    HANGAR_ENVS_DIR=/opt/hangar/src/envs \
+    HANGAR_HOST=0.0.0.0 \
+    HANGAR_PORT=8787 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 10001:10001
+WORKDIR /var/lib/hangar
+EXPOSE 8787
+ENTRYPOINT ["hangar"]
+CMD ["serve"]

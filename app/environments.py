@@ -1,0 +1,32 @@
+"""Which environment a repository's work runs in: its `.github/hangar.yml` choice among
+hangar's environment specs, or the default, with what was wrong with the choice. Runs
+and environment builds both ask."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from app.ghops import RepoOps
+from app.repoconfig import parse_repo_config
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+
+async def environment_for(engine: StepContext, ops: RepoOps, ref: str,
+                          sha: str | None = None) -> tuple[Any, list[str]]:
+    """The environment for work on ref (`sha`: the commit ref points at now, if known)."""
+    from sandbox.envspec import EnvSpecError, select_environment
+
+    config, problems = parse_repo_config(await engine.config_text(ops, ref, sha))
+    try:
+        spec = select_environment(engine.envs, config.environment,
+                                  default=default_env_name(engine))
+    except EnvSpecError as exc:
+        problems.append(str(exc) + "; hangar used the default environment")
+        spec = select_environment(engine.envs, None, default=default_env_name(engine))
+    return spec, problems
+
+
+def default_env_name(engine: StepContext) -> str:
+    return "default" if "default" in engine.envs else sorted(engine.envs)[0]

@@ -1,0 +1,251 @@
+"""`/`: a read-only page of what hangar is doing, for operators (after Prow's Deck and Tide).
+
+Agents running, the queue with positions, lands in progress, recent jobs with their
+outcome and links to GitHub. Server-rendered from the rows, everything escaped, behind
+the API token: a browser signs in once at `/login`, which keeps the token in an
+HttpOnly cookie; scripts send `Authorization: Bearer …` as for the API.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from app import access
+from app.api import usage_view
+from app.envbuilds import BUILD, EnvBuildRow
+from app.keys import ENGINE, SETTINGS, STORE
+from app.landing import FINAL, LandRequest
+from app.models import Job, Run, RunState
+from app.pages import escape, link, page, table
+from app.runs import queue_positions
+
+COOKIE = "hangar_token"
+RECENT_JOBS = 25
+RECENT_BUILDS = 10
+
+
+@dataclass
+class FleetView:
+    """What the page shows, as plain rows: built by `fleet_view`, a pure function."""
+
+    running: list[dict] = field(default_factory=list)
+    queued: list[dict] = field(default_factory=list)
+    lands: list[dict] = field(default_factory=list)
+    recent: list[dict] = field(default_factory=list)
+    builds: list[dict] = field(default_factory=list)  # environment builds, newest first
+    usage: dict[str, dict] = field(default_factory=dict)  # per model credential (the API's)
+
+
+def elapsed(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
+
+
+def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
+               positions: dict[str, int], now: float,
+               builds: list[EnvBuildRow] = (), usage: dict[str, dict] | None = None
+               ) -> FleetView:
+    view = FleetView(usage=dict(usage or {}))
+    job_by_id = {j.id: j for j in jobs}
+    runs_by_job: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        runs_by_job[run.job_id].append(run)
+    for run in sorted(runs, key=lambda r: r.started_at or r.queued_at):
+        job = job_by_id.get(run.job_id)
+        if job is None or run.finished:
+            continue
+        where = {"repo": job.thread.repo, "issue": job.thread.number, "job": job.id,
+                 "attempt": run.attempt, "turn": run.turn, "kind": run.kind}
+        if run.state == RunState.RUNNING:
+            view.running.append({**where, "stage": str(run.stage),
+                                 "elapsed": elapsed(now - (run.started_at or now))})
+        elif run.state == RunState.QUEUED and run.id in positions:
+            view.queued.append({**where, "position": positions[run.id],
+                                "credential": _credential(run),
+                                "waiting": elapsed(now - run.queued_at)})
+    view.queued.sort(key=lambda q: (q["credential"], q["position"]))
+    for land in lands:
+        if land.state in FINAL:
+            continue
+        view.lands.append({"repo": land.repo, "pr": land.pr_number, "state": str(land.state),
+                           "reason": land.reason or "", "head": (land.head_sha or "")[:7]})
+    for job in sorted(jobs, key=lambda j: j.created_at, reverse=True)[:RECENT_JOBS]:
+        job_runs = runs_by_job.get(job.id, [])
+        view.recent.append({
+            "repo": job.thread.repo, "issue": job.thread.number, "job": job.id,
+            "state": str(job.state), "requested_by": job.requested_by,
+            "age": elapsed(now - job.created_at),
+            "prs": sorted({r.pr_number for r in job_runs if r.pr_number}),
+            "outcome": _outcome(job_runs),
+        })
+    for build in sorted(builds, key=lambda b: b.created_at, reverse=True)[:RECENT_BUILDS]:
+        view.builds.append({
+            "repo": build.repo, "environment": build.environment, "provider": build.provider,
+            "version": build.version, "state": str(build.state), "reason": build.reason,
+            "age": elapsed(now - build.created_at), "error": build.error or ""})
+    return view
+
+
+def _credential(run: Run) -> str:
+    return run.env.get("model_credential_env") or run.env.get("harness") or "unknown"
+
+
+def _outcome(runs: list[Run]) -> str:
+    """The latest turn's result in words, verification included when it ran."""
+    done = [r for r in runs if r.finished and r.kind != "verify"]
+    if not done:
+        return "working" if runs else "starting"
+    last = max(done, key=lambda r: (r.attempt, r.turn))
+    words = (last.outcome or str(last.stage)).replace("_", " ")
+    if last.verification is not None:
+        passed = last.verification.passed
+        words += ", verified" if passed else (", verification failed" if passed is False
+                                             else ", verification did not run")
+    return words
+
+
+def render_fleet(view: FleetView, web_url: str, now: float) -> str:
+    def issue(row: dict) -> str:
+        return link(f"{web_url}/{row['repo']}/issues/{row['issue']}",
+                    f"{row['repo']}#{row['issue']}")
+
+    def pr(repo: str, number: int) -> str:
+        return link(f"{web_url}/{repo}/pull/{number}", f"#{number}")
+
+    parts = ["<h1>hangar</h1>", f"<p class=muted>{len(view.running)} running · "
+             f"{len(view.queued)} queued · {len(view.lands)} landing · as of "
+             f"{escape(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(now)))}</p>"]
+    parts.append("<section id=running><h2>Agents running</h2>" + (table(
+        ["issue", "attempt", "kind", "stage", "elapsed"],
+        [[issue(r), f"{r['attempt']}.{r['turn']}", escape(r["kind"]), escape(r["stage"]),
+          escape(r["elapsed"])] for r in view.running])
+        if view.running else "<p class=muted>No agent is running.</p>") + "</section>")
+    parts.append("<section id=queue><h2>Queue</h2>" + (table(
+        ["#", "credential", "issue", "kind", "waiting"],
+        [[escape(str(q["position"])), escape(q["credential"]), issue(q), escape(q["kind"]),
+          escape(q["waiting"])] for q in view.queued])
+        if view.queued else "<p class=muted>Nothing is waiting.</p>") + "</section>")
+    parts.append("<section id=lands><h2>Lands in progress</h2>" + (table(
+        ["pull request", "state", "head", "why"],
+        [[escape(land["repo"]) + " " + pr(land["repo"], land["pr"]),
+          f"<span class={_tone(land['state'])}>{escape(land['state'])}</span>",
+          f"<code>{escape(land['head'])}</code>", escape(land["reason"])]
+         for land in view.lands])
+        if view.lands else "<p class=muted>Nothing is landing.</p>") + "</section>")
+    parts.append("<section id=recent><h2>Recent jobs</h2>" + (table(
+        ["issue", "state", "outcome", "PRs", "asked by", "age"],
+        [[issue(j), f"<span class={_tone(j['state'])}>{escape(j['state'])}</span>",
+          escape(j["outcome"]), " ".join(pr(j["repo"], n) for n in j["prs"]),
+          escape(j["requested_by"]), escape(j["age"])] for j in view.recent])
+        if view.recent else "<p class=muted>No jobs yet.</p>") + "</section>")
+    if view.usage:  # a section only where there is something to show
+        parts.append("<section id=usage><h2>Model usage per credential</h2>" + table(
+            ["credential", "running", "queued", "turns", "cost", "last rate limit"],
+            [[escape(name), escape(f"{u['running']} of {u['max_concurrent']}"),
+              escape(str(u["queued"])), escape(str(u["agent_turns"] or u["turns"])),
+              escape(f"${u['cost_usd']:.2f}"), escape(_rate_limit(u.get("rate_limit")))]
+             for name, u in sorted(view.usage.items())]) + "</section>")
+    if view.builds:
+        parts.append("<section id=builds><h2>Environment builds</h2>" + table(
+            ["repository", "environment", "version", "state", "why", "age"],
+            [[escape(b["repo"]), escape(f"{b['environment']} ({b['provider']})"),
+              escape(str(b["version"])),
+              f"<span class={_tone(b['state'])}>{escape(b['state'])}</span>"
+              + (f"<br><span class=muted>{escape(b['error'][:200])}</span>"
+                 if b["error"] else ""),
+              escape(b["reason"]), escape(b["age"])] for b in view.builds]) + "</section>")
+    return "".join(parts)
+
+
+def _rate_limit(report) -> str:
+    if not report:
+        return ""
+    if isinstance(report, dict):
+        return ", ".join(f"{k}: {v}" for k, v in report.items())[:200]
+    return str(report)[:200]
+
+
+def _tone(state: str) -> str:
+    if state in ("done", "landed", "succeeded"):
+        return "ok"
+    if state in ("failed", "ci_failed", "conflict", "rejected", "cancelled"):
+        return "bad"
+    return "wait"
+
+
+# -- the routes --------------------------------------------------------------------------
+
+
+def setup(app: web.Application) -> None:
+    app.router.add_get("/", fleet_page)
+    app.router.add_get("/login", login_page)
+    app.router.add_post("/login", login)
+
+
+def _reader(request: web.Request, token: str | None = None) -> bool:
+    """Whether the caller holds a live token with the `read` scope (app/access.py): the
+    bearer header for scripts, the sign-in cookie (or the token just typed) for browsers."""
+    header = request.headers.get("Authorization", "")
+    secret = token if token is not None else request.cookies.get(COOKIE)
+    if not header and secret:
+        header = f"Bearer {secret}"
+    principal = access.authenticate(request.app[STORE], request.app[SETTINGS], header)
+    return principal is not None and principal.allows("read")
+
+
+def _api_off(request: web.Request) -> web.Response | None:
+    if access.api_enabled(request.app[STORE], request.app[SETTINGS]):
+        return None
+    return page("hangar", "<h1>hangar</h1><p>The fleet page is off, as is the API: set "
+                "HANGAR_API_TOKEN to a long random string, or make a token with <code>hangar "
+                "token create NAME --scope read</code>.</p>", status=503)
+
+
+async def fleet_page(request: web.Request) -> web.Response:
+    if (off := _api_off(request)) is not None:
+        return off
+    if not _reader(request):
+        raise web.HTTPFound("/login")
+    engine = request.app[ENGINE]
+    store = engine.store
+    now = time.time()
+    runs = store.all("run", Run)
+    settings = request.app[SETTINGS]
+    view = fleet_view(store.all("job", Job), runs, store.all("land", LandRequest, active=True),
+                      queue_positions(engine), now, store.all(BUILD, EnvBuildRow),
+                      usage_view(runs, settings.max_concurrent_agents)["credentials"])
+    return page("hangar", render_fleet(view, settings.git_base_url, now),
+                headers={"Refresh": "15"})
+
+
+async def login_page(request: web.Request, problem: str = "") -> web.Response:
+    warning = f"<p class=bad>{escape(problem)}</p>" if problem else ""
+    return page("hangar: sign in", (
+        "<h1>hangar</h1><form class=card method=post action=/login>"
+        f"{warning}<label for=token>A hangar API token with the read scope</label>"
+        "<input type=password id=token name=token autocomplete=current-password>"
+        "<button type=submit id=sign-in>Sign in</button></form>"),
+        status=401 if problem else 200)
+
+
+async def login(request: web.Request) -> web.Response:
+    if (off := _api_off(request)) is not None:
+        return off
+    token = str((await request.post()).get("token", ""))
+    if not _reader(request, token):
+        return await login_page(request, "That is not a live hangar token with the read "
+                                         "scope.")
+    response = web.HTTPFound("/")
+    response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/",
+                        secure=request.secure, max_age=12 * 3600)
+    raise response

@@ -1,0 +1,160 @@
+"""What a run's steps share, below both the run's life (app.runs) and its push
+(app.publishing): its sandbox made with the repository checked out, the commands that must
+succeed in it, and its check runs on GitHub."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from app.environments import default_env_name
+from app.ghops import RepoOps
+from app.models import Job, Run
+from app.redact import redact, tail
+from sandbox import envimage
+from sandbox.envbuild import agent_environment_section
+
+if TYPE_CHECKING:
+    from app.engine import Engine
+
+REPO = "/workspace/repo"
+HOME = "/workspace/home"
+HARDENED_GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+CLONE_TIMEOUT_S = 600
+STEP_FAILED = "hangar: step failed: "
+AGENT_CHECK = "hangar / agent"
+
+
+async def prepare_sandbox(
+    engine: Engine, run: Run, job: Job, spec: Any, *, role: str, checkout: list[str]
+) -> Any:
+    """A sandbox with the repository checked out: from the active environment build when
+    there is one (fetched up to date, install's untracked leftovers removed), else cloned
+    through the proxy into the environment's own image.
+    """
+    from app import envbuild_steps
+    from proxy import sandbox_git_files
+    from sandbox import snapshots
+
+    provider = engine.provider(spec.provider)
+    spec = await envimage.ensure(provider, spec)
+    labels = {"hangar.instance": engine.instance_id, "hangar.run": run.id,
+              "hangar.job": job.id, "hangar.role": role}
+    for leftover in await provider.list(labels):
+        await provider.destroy(leftover)
+        engine.tokens.revoke(leftover.id)
+    _, build = envbuild_steps.plan_for(engine, job.thread.repo, spec)
+    start_spec = spec if build is None else spec.model_copy(
+        update={"image": snapshots.image_for(spec.provider, build.image, spec.image)})
+    sb = await provider.create(start_spec, labels)
+    if role == "agent":
+        engine.patch_run(run.id, sandbox=sb.model_dump())
+    token = engine.tokens.issue(sb.id, repo=job.thread.repo, branch=run.branch,
+                                installation_id=job.thread.installation_id)
+    files = sandbox_git_files(engine.settings.proxy_base_url, sb.id, token, job.clone_url,
+                              home=HOME)
+    identity = (b"[user]\n\tname = hangar agent\n\temail = agent@hangar.invalid\n"
+                if role == "agent" else b"")
+    gitconfig = f"{HOME}/.gitconfig"
+    files[gitconfig] = files[gitconfig] + identity
+    await provider.copy_in(sb, {gitconfig: files[gitconfig]})
+    creds = f"{HOME}/.git-credentials"
+    await provider.copy_in(sb, {creds: files[creds]}, mode=0o600)
+    try:
+        if build is not None:
+            # One exec for all of it (each costs ~0.1 s on docker). install's untracked
+            # leftovers go, ignored ones stay: the agent's diff is its own.
+            unpack = await snapshots.restore(provider, sb, build.image)
+            await must_each(provider, sb, [
+                *((argv, "unpacking the environment build") for argv in unpack),
+                (["cd", REPO], "entering the environment build's checkout"),
+                ([*HARDENED_GIT, "fetch", "-q", "--prune", "origin"],
+                 "fetching the branch into the environment build"),
+                (checkout, "checking out the branch"),
+                ([*HARDENED_GIT, "clean", "-fdq"], "removing files the build left untracked"),
+            ])
+        else:
+            await must(provider, sb, ["git", "clone", "-q", job.clone_url, REPO],
+                       "cloning the repository through hangar's proxy")
+            await must(provider, sb, checkout, "checking out the branch", cwd=REPO)
+        await note_environment(engine, run, job, spec, sb, role=role)
+    except BaseException:
+        await provider.destroy(sb)
+        engine.tokens.revoke(sb.id)
+        raise
+    return sb
+
+
+async def note_environment(engine: Engine, run: Run, job: Job, spec: Any, sb: Any, *,
+                           role: str) -> None:
+    """One exec reads the default branch's config and lockfile ids and the checkout's
+    lockfile ids; a build that is behind is queued for the next sandbox; the run and the
+    agent learn what this sandbox started from."""
+    from app import envbuild_steps
+
+    if not spec.install:
+        return
+    provider = engine.provider(spec.provider)
+    listing = await provider.run(sb, envbuild_steps.probe_argv(job.base_branch, spec),
+                                 cwd=REPO, timeout=120)
+    probe = envbuild_steps.parse_probe(listing.output)
+    default_spec = envbuild_steps.spec_from_config(engine, probe.config, fallback=spec,
+                                                   default=default_env_name(engine))
+    key = await envbuild_steps.key_for(engine, default_spec, job.thread.repo, probe.default_tree)
+    envbuild_steps.maybe_queue(engine, key, default_spec,
+                               installation_id=job.thread.installation_id,
+                               clone_url=job.clone_url, default_branch=job.base_branch)
+    plan, build = envbuild_steps.plan_for(engine, job.thread.repo, spec, key,
+                                          probe.head_lockfiles(spec))
+    current = envbuild_steps.installed_for(plan, build, spec)
+    sb.labels["hangar.env_current"] = "yes" if current else "no"
+    if role != "agent":
+        return
+    engine.patch_run(run.id, env_build=envbuild_steps.facts(plan, build))
+    section = agent_environment_section(plan, install=spec.install).encode()
+    await provider.copy_in(sb, {f"{HOME}/{name}": section
+                                for name in envbuild_steps.instruction_files(spec.harness)})
+
+
+async def must(provider: Any, sb: Any, argv: list[str], what: str, *, cwd: str = "/workspace",
+               timeout: float = CLONE_TIMEOUT_S) -> str:
+    result = await provider.run(sb, argv, cwd=cwd, timeout=timeout)
+    if result.exit_code != 0:
+        raise RuntimeError(f"{what} failed (exit {result.exit_code}): "
+                           f"{redact(tail(result.output, 800))}")
+    return result.output
+
+
+async def must_each(provider: Any, sb: Any, steps: list[tuple[list[str], str]], *,
+                    cwd: str = "/workspace", timeout: float = CLONE_TIMEOUT_S) -> str:
+    """Run commands in order in one exec, stopping at the first that fails; the error
+    names that step as `must` would."""
+    lines = [f'{shlex.join(argv)} || {{ rc=$?; echo "{STEP_FAILED}{index}"; exit $rc; }}'
+             for index, (argv, _) in enumerate(steps)]
+    result = await provider.run(sb, ["sh", "-c", "\n".join(lines)], cwd=cwd, timeout=timeout)
+    if result.exit_code != 0:
+        output, _, index = result.output.rstrip().rpartition(STEP_FAILED)
+        what = steps[int(index)][1] if index.isdigit() and int(index) < len(steps) else (
+            "preparing the sandbox")
+        raise RuntimeError(f"{what} failed (exit {result.exit_code}): "
+                           f"{redact(tail(output or result.output, 800))}")
+    return result.output
+
+
+async def upsert_check(engine: Engine, ops: RepoOps, run: Run, name: str, head: str,
+                       **fields: Any) -> None:
+    """Create or update this run's check run `name` on head, remembering its id. A check
+    run is looked for before it is created only when a create may have been sent already
+    (the mark is written before the create): a new one costs one call, not two."""
+    key = f"{name}@{head}"
+    fresh = engine.get_run(run.id)
+    known = fresh.check_ids.get(key)
+    may_exist = key in fresh.posting
+    if known is None and not may_exist:
+        engine.patch_run(run.id, posting=[*fresh.posting, key])
+    check_id = await ops.upsert_check_run(name, head, run.id, known_id=known,
+                                          look_first=may_exist, **fields)
+    if known != check_id or may_exist:
+        fresh = engine.get_run(run.id)
+        engine.patch_run(run.id, check_ids={**fresh.check_ids, key: check_id},
+                         posting=[k for k in fresh.posting if k != key])

@@ -1,0 +1,193 @@
+"""The composition root: the one module that knows every part and joins them.
+
+It builds hangar's aiohttp application (`create_app(settings)`), its shared things under
+the typed keys of app/keys.py, and the engine with the row kinds, chores, intake
+listeners and after-step hooks each concern declares. Nothing else imports the concerns
+for the engine: the engine core knows them only through what is registered here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from app import (
+    api,
+    autofix,
+    envbuild_steps,
+    envbuilds,
+    fleet,
+    intents,
+    landing,
+    mcp_server,
+    rebuild,
+    redelivery,
+    runs,
+    upstream,
+)
+from app import web as webhook
+from app.dispatch import Dispatcher
+from app.engine import (
+    REBUILD_RETRY_S,
+    Chore,
+    CommandAction,
+    Engine,
+    RowKind,
+    give_up_intent,
+    give_up_job,
+)
+from app.github import AppAuth, RetryPolicy
+from app.intake import DeliveryWriter
+from app.keys import (
+    AUTH,
+    DISPATCHER,
+    EGRESS,
+    ENGINE,
+    MAX_WEBHOOK_BYTES,
+    METRICS,
+    MODELS,
+    SESSION,
+    SETTINGS,
+    STORE,
+    TOKENS,
+    WRITER,
+)
+from app.metrics import Metrics
+from app.models import Intent, Job, Run
+from app.sandbox_gate import serve_gate
+from app.settings import Settings
+from app.setup_pages import mount_configured
+from app.store import Store
+from handlers import router
+
+
+def create_app(settings: Settings) -> web.Application:
+    """Build hangar's application; everything it holds starts and stops with it."""
+    settings.check_for_serving()
+    app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
+    app[SETTINGS] = settings
+    app[METRICS] = Metrics()
+    app.cleanup_ctx.append(_store)
+    app.cleanup_ctx.append(_session)
+    app.cleanup_ctx.append(serve_gate)  # what sandboxes reach: app/sandbox_gate.py
+    app.cleanup_ctx.append(_engine_and_dispatcher)
+    webhook.setup(app)
+    upstream.mount_sandbox_state(app)
+    mount_configured(app, settings.app_id)
+    api.setup(app)
+    mcp_server.mount(app)
+    fleet.setup(app)
+    return app
+
+
+def build_engine(app: web.Application) -> Engine:
+    engine = Engine(
+        settings=app[SETTINGS], store=app[STORE], auth=app[AUTH], metrics=app[METRICS],
+        tokens=app[TOKENS], models=app.get(MODELS), egress=app.get(EGRESS),
+    )
+    register_concerns(engine)
+    return engine
+
+
+def command_actions() -> dict[str, CommandAction]:
+    """Every command's action, by the concern that owns it."""
+    return {
+        **intents.ACTIONS,
+        "land": landing.handle_command,
+        "land_cancel": landing.handle_command,
+        "autofix": autofix.handle_command,
+        "autofix_button": autofix.handle_command,
+        "review_turn": autofix.handle_command,
+    }
+
+
+def register_concerns(engine: Engine) -> None:
+    """What each concern asks of the engine, in the order the engine looks at them."""
+    engine.on_command(command_actions())
+    engine.add_chore(Chore("rebuild", rebuild.run_pending_rebuild,
+                           every=lambda _engine: REBUILD_RETRY_S,
+                           wanted=lambda engine: engine.rebuilding))
+    engine.register(
+        RowKind("intent", "intent", Intent, intents.process_intent,
+                due=lambda row, now: row.retry_at <= now, give_up=give_up_intent,
+                waits_for_rebuild=True, looks_again=True),
+        RowKind("run", "run", Run, runs.advance_run, due=lambda row, now: row.retry_at <= now,
+                counts_failures=runs.note_failure, looks_again=True),
+        RowKind("job", "job", Job, runs.advance_job, give_up=give_up_job),
+        RowKind("land", "land", landing.LandRequest, landing.advance_land,
+                due=lambda row, now: row.due_at <= now, give_up=landing.give_up),
+        RowKind("autofix", "autofix", autofix.AutofixRow, autofix.advance_autofix,
+                due=lambda row, now: row.due_at <= now, give_up=autofix.give_up),
+        RowKind("envbuild", envbuilds.BUILD, envbuilds.EnvBuildRow,
+                envbuild_steps.advance_build),
+    )
+    engine.add_chore(Chore("redelivery", redelivery.catch_up,
+                           every=lambda engine: engine.settings.redelivery_interval_seconds))
+    engine.at_start("reaping orphan sandboxes", runs.reap_orphans)
+    engine.at_start("queueing stale environment builds", envbuild_steps.rebuild_stale)
+    # A finished run step may free what a waiting command asked for.
+    engine.after_step("run", intents.wake_waiting)
+    # The end of a verified turn is when auto-fix looks at the head's CI.
+    engine.after_step("run", autofix.after_run_step)
+    engine.listen("review", landing.record_review)
+    engine.listen("review", autofix.on_review)
+    engine.listen("pull_request", landing.record_pull_request)
+    engine.listen("pull_request", autofix.on_pull_request)
+    engine.listen("ci", landing.record_ci)
+    engine.listen("ci", autofix.on_ci)
+    engine.listen("check_action", intents.record_check_action)
+    # What each concern says about a job's PRs in its status comment, in this order.
+    engine.status_notes(landing.status_notes)
+    engine.status_notes(autofix.status_notes)
+
+
+async def _store(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    app[STORE] = Store(settings.db_path)
+    app[WRITER] = DeliveryWriter(app[STORE])
+    yield
+    app[WRITER].close()
+    app[STORE].close()
+
+
+async def _session(app: web.Application) -> AsyncIterator[None]:
+    app[SESSION] = aiohttp.ClientSession()
+    settings = app[SETTINGS]
+    app[AUTH] = AppAuth(
+        settings.app_id,
+        settings.private_key(),
+        api_url=settings.github_url,
+        session=app[SESSION],
+        metrics=app[METRICS],
+        retry=RetryPolicy(write_spacing_s=settings.github_write_spacing_seconds),
+    )
+    yield
+    await app[SESSION].close()
+
+
+async def _engine_and_dispatcher(app: web.Application) -> AsyncIterator[None]:
+    engine = build_engine(app)
+    app[ENGINE] = engine
+    dispatcher = Dispatcher(app[STORE], router, app[METRICS], {"engine": engine}, app[WRITER])
+    app[DISPATCHER] = dispatcher
+    tasks = [engine.start(), _spawn(dispatcher.run(), "dispatcher")]
+    yield
+    await dispatcher.stop()
+    await engine.stop()
+    for task in tasks:
+        await _finish(task)
+
+
+def _spawn(coro, name: str) -> asyncio.Task:
+    return asyncio.get_running_loop().create_task(coro, name=name)
+
+
+async def _finish(task: asyncio.Task) -> None:
+    try:
+        await asyncio.wait_for(task, timeout=30)
+    except (TimeoutError, asyncio.CancelledError):
+        task.cancel()

@@ -1,0 +1,192 @@
+"""hangar's GitHub API budget, against fakehub with GitHub's limits on.
+
+Three figures, counted from fakehub's log of hangar's installation-token calls: those
+count against the installation's hourly allowance ("Primary rate limit for GitHub App
+installations" in GitHub's "Rate limits for the REST API"). A call answered 304 (an ETag
+that still matched) costs nothing on GitHub and is shown apart. The calls made with the
+App's JWT (minting installation tokens, listing and redelivering hook deliveries) are not
+the installation's: they count against the App's own allowance, and are printed apart.
+
+1. calls charged for one job, from the `/hangar` comment to the PR landed (a ruleset
+   asking one approval; the approval is a person's review);
+2. calls charged per hour by one idle open hangar PR (verified, waiting for a review).
+   The hour is simulated: hangar runs with a fast slow-poll, the calls of a window are
+   counted per poll interval, and scaled to an hour at the default poll interval;
+3. 50 idle open hangar PRs in one installation against the 5,000-an-hour allowance
+   (goal: under a third), from (2) and the installation's own hourly calls.
+
+Goals: ≤ 25 per job, ≤ 10 per idle PR-hour.
+
+    .venv/bin/python bench/api_budget.py [--window 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.service import ServiceThread
+from app.settings import Settings
+from fakehub.testing import running_fakehub
+from tests.conftest import hangar_permissions
+from tests.e2e.conftest import FIX_AGENT, REPO_FILES, VERIFY, free_port
+
+REPO = "acme/widgets"
+FAST_POLL_S = 2.0
+ALLOWANCE = 5000
+
+
+def wait(what: str, predicate, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def charged(calls: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    return [c for c in calls if c[2] != 304]
+
+
+def shape(method: str, path: str) -> str:
+    path = re.sub(r"/[0-9a-f]{40}", "/{sha}", path.split("?")[0])
+    return f"{method} " + re.sub(r"/\d+", "/{n}", path)
+
+
+def verified_pr(hub, issue: int) -> dict:
+    def found():
+        for pr in hub.list_prs(REPO):
+            if pr["head"]["ref"].startswith(f"hangar/{issue}-"):
+                checks = {c["name"]: c for c in hub.check_runs(REPO, pr["head"]["sha"])}
+                verify = checks.get("hangar / verify")
+                if verify and verify["status"] == "completed":
+                    return hub.get_pr(REPO, pr["number"])
+        return None
+
+    try:
+        return wait("a verified PR", found, timeout=180)
+    except SystemExit:
+        for comment in hub.issue_comments(REPO, issue):
+            print(comment["body"][:1500], file=sys.stderr)
+        raise
+
+
+def status_says(hub, number: int, words: str) -> bool:
+    return any(words in c["body"] for c in hub.issue_comments(REPO, number)
+               if "<!-- hangar:status" in c["body"])
+
+
+def landed(hub, issue: int, number: int) -> bool:
+    """Merged, and both status comments (the issue's and the PR's) say so: their last
+    edits are part of the job."""
+    return hub.get_pr(REPO, number)["merged"] and all(
+        status_says(hub, n, "landed as") for n in (issue, number))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--window", type=float, default=40.0,
+                        help="seconds of idle time counted (at a 2 s poll)")
+    parser.add_argument("--trace", action="store_true",
+                        help="also print the job's calls in the order they were made")
+    args = parser.parse_args()
+    production = Settings.model_fields["poll_interval_seconds"].default
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        with running_fakehub(tmp / "fakehub") as hub:
+            port = free_port()
+            app = hub.create_app(name="hangar", webhook_url=f"http://127.0.0.1:{port}/webhook",
+                                 permissions=hangar_permissions())
+            for login in ("acme", "mona", "rita"):
+                hub.create_user(login)
+            hub.create_repo("acme", "widgets", dict(REPO_FILES))
+            hub.grant(REPO, "mona", "write")
+            hub.grant(REPO, "rita", "write")
+            hub.install(app.id, "acme", [REPO])
+            hub.protect(REPO, checks=())
+            envs = tmp / "envs"
+            envs.mkdir()
+            (envs / "default.yaml").write_text(
+                "name: default\nprovider: local\nharness: script\n"
+                "agent_script: |\n" + "".join(f"  {line}\n" for line in FIX_AGENT.splitlines())
+                + f"verify: {{command: '{VERIFY}', retries: 0}}\n")
+            settings = Settings(
+                app_id=app.id, private_key_file=app.private_key_path,
+                webhook_secret=app.webhook_secret, data_dir=tmp / "hangar",
+                github_url=hub.api_url, port=port, envs_dir=envs, log_level="WARNING",
+                run_watch_interval_seconds=0.5)
+            with ServiceThread(settings):  # the default slow poll: events drive the job
+                # 1. one job, comment → landed
+                hub.reset_api_calls()
+                issue = hub.create_issue(REPO, "add() is wrong", "It subtracts.", as_user="mona")
+                hub.comment(REPO, issue, "/hangar fix the failing test", as_user="mona")
+                pr = verified_pr(hub, issue)
+                # A person reviews later than hangar's folded status edits: both status
+                # comments show the verification first, as they would.
+                wait("the status comments to show the verification", lambda: all(
+                    status_says(hub, n, "passed") for n in (issue, pr["number"])), 60)
+                # ... and not within seconds: past the status comments' edit interval,
+                # so the landing's edits are not folded into the verification's.
+                time.sleep(settings.status_edit_interval_seconds + 1)
+                to_verified = hub.api_calls(app.id, charged_to="installation")
+                hub.review(REPO, pr["number"], as_user="rita", event="APPROVE",
+                           commit_id=pr["head"]["sha"])
+                wait("the PR to land", lambda: landed(hub, issue, pr["number"]))
+                time.sleep(3)  # the last edits land before counting
+                job_calls = hub.api_calls(app.id, charged_to="installation")
+                job_app_calls = hub.api_calls(app.id, charged_to="app")
+                job_trace = hub.api_calls(app.id)
+            fast = settings.model_copy(update={"poll_interval_seconds": FAST_POLL_S})
+            with ServiceThread(fast):
+                # 2. one idle open PR: verified, nobody reviews (the bug comes back first)
+                hub.push_files(REPO, "main", {"calc.py": REPO_FILES["calc.py"]}, "regress",
+                               as_user="acme", bypass_rules=True)
+                issue = hub.create_issue(REPO, "add() again", "It subtracts.", as_user="mona")
+                hub.comment(REPO, issue, "/hangar fix the failing test", as_user="mona")
+                verified_pr(hub, issue)
+                time.sleep(3 * FAST_POLL_S)  # settle: the status comment's last edits
+                hub.reset_api_calls()
+                time.sleep(args.window)
+                idle_calls = hub.api_calls(app.id, charged_to="installation")
+    polls = args.window / FAST_POLL_S
+    per_poll = len(charged(idle_calls)) / polls
+    idle_hour = per_poll * (3600 / production)
+    job = len(charged(job_calls))
+    print(f"default poll interval {production:g} s; idle window {args.window:g} s at a "
+          f"{FAST_POLL_S:g} s poll ({polls:.0f} polls)")
+    print(f"1. one job, comment → landed: {job} calls charged "
+          f"({len(job_calls) - job} more answered 304); goal ≤ 25")
+    print(f"   of which comment → verified PR: {len(charged(to_verified))} charged")
+    for kind, count in Counter(shape(m, p) for m, p, _ in charged(job_calls)).most_common():
+        print(f"     {count:3d}  {kind}")
+    print(f"   and {len(job_app_calls)} made with the App's JWT, charged to the App's own "
+          "allowance, not the installation's:")
+    for kind, count in Counter(shape(m, p) for m, p, _ in job_app_calls).most_common():
+        print(f"     {count:3d}  {kind}")
+    if args.trace:
+        print("   the job's calls in order:")
+        for method, path, status in job_trace:
+            print(f"     {status}  {method} {path}")
+    print(f"2. one idle open PR: {idle_hour:.1f} calls charged per hour "
+          f"({per_poll:.2f} per poll; {len(idle_calls) - len(charged(idle_calls))} answered "
+          f"304 in the window); goal ≤ 10")
+    for kind, count in Counter(shape(m, p) for m, p, _ in charged(idle_calls)).most_common(6):
+        print(f"     {count:3d}  {kind}")
+    # Minting the hourly token and the redelivery check are the App's calls (its JWT),
+    # not the installation's: the installation pays only for what the PRs cost.
+    fifty = 50 * idle_hour
+    print(f"3. 50 idle open PRs in one installation: {fifty:.0f} calls an hour = "
+          f"{fifty / ALLOWANCE:.1%} of {ALLOWANCE:,} (goal < 33.3%)")
+
+
+if __name__ == "__main__":
+    main()

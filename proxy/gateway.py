@@ -1,0 +1,543 @@
+"""The model gateway: `/model/{sandbox_id}/…`, where a sandbox's agent reaches its model.
+
+The agent holds a per-sandbox `hgm_` token, good only while its sandbox's git grant
+lives (the same life as the push proxy's `hgs_` token). hangar swaps it for the real
+credential of the run (an API key or a bearer/subscription token, from hangar's own
+environment) and relays to that credential's endpoint. The real key never enters the
+sandbox. Answers stream through as they arrive; on the way hangar reads token usage and
+the rate-limit headers, and keeps them per run and per credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+
+import aiohttp
+from aiohttp import web
+
+from proxy.tables import SqliteTables, token_hash
+
+log = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "hgm_"
+ROUTE = "/model/{sandbox_id}/{tail:.*}"
+UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
+# Request headers that are the sandbox's to send; everything about auth is hangar's.
+_DROP_REQUEST = {"host", "x-api-key", "authorization", "content-length", "connection",
+                 "keep-alive", "proxy-authorization", "te", "trailer", "transfer-encoding",
+                 "upgrade", "accept-encoding"}
+_DROP_RESPONSE = {"content-length", "connection", "keep-alive", "transfer-encoding",
+                  "content-encoding", "upgrade"}
+# US dollars per million (input, output) tokens, by model name prefix; longest match wins.
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-opus-4": (15.0, 75.0),
+    "claude-sonnet-4": (3.0, 15.0),
+    "claude-haiku-4": (1.0, 5.0),
+    "claude-3-5-haiku": (0.8, 4.0),
+    "gpt-5": (1.25, 10.0),
+    "gpt-5-mini": (0.25, 2.0),
+    "gpt-4.1": (2.0, 8.0),
+}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS model_tokens (
+    sandbox_id TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL,
+    credential TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    issued_at REAL NOT NULL,
+    revoked_at REAL
+);
+CREATE TABLE IF NOT EXISTS model_usage (
+    run_id TEXT PRIMARY KEY,
+    credential TEXT NOT NULL,
+    requests INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL,
+    last_status INTEGER,
+    last_error TEXT,
+    reset_at REAL,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS model_limits (
+    credential TEXT PRIMARY KEY,
+    utilization REAL NOT NULL,
+    reset_at REAL,
+    headers TEXT NOT NULL,
+    at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a credential's requests go and how the credential is sent."""
+
+    base_url: str  # e.g. https://api.anthropic.com (the CLI adds /v1/...)
+    secret: str
+    auth: str = "x-api-key"  # or "bearer"
+
+
+class Endpoints(Protocol):
+    def endpoint(self, credential: str) -> Endpoint | None:
+        """The endpoint and secret for a credential name, None when hangar has no secret."""
+        ...
+
+
+@dataclass(frozen=True)
+class Usage:
+    run_id: str
+    credential: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    last_status: int | None
+    last_error: str | None
+    reset_at: float | None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one answer's rate-limit headers say (`read_limits`)."""
+
+    utilization: float
+    reset_at: float | None
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Limit:
+    credential: str
+    utilization: float  # 0..1, the most used of the limits the endpoint reported
+    reset_at: float | None
+    headers: dict[str, str]
+    at: float
+
+
+class ModelLedger(SqliteTables):
+    """Model tokens, per-run usage and per-credential limits, in hangar's SQLite file."""
+
+    SCHEMA = _SCHEMA
+
+    # ---- tokens ------------------------------------------------------------------
+
+    def issue(self, sandbox_id: str, *, credential: str, run_id: str) -> str:
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with self._connect() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO model_tokens (sandbox_id, token_sha256, credential,"
+                " run_id, issued_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)",
+                (sandbox_id, token_hash(token), credential, run_id, time.time()))
+        return token
+
+    def check(self, sandbox_id: str, token: str) -> tuple[str, str] | None:
+        """(credential, run id) if `token` is the sandbox's live model token.
+
+        A model token dies with the sandbox's git grant too (`proxy_tokens`), so every
+        place that ends a sandbox's access ends its model access as well.
+        """
+        row = self._live_row("model_tokens", "credential, run_id", sandbox_id, token)
+        return None if row is None else (row[0], row[1])
+
+    def revoke(self, sandbox_id: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE model_tokens SET revoked_at = ? WHERE sandbox_id = ?"
+                       " AND revoked_at IS NULL", (time.time(), sandbox_id))
+
+    # ---- usage and limits ----------------------------------------------------------
+
+    def record(self, run_id: str, credential: str, *, input_tokens: int = 0,
+               output_tokens: int = 0, cost_usd: float | None = None,
+               status: int | None = None, error: str | None = None,
+               reset_at: float | None = None, limit: Reading | None = None) -> None:
+        """Count one request of the run; with `limit`, the credential's limits read from
+        its answer too, in the same transaction (one commit, one wait for the disk)."""
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(
+                "INSERT INTO model_usage (run_id, credential, requests, input_tokens,"
+                " output_tokens, cost_usd, last_status, last_error, reset_at, at)"
+                " VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(run_id) DO UPDATE SET requests = requests + 1,"
+                " input_tokens = input_tokens + excluded.input_tokens,"
+                " output_tokens = output_tokens + excluded.output_tokens,"
+                " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN cost_usd"
+                "   ELSE COALESCE(cost_usd, 0) + excluded.cost_usd END,"
+                " last_status = excluded.last_status, last_error = excluded.last_error,"
+                " reset_at = COALESCE(excluded.reset_at, reset_at), at = excluded.at",
+                (run_id, credential, input_tokens, output_tokens, cost_usd, status, error,
+                 reset_at, time.time()))
+            if limit is not None:
+                self._set_limit(db, credential, limit)
+            db.execute("COMMIT")
+
+    def usage(self, run_id: str) -> Usage | None:
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT run_id, credential, requests, input_tokens, output_tokens, cost_usd,"
+                " last_status, last_error, reset_at FROM model_usage WHERE run_id = ?",
+                (run_id,)).fetchone()
+        return Usage(*row) if row else None
+
+    def set_limit(self, credential: str, utilization: float, reset_at: float | None,
+                  headers: dict[str, str]) -> None:
+        with self._connect() as db:
+            self._set_limit(db, credential, Reading(utilization, reset_at, headers))
+
+    @staticmethod
+    def _set_limit(db: sqlite3.Connection, credential: str, limit: Reading) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO model_limits (credential, utilization, reset_at,"
+            " headers, at) VALUES (?, ?, ?, ?, ?)",
+            (credential, limit.utilization, limit.reset_at, json.dumps(limit.headers),
+             time.time()))
+
+    def limit(self, credential: str) -> Limit | None:
+        with self._connect() as db:
+            row = db.execute("SELECT credential, utilization, reset_at, headers, at"
+                             " FROM model_limits WHERE credential = ?", (credential,)).fetchone()
+        if row is None:
+            return None
+        return Limit(row[0], row[1], row[2], json.loads(row[3]), row[4])
+
+    def clear_limit(self, credential: str) -> None:
+        with self._connect() as db:
+            db.execute("DELETE FROM model_limits WHERE credential = ?", (credential,))
+
+
+# ---- reading what passes through ---------------------------------------------------
+
+
+def price(model: str | None, input_tokens: int, output_tokens: int) -> float | None:
+    """Dollars for the tokens, when the model's price is known."""
+    if not model:
+        return None
+    known = [prefix for prefix in PRICES if model.startswith(prefix)]
+    if not known:
+        return None
+    per_in, per_out = PRICES[max(known, key=len)]
+    return (input_tokens * per_in + output_tokens * per_out) / 1_000_000
+
+
+# Only events that name a model, usage or an error are parsed; text deltas, most of a
+# stream, are not. An event that carries one has the quoted key; text that happens to
+# spell it only costs a parse.
+_MAY_METER = re.compile(rb'"(?:usage|model|error)"')
+
+
+class UsageMeter:
+    """Token usage read from an answer as it streams by (SSE) or from a JSON body."""
+
+    def __init__(self, content_type: str):
+        self.streaming = content_type.startswith("text/event-stream")
+        self.json = content_type.startswith("application/json")
+        self.model: str | None = None
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.error: str | None = None
+        self._pending = b""
+        self._body = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        if self.streaming:
+            data = self._pending + chunk
+            lines = data.split(b"\n")
+            self._pending = lines.pop()
+            for line in lines:
+                if line.startswith(b"data:") and _MAY_METER.search(line):
+                    self._event(line[5:].strip())
+        elif self.json and len(self._body) < 4 * 2**20:
+            self._body += chunk
+
+    def finish(self) -> None:
+        if (self.streaming and self._pending.startswith(b"data:")
+                and _MAY_METER.search(self._pending)):
+            self._event(self._pending[5:].strip())
+        if self.json and self._body:
+            try:
+                body = json.loads(bytes(self._body))
+            except ValueError:
+                return
+            if isinstance(body, dict):
+                self._read(body)
+
+    def _event(self, raw: bytes) -> None:
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        if kind == "message_start":  # Anthropic
+            self._read(event.get("message") or {})
+        elif kind == "message_delta":
+            output = (event.get("usage") or {}).get("output_tokens")
+            if isinstance(output, int):
+                self.output_tokens = output  # cumulative within the message
+        elif kind in ("response.completed", "response.failed", "response.incomplete"):
+            self._read(event.get("response") or {})  # OpenAI Responses
+        elif kind == "error":
+            error = event.get("error") or event
+            self.error = str(error.get("message") or error.get("type") or "error")[:300]
+
+    def _read(self, body: dict) -> None:
+        if isinstance(body.get("model"), str):
+            self.model = body["model"]
+        usage = body.get("usage")
+        if not isinstance(usage, dict):
+            return
+        inputs = sum(v for k, v in usage.items() if isinstance(v, int) and k in (
+            "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        if inputs:
+            self.input_tokens = inputs
+        if isinstance(usage.get("output_tokens"), int):
+            self.output_tokens = usage["output_tokens"]
+
+    @property
+    def cost_usd(self) -> float | None:
+        return price(self.model, self.input_tokens, self.output_tokens)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def _reset_seconds(value: str, now: float) -> float | None:
+    """Seconds until a reset given as RFC 3339 (Anthropic), '6m0s'/'20ms' (OpenAI), or a
+    number of seconds (retry-after)."""
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    if value[0].isdigit() and "-" in value:
+        from datetime import datetime
+
+        try:
+            return max(0.0, datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+                       - now)
+        except ValueError:
+            return None
+    parts = _DURATION.findall(value)
+    if parts and "".join(n + u for n, u in parts) == value:
+        scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+        return sum(float(n) * scale[u] for n, u in parts)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_limits(headers: Any, status: int, now: float) -> tuple[float, float | None, dict]:
+    """(utilization 0..1, reset time, the headers read) from an answer's rate-limit headers.
+
+    Anthropic sends anthropic-ratelimit-<kind>-{limit,remaining,reset}; OpenAI sends
+    x-ratelimit-{limit,remaining,reset}-<kind>. A 429 is full utilization until
+    retry-after (or the reset the headers name).
+    """
+    kept = {k.lower(): v for k, v in headers.items()
+            if k.lower().startswith(("anthropic-ratelimit-", "x-ratelimit-"))
+            or k.lower() == "retry-after"}
+    kinds: dict[str, dict[str, str]] = {}
+    for key, value in kept.items():
+        if key.startswith("anthropic-ratelimit-"):
+            rest = key.removeprefix("anthropic-ratelimit-")
+            kind, _, field = rest.rpartition("-")
+        elif key.startswith("x-ratelimit-"):
+            field, _, kind = key.removeprefix("x-ratelimit-").partition("-")
+        else:
+            continue
+        kinds.setdefault(kind, {})[field] = value
+    utilization, reset_at = 0.0, None
+    for fields in kinds.values():
+        try:
+            limit, remaining = float(fields["limit"]), float(fields["remaining"])
+        except (KeyError, ValueError):
+            continue
+        used = 1 - remaining / limit if limit > 0 else 0.0
+        seconds = _reset_seconds(fields.get("reset", ""), now)
+        if used >= utilization:
+            utilization = used
+            reset_at = now + seconds if seconds is not None else reset_at
+    if status == 429:
+        utilization = 1.0
+        seconds = _reset_seconds(kept.get("retry-after", ""), now)
+        if seconds is not None:
+            reset_at = now + seconds
+    return max(0.0, min(1.0, utilization)), reset_at, kept
+
+
+# ---- the routes ------------------------------------------------------------------------
+
+
+def _refusal(status: int, message: str) -> web.Response:
+    # Both CLIs show the message of an Anthropic- or OpenAI-shaped error body.
+    kind = "authentication_error" if status == 401 else "api_error"
+    return web.json_response(
+        {"type": "error", "error": {"type": kind, "message": message, "code": kind}},
+        status=status)
+
+
+UPSTREAM = web.AppKey("hangar_model_upstream", aiohttp.ClientSession)
+
+
+@dataclass
+class ModelGateway:
+    ledger: ModelLedger
+    endpoints: Endpoints
+    app: web.Application
+    # The meter's writes, off the event loop (which relays every other sandbox's stream
+    # meanwhile) and out of the default pool, where a slow sandbox call would hold up the
+    # end of every answer. A thread's write completes even if its request is cancelled.
+    writer: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
+        max_workers=2, thread_name_prefix="model-meter"))
+
+    async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
+        """The gateway's own client, for the app's life: connections to each model
+        endpoint are kept alive and reused (a TLS handshake with a vendor costs round
+        trips every turn of an agent would wait for), in no pool shared with hangar's
+        GitHub calls (a hundred streaming agents would hold all of one), with no cookie
+        jar (one run's cookies are not sent with another's request; a CLI's own pass
+        through as headers). At the end, the last answers' usage is committed."""
+        connector = aiohttp.TCPConnector(limit=0)
+        try:
+            async with aiohttp.ClientSession(
+                    connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
+                    timeout=UPSTREAM_TIMEOUT, auto_decompress=False) as session:
+                app[UPSTREAM] = session
+                yield
+        finally:
+            self.writer.shutdown(wait=True)
+
+    async def _write(self, call: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        await asyncio.get_running_loop().run_in_executor(
+            self.writer, functools.partial(call, *args, **kwargs))
+
+    async def relay(self, request: web.Request) -> web.StreamResponse:
+        sandbox_id = request.match_info["sandbox_id"]
+        token = request.headers.get("x-api-key") or request.headers.get(
+            "Authorization", "").removeprefix("Bearer ").strip()
+        grant = self.ledger.check(sandbox_id, token) if token else None
+        if grant is None:
+            return _refusal(401, "hangar: this sandbox's model token is unknown or its run has "
+                                 "ended; hangar gives each run its own token")
+        credential, run_id = grant
+        endpoint = self.endpoints.endpoint(credential)
+        if endpoint is None:
+            message = (f"hangar has no secret for the credential {credential}: the operator "
+                       f"sets {credential} in hangar's environment")
+            await self._write(self.ledger.record, run_id, credential, status=401, error=message)
+            return _refusal(401, message)
+        url = endpoint.base_url.rstrip("/") + "/" + request.match_info["tail"]
+        if request.query_string:
+            url += "?" + request.query_string
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
+        # Plain bytes from upstream, so that hangar can read the usage as it passes.
+        headers["Accept-Encoding"] = "identity"
+        if endpoint.auth == "bearer":
+            headers["Authorization"] = f"Bearer {endpoint.secret}"
+        else:
+            headers["x-api-key"] = endpoint.secret
+        body = await request.read()
+        try:
+            upstream = await self.app[UPSTREAM].request(request.method, url, headers=headers,
+                                                        data=body, allow_redirects=False)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            reason = f"hangar could not reach the model endpoint {endpoint.base_url}: {exc}"
+            await self._write(self.ledger.record, run_id, credential, status=None,
+                              error=reason[:300])
+            return _refusal(502, reason)
+        async with upstream:
+            return await self._stream_back(request, upstream, run_id, credential)
+
+    async def _stream_back(self, request: web.Request, upstream: aiohttp.ClientResponse,
+                           run_id: str, credential: str) -> web.StreamResponse:
+        reading = Reading(*read_limits(upstream.headers, upstream.status, time.time()))
+        meter = UsageMeter(upstream.headers.get("Content-Type", ""))
+        response = _Relayed(status=upstream.status, headers={
+            k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE})
+        await response.prepare(request)
+        error_body = bytearray()
+        # The credential's limits are written while the answer streams, once its first
+        # bytes are out (a commit waits for the disk, which is not the agent's to wait
+        # for); an answer in one piece writes them with its usage, in one commit.
+        limit_written: asyncio.Future | None = None
+        last = b""
+        content = upstream.content
+        try:
+            while chunk := await content.readany():  # as it arrives, however small
+                meter.feed(chunk)
+                if upstream.status >= 400 and len(error_body) < 2000:
+                    error_body += chunk
+                if content.at_eof():  # the last bytes leave with the end, in one write
+                    last = chunk
+                    break
+                await response.write(chunk)
+                if limit_written is None and reading.headers:
+                    limit_written = asyncio.ensure_future(self._write(
+                        self.ledger.set_limit, credential, reading.utilization,
+                        reading.reset_at, reading.headers))
+        finally:
+            meter.finish()
+            error = _error_message(bytes(error_body)) if upstream.status >= 400 else meter.error
+            try:
+                if limit_written is not None:
+                    await limit_written
+            finally:
+                # Committed before the answer ends: the run's facts are read once its
+                # agent has stopped, which may be right after this answer.
+                await self._write(
+                    self.ledger.record, run_id, credential, input_tokens=meter.input_tokens,
+                    output_tokens=meter.output_tokens, cost_usd=meter.cost_usd,
+                    status=upstream.status, error=error,
+                    reset_at=reading.reset_at if upstream.status == 429 else None,
+                    limit=reading if limit_written is None and reading.headers else None)
+        await response.write_eof(last)
+        return response
+
+
+class _Relayed(web.StreamResponse):
+    """A relayed answer: its headers leave in one write with its first bytes (aiohttp's
+    own Response does the same), not in a write and a wake-up of the client of their own."""
+
+    _send_headers_immediately = False
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+    except ValueError:
+        pass
+    return body.decode("utf-8", "replace").strip()[:300] or "no reason given"
+
+
+def setup_gateway(app: web.Application, *, ledger: ModelLedger,
+                  endpoints: Endpoints) -> ModelGateway:
+    gateway = ModelGateway(ledger=ledger, endpoints=endpoints, app=app)
+    app.cleanup_ctx.append(gateway.lifetime)
+    app.router.add_route("*", ROUTE, gateway.relay)
+    return gateway
+
+
+def model_base_url(proxy_base_url: str, sandbox_id: str) -> str:
+    """The base URL a sandbox's agent uses for its model (the CLI appends /v1/…)."""
+    return f"{proxy_base_url.rstrip('/')}/model/{sandbox_id}"

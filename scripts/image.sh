@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Build hangar's image. Python packages are fetched here, with pip, into build/wheels
+# (for this machine's Python version: use a base with the same one), so `docker build`
+# itself runs without a network.
+# Usage: scripts/image.sh [TAG] [BASE_IMAGE]   (defaults: hangar:latest, debian:bookworm-slim)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tag="${1:-hangar:latest}"
+base="${2:-debian:bookworm-slim}"
+python="${HANGAR_PYTHON:-.venv/bin/python}"
+[ -x "$python" ] || python=python3
+
+mkdir -p build/wheels
+echo "image: collecting wheels into build/wheels"
+"$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/wheels \
+  . pip setuptools 2> >(grep -v 'is ignored' >&2)
+# The project's own wheel is built from the source in the image; keep only dependencies.
+rm -f build/wheels/hangar-*.whl
+
+echo "image: building $tag from $base"
+docker build --network none --build-arg "BASE_IMAGE=$base" -t "$tag" . >build/image.log 2>&1 || {
+  echo "image: docker build failed; the end of build/image.log:" >&2
+  tail -n 30 build/image.log >&2
+  exit 1
+}
+echo "image: $tag ready"

@@ -1,0 +1,105 @@
+"""No step retries in a tight loop: a failing row is held back, twice as long each time,
+and after MAX_STEP_FAILURES it ends in a state that says what happened."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from app.engine import MAX_STEP_FAILURES, Engine, backoff_delay
+from app.github import RateLimited
+from app.landing import LandRequest, LandState, merge_answer
+from app.metrics import Metrics
+from app.models import Intent, Thread
+from app.store import Store
+from app.wiring import register_concerns
+
+
+@pytest.fixture
+def engine(settings):
+    engine = Engine(settings=settings, store=Store(settings.db_path), auth=None,
+                    metrics=Metrics(), tokens=None)
+    register_concerns(engine)
+    return engine
+
+
+THREAD = Thread(repo="acme/widgets", number=7, installation_id=1, is_pr=True)
+
+
+async def failing(engine: Engine, row_id: str) -> None:
+    raise RuntimeError("GitHub said no")
+
+
+def test_backoff_doubles_up_to_five_minutes():
+    assert [backoff_delay(n) for n in (1, 2, 3, 4)] == [2, 4, 8, 16]
+    assert backoff_delay(20) == 300
+
+
+async def test_a_failing_intent_is_held_back_then_ended(engine):
+    engine.save_intent(Intent(id="comment-1-0", thread=THREAD, comment_id=1, author="mona",
+                              command="run", args={"prompt": "x"}))
+    for n in range(1, MAX_STEP_FAILURES):
+        await engine._guarded("intent", failing, "comment-1-0")
+        held = engine.held_until("comment-1-0") - time.time()
+        assert backoff_delay(n) - 1 < held <= backoff_delay(n)
+        # While held, scheduling does not start the step again.
+        engine._schedule("comment-1-0", "intent", failing, "comment-1-0")
+        assert "comment-1-0" not in engine._tasks
+    await engine._guarded("intent", failing, "comment-1-0")
+    ended = engine.store.get("intent", "comment-1-0", Intent)
+    assert ended.state == "done" and "GitHub said no" in ended.outcome
+
+
+async def test_a_failing_land_step_ends_failed_with_the_reason(engine):
+    request = LandRequest(id="land-acme-widgets-7", job_id="job-1", repo="acme/widgets",
+                          installation_id=1, pr_number=7, base="main", branch="hangar/7",
+                          requested_by="mona", state=LandState.UPDATING)
+    engine.store.put("land", request.id, request, active=True)
+    for _ in range(MAX_STEP_FAILURES):
+        await engine._guarded("land", failing, request.id)
+    ended = engine.store.get("land", request.id, LandRequest)
+    assert ended.state == LandState.FAILED
+    assert "GitHub said no" in ended.reason and "/hangar land" in ended.reason
+
+
+async def test_a_rate_limit_holds_until_the_reset_without_counting(engine):
+    reset = time.time() + 1800
+
+    async def limited(engine: Engine, row_id: str) -> None:
+        raise RateLimited(reset, "GitHub answered 403: rate limited")
+
+    for _ in range(MAX_STEP_FAILURES + 2):
+        await engine._guarded("autofix", limited, "autofix-x")
+    assert engine.held_until("autofix-x") == reset
+    assert engine._failures["autofix-x"][0] == 0
+
+
+async def test_success_clears_the_hold(engine):
+    await engine._guarded("intent", failing, "comment-2-0")
+    assert engine.held_until("comment-2-0") > time.time()
+
+    async def fine(engine: Engine, row_id: str) -> None:
+        await asyncio.sleep(0)
+
+    await engine._guarded("intent", fine, "comment-2-0")
+    assert engine.held_until("comment-2-0") == 0
+
+
+@pytest.mark.parametrize(("status", "message", "meaning"), [
+    (405, "Base branch was modified. Review and try the merge again.", "base_moved"),
+    (405, "Changes must be made through the merge queue", "queue"),
+    (405, "Squash merges are not allowed on this repository.", "method"),
+    (405, "Merge commits are not allowed on this repository.", "method"),
+    (405, "Repository rule violations found\n\nAt least 1 approving review is required",
+     "rejected"),
+    (409, "Head branch was modified. Review and try the merge again.", "head_moved"),
+    (403, "refusing to allow a GitHub App to create or update workflow "
+          "`.github/workflows/ci.yml` without `workflows` permission", "workflows"),
+    (403, "Resource not accessible by integration", None),
+    (422, "Validation Failed", None),
+])
+def test_merge_answers_are_classified(status, message, meaning):
+    assert merge_answer(status, message) == meaning
+

@@ -1,0 +1,92 @@
+"""The fleet page's pure parts: what it shows from the rows, and that it escapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.fleet import elapsed, fleet_view, render_fleet
+from app.landing import LandRequest, LandState
+from app.models import Job, Run, RunStage, RunState, Thread, Verification
+
+NOW = 1_000_000.0
+
+
+def job(number: int, repo: str = "acme/widgets", **fields) -> Job:
+    return Job(id=f"job-{number}", thread=Thread(repo=repo, number=number, installation_id=1),
+               requested_by="mona", prompt="fix", clone_url="x", base_branch="main",
+               created_at=NOW - 100 * number, **fields)
+
+
+def run(job_id: str, **fields) -> Run:
+    return Run(job_id=job_id, branch="hangar/1", base_branch="main", queued_at=NOW - 50,
+               **fields)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0, "0s"), (59, "59s"), (61, "1m 01s"), (3600, "1h 00m"), (90061, "1d 1h"), (-5, "0s")])
+def test_elapsed(seconds, text):
+    assert elapsed(seconds) == text
+
+
+def test_the_view_sorts_runs_into_running_queued_and_finished():
+    jobs = [job(1), job(2), job(3)]
+    running = run("job-1", state=RunState.RUNNING, started_at=NOW - 75)
+    waiting = run("job-2", env={"model_credential_env": "ANTHROPIC_API_KEY"})
+    finished = run("job-3", state=RunState.EXITED, stage=RunStage.DONE, outcome="pr",
+                   pr_number=7, verification=Verification(command="t", head_sha="a",
+                                                          passed=True))
+    view = fleet_view(jobs, [running, waiting, finished], [], {waiting.id: 1}, NOW)
+    assert [(r["issue"], r["elapsed"]) for r in view.running] == [(1, "1m 15s")]
+    assert [(q["issue"], q["position"], q["credential"]) for q in view.queued] == [
+        (2, 1, "ANTHROPIC_API_KEY")]
+    assert [(j["issue"], j["outcome"], j["prs"]) for j in view.recent] == [
+        (1, "working", []), (2, "working", []), (3, "pr, verified", [7])]
+
+
+def test_landed_and_cancelled_lands_are_not_in_progress():
+    def land(pr: int, state: LandState) -> LandRequest:
+        return LandRequest(id=f"l{pr}", job_id="job-1", repo="acme/widgets", installation_id=1,
+                           pr_number=pr, base="main", branch="b", requested_by="mona",
+                           state=state)
+    view = fleet_view([], [], [land(1, LandState.WAITING_CI), land(2, LandState.LANDED),
+                               land(3, LandState.CANCELLED)], {}, NOW)
+    assert [(x["pr"], x["state"]) for x in view.lands] == [(1, "waiting_ci")]
+
+
+def test_everything_shown_is_escaped():
+    hostile = "<script>alert(1)</script>"
+    lands = [LandRequest(id="l", job_id="j", repo="acme/widgets", installation_id=1,
+                         pr_number=3, base="main", branch="b", requested_by="m",
+                         state=LandState.CONFLICT, reason=hostile)]
+    view = fleet_view([job(1).model_copy(update={"requested_by": hostile})], [], lands, {}, NOW)
+    html = render_fleet(view, 'https://github.com/"onmouseover=x', NOW)
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert '"onmouseover' not in html
+
+
+def test_environment_builds_have_a_section_only_when_there_are_some():
+    from app.envbuilds import EnvBuildRow
+
+    assert "Environment builds" not in render_fleet(fleet_view([], [], [], {}, NOW), "w", NOW)
+    build = EnvBuildRow(id="b1", version=3, repo="acme/widgets", environment="default",
+                        provider="docker", key_digest="k", image_id="i", config_digest="c",
+                        state="failed", error="<b>pip</b> failed", created_at=NOW - 30)
+    html = render_fleet(fleet_view([], [], [], {}, NOW, [build]), "w", NOW)
+    assert "<h2>Environment builds</h2>" in html
+    assert "default (docker)" in html and "&lt;b&gt;pip&lt;/b&gt; failed" in html
+
+
+def test_model_usage_per_credential_is_shown_when_there_is_some():
+    from app.api import usage_view
+
+    assert "Model usage" not in render_fleet(fleet_view([], [], [], {}, NOW), "w", NOW)
+    runs = [run("job-1", state=RunState.RUNNING, started_at=NOW - 5,
+                env={"model_credential_env": "ANTHROPIC_API_KEY"},
+                agent={"turns": 4, "cost_usd": 0.5, "rate_limit": {"status": "<allowed>"}}),
+            run("job-2", env={"model_credential_env": "ANTHROPIC_API_KEY"})]
+    usage = usage_view(runs, 3)["credentials"]
+    html = render_fleet(fleet_view([], runs, [], {}, NOW, usage=usage), "w", NOW)
+    assert "<h2>Model usage per credential</h2>" in html
+    assert "<td>ANTHROPIC_API_KEY</td><td>1 of 3</td><td>1</td><td>4</td><td>$0.50</td>" in html
+    assert "status: &lt;allowed&gt;" in html

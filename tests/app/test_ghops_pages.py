@@ -1,0 +1,31 @@
+"""hangar reads every page of a list that can be long: a matrix CI reports more check
+runs and statuses on one commit than GitHub's default page (30) holds."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from app.ghops import RepoOps
+from app.github import AppAuth, RetryPolicy
+from tests.conftest import hangar_permissions
+
+FAST = RetryPolicy(attempts=2, base_delay_s=0.01, write_spacing_s=0)
+
+
+async def test_check_runs_and_statuses_of_a_matrix_are_read_whole(fakehub):
+    app = fakehub.create_app(name="hangar", permissions=hangar_permissions())
+    fakehub.create_user("acme")
+    fakehub.create_repo("acme", "widgets", {"README.md": "# widgets\n"})
+    installation = fakehub.install(app.id, "acme", ["acme/widgets"])
+    sha = fakehub.ref_sha("acme/widgets", "main")
+    for n in range(105):  # more than one page even at per_page=100
+        fakehub.complete_check("acme/widgets", sha, f"ci / test ({n})", "success")
+        fakehub.set_status("acme/widgets", sha, f"lint ({n})", "success", as_user="acme")
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=fakehub.api_url, session=session,
+                       retry=FAST)
+        ops = RepoOps(await auth.client(installation), "acme/widgets")
+        runs = await ops.check_runs(sha)
+        statuses = await ops.statuses(sha)
+    assert len({r["name"] for r in runs}) == 105
+    assert len({s["context"] for s in statuses}) == 105

@@ -1,0 +1,119 @@
+"""hangar's own image builds offline from a local base, runs as non-root with git and
+bubblewrap, and serves (the setup page, as nothing is configured yet)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+# Tags of this run only (tests may run side by side), removed afterwards.
+IMAGE = f"hangar:test-{os.getpid()}"
+# hangar-base (scripts/base-image.sh) has python3 and git; the image needs bubblewrap too.
+BASE = f"hangar-image-base:test-{os.getpid()}"
+
+
+def docker(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
+                          **kwargs)
+
+
+def bubblewrap_deb(cache: Path) -> Path:
+    found = sorted(glob.glob("/var/cache/apt/archives/bubblewrap_*.deb"))
+    if found:
+        return Path(found[-1])
+    cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["apt-get", "download", "bubblewrap"], cwd=cache, capture_output=True,
+                   timeout=120)
+    found = sorted(cache.glob("bubblewrap_*.deb"))
+    if not found:
+        pytest.skip("no bubblewrap .deb on this machine and apt-get download failed")
+    return found[-1]
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Iterator[str]:
+    if shutil.which("docker") is None or docker("info").returncode != 0:
+        pytest.skip("no Docker engine")
+    if docker("image", "inspect", "hangar-base:1").returncode != 0:
+        pytest.skip("hangar-base:1 is missing: run scripts/base-image.sh")
+    context = tmp_path_factory.mktemp("base")
+    shutil.copy(bubblewrap_deb(Path.home() / ".cache" / "hangar" / "debs"),
+                context / "bubblewrap.deb")
+    (context / "Dockerfile").write_text(
+        "FROM hangar-base:1\nCOPY bubblewrap.deb /tmp/\n"
+        "RUN dpkg -i /tmp/bubblewrap.deb && rm /tmp/bubblewrap.deb\n")
+    built = docker("build", "--network", "none", "-t", BASE, str(context))
+    assert built.returncode == 0, built.stdout + built.stderr
+    try:
+        made = subprocess.run([str(ROOT / "scripts" / "image.sh"), IMAGE, BASE], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600)
+        assert made.returncode == 0, made.stdout + made.stderr
+        yield IMAGE
+    finally:
+        docker("rmi", "-f", IMAGE, BASE)
+
+
+def run(image: str, *argv: str, entrypoint: str | None = None) -> subprocess.CompletedProcess:
+    args = ["run", "--rm", "--network", "none"]
+    if entrypoint:
+        args += ["--entrypoint", entrypoint]
+    return docker(*args, image, *argv, timeout=120)
+
+
+def test_the_image_runs_as_non_root_with_git_and_bubblewrap(image):
+    user = docker("image", "inspect", "--format", "{{.Config.User}}", image).stdout.strip()
+    assert user and not user.startswith(("0", "root"))
+    probe = run(image, "-c", "id -u; git --version; bwrap --version; "
+                "python -c 'import app.wiring, docker, kubernetes; print(\"imports ok\")'",
+                entrypoint="sh")
+    assert probe.returncode == 0, probe.stderr
+    lines = probe.stdout.splitlines()
+    assert lines[0] == "10001"
+    assert lines[1].startswith("git version") and lines[2].startswith("bubblewrap")
+    assert lines[3] == "imports ok"
+    assert "usage: hangar" in run(image, "--help").stdout
+
+
+def test_the_image_serves_the_setup_page_when_nothing_is_configured(image):
+    from tests.e2e.conftest import free_port
+
+    port = free_port()
+    # hangar is not a sandbox: on the host network it listens on loopback only.
+    started = docker("run", "-d", "--rm", "--network", "host", "-e", "HANGAR_HOST=127.0.0.1",
+                     "-e", f"HANGAR_PORT={port}", image)
+    assert started.returncode == 0, started.stderr
+    container = started.stdout.strip()
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            logs = docker("logs", container)
+            found = re.search(r"Open (http://\S+) in a browser", logs.stdout + logs.stderr)
+            try:
+                assert found, "no setup link yet"
+                with urllib.request.urlopen(found.group(1), timeout=2) as r:
+                    page = r.read().decode()
+                break
+            except (OSError, AssertionError):
+                assert time.monotonic() < deadline, logs.stdout + logs.stderr
+                time.sleep(0.3)
+        assert "Register the GitHub App" in page
+    finally:
+        docker("rm", "-f", container)
+
+
+def test_the_image_is_small(image):
+    size = int(docker("image", "inspect", "--format", "{{.Size}}", image).stdout)
+    base = int(docker("image", "inspect", "--format", "{{.Size}}", BASE).stdout)
+    assert size - base < 250 * 2**20, f"hangar adds {(size - base) >> 20} MiB to its base"

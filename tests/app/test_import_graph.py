@@ -1,0 +1,216 @@
+"""Modules import one way: down the layers of the design, and one concern never reaches
+into another above it. Every import counts, also one inside a function or under
+TYPE_CHECKING: an import hidden from the cycle is still a cycle.
+
+The layers, top to bottom, follow the design's flow (web → intake → handlers → engine →
+sandbox / proxy / GitHub client → render); the composition root on top may import
+everything. Inside the engine each concern is its own layer, so a concern may use the
+rows of a concern below it but never one above it, and the engine core knows none of
+them: concerns register their rows with it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("app", "handlers", "sandbox", "proxy", "fakehub")
+
+# Top to bottom. A module belongs to the layer with its longest matching prefix.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("composition root", ("app.wiring", "app.cli", "app.service", "app.demo", "app.doctor")),
+    ("fakehub", ("fakehub",)),
+    ("web", ("app.web", "app.keys", "app.api", "app.fleet", "app.mcp_server", "app.upstream",
+             "app.sandbox_gate", "app.setup_pages", "app.pages", "app.access",
+             "app.registration")),
+    ("intake", ("app.intake", "app.dispatch")),
+    ("handlers", ("handlers",)),
+    ("concern: rebuild", ("app.rebuild",)),
+    ("concern: auto-fix", ("app.autofix",)),
+    ("concern: landing", ("app.landing",)),
+    ("concern: commands", ("app.intents",)),
+    ("concern: jobs and runs", ("app.runs",)),
+    ("jobs and runs: the push", ("app.publishing",)),
+    ("jobs and runs: their sandbox and checks", ("app.run_parts",)),
+    ("concern: environment builds", ("app.envbuild_steps", "app.envbuilds",
+                                     "app.environments")),
+    ("concern: redelivery", ("app.redelivery",)),
+    ("sandbox egress", ("app.egress",)),  # the runs' and builds' side of the egress proxy
+    ("engine", ("app.engine",)),
+    # which changed files are sensitive: a pure rule on the proxy's path matcher
+    ("path rules", ("app.sensitive",)),
+    ("clients", ("app.github", "app.ghops", "sandbox", "proxy")),
+    ("rules", ("app.ranking", "app.ci")),
+    ("render", ("app.render",)),
+    ("foundation", ("app.models", "app.settings", "app.store", "app.payloads", "app.metrics",
+                    "app.logs", "app.changes", "app.datadir", "app.redact", "app.commands",
+                    "app.repoconfig", "app")),
+]
+
+# Imports that break the rules today, each to be removed (the test fails when one is gone
+# and still listed, so this list only shrinks).
+KNOWN: frozenset[tuple[str, str]] = frozenset()
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def imports_of(
+    name: str, source: str, known: Iterable[str], *, is_package: bool = False
+) -> set[str]:
+    """The known modules that `name`'s source imports, wherever the import stands."""
+    known = set(known)
+    package = name if is_package else name.rpartition(".")[0]
+
+    def owner(dotted: str) -> str | None:
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(filter(None, (owner(alias.name) for alias in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in known else owner(base) or "")
+    found.discard("")
+    found.discard(name)
+    return found
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    found = modules(root)
+    graph = {}
+    for name, path in found.items():
+        graph[name] = imports_of(name, path.read_text(), found,
+                                 is_package=path.name == "__init__.py")
+    return graph
+
+
+def layer_of(module: str) -> int:
+    best, rank = -1, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    if rank < 0:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS where it belongs")
+    return rank
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, targets in graph.items() for b in targets
+            if layer_of(a) > layer_of(b)}
+
+
+def without_known(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {a: {b for b in targets if (a, b) not in KNOWN} for a, targets in graph.items()}
+
+
+@pytest.mark.parametrize(("name", "source", "expected"), [
+    ("app.a", "import app.b", {"app.b"}),
+    ("app.a", "from app import b", {"app.b"}),
+    ("app.a", "from app.b import thing", {"app.b"}),
+    ("app.a", "from . import b", {"app.b"}),
+    ("app.a", "from .b import thing", {"app.b"}),
+    ("app.a", "def f():\n    from app.b import thing\n", {"app.b"}),
+    ("app.a", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import app.b\n",
+     {"app.b"}),
+    ("app.a", "import app.b.deep", {"app.b"}),
+    ("app.a", "from app import a", set()),
+    ("app.a", "import os, json", set()),
+    ("app.b", "from . import a", {"app.a"}),
+])
+def test_every_form_of_import_is_read(name, source, expected):
+    assert imports_of(name, source, ["app", "app.a", "app.b"]) == expected
+
+
+def test_the_graph_reader_finds_a_cycle_hidden_in_a_function():
+    graph = {"app.a": {"app.b"}, "app.b": {"app.c"}, "app.c": {"app.a"}, "app.d": set()}
+    assert cycles(graph) == [["app.a", "app.b", "app.c"]]
+
+
+def test_every_module_has_a_layer():
+    for module in import_graph():
+        layer_of(module)
+
+
+def test_no_module_imports_itself_back_in_a_cycle():
+    found = cycles(without_known(import_graph()))
+    assert not found, "import cycles (break each; a concern talks through rows and the " \
+                      "engine's wake-up): " + "; ".join(" ⇄ ".join(c) for c in found)
+
+
+def test_imports_go_down_the_layers():
+    graph = without_known(import_graph())
+    wrong = sorted(upward(graph))
+    assert not wrong, "imports against the layers (lower layers never import higher " \
+                      "ones):\n" + "\n".join(
+                          f"  {a} ({LAYERS[layer_of(a)][0]}) imports {b} "
+                          f"({LAYERS[layer_of(b)][0]})" for a, b in wrong)
+
+
+def test_the_list_of_known_wrong_imports_only_shrinks():
+    graph = import_graph()
+    gone = sorted((a, b) for a, b in KNOWN if b not in graph.get(a, ()))
+    assert not gone, f"these imports are gone: take them off KNOWN: {gone}"

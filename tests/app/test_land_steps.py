@@ -1,0 +1,231 @@
+"""The land step against a recording GitHub: one table row per case, milliseconds each.
+
+Each row sets what GitHub holds (the PR, how far behind its base, reviews, checks, rules)
+and how GitHub answers update-branch and merge, runs one step of the land request, and
+names the state it ends in and the writes that change the branch: update-branch and
+merge, with the head pinned. The end-to-end tests walk a few of these through fakehub;
+here every answer GitHub may give is one row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from app import landing
+from app.engine import Engine
+from app.landing import LandRequest, LandState, ReviewRecord
+from app.models import Job, Run, RunStage, RunState, Thread
+from tests.recording_github import (
+    HEAD,
+    MERGED,
+    OWN_APP,
+    PR_NUMBER,
+    REPO,
+    RecordingGitHub,
+    check,
+)
+
+OLD = "d" * 40
+ISSUE = Thread(repo=REPO, number=1, installation_id=1)
+REQUIRED = [{"type": "required_status_checks", "ruleset_id": 11,
+             "parameters": {"required_status_checks": [{"context": "ci / test"}]}}]
+GATE = {11: {"id": 11, "name": "main", "bypass_actors": [],
+             "current_user_can_bypass": "never"}}
+GREEN = [check("ci / test", "success"),
+         check("hangar / verify", "success", app_id=OWN_APP, run_id=501)]
+APPROVED = [{"id": 41, "state": "APPROVED", "commit_id": HEAD,
+             "user": {"login": "rita", "type": "User"}}]
+UPDATE = "update-branch"
+MERGE = "merge"
+SQUASH = {"sha": HEAD, "merge_method": "squash"}
+
+
+def refusal(status: int, message: str) -> list[tuple[int, Any]]:
+    return [(status, {"message": message})]
+
+
+@dataclass
+class Case:
+    name: str
+    state: LandState = LandState.QUEUED  # the request before the step
+    behind_by: int = 0
+    reviews: list[dict] = field(default_factory=lambda: list(APPROVED))
+    checks: list[dict] = field(default_factory=lambda: list(GREEN))
+    rules: list[dict] = field(default_factory=lambda: list(REQUIRED))
+    rulesets: dict = field(default_factory=lambda: dict(GATE))
+    github: dict[str, Any] = field(default_factory=dict)  # other RecordingGitHub fields
+    script: dict[tuple[str, str], list] = field(default_factory=dict)
+    # what the step does
+    ends: LandState = LandState.LANDED
+    reason: str | None = None  # a fragment of the request's reason
+    puts: list[tuple[str, dict]] = field(default_factory=list)  # (update-branch|merge, body)
+    raises: type[Exception] | None = None
+    comment: str | None = None  # a fragment of a reply hangar posts on the PR
+
+
+CASES = [
+    Case("approved, up to date and green: one squash merge of the approved head",
+         puts=[(MERGE, SQUASH)], reason=f"merged as `{MERGED[:7]}`"),
+    Case("behind its base: update the branch, pinned to the head, and no merge",
+         behind_by=2, ends=LandState.UPDATING, puts=[(UPDATE, {"expected_head_sha": HEAD})]),
+    Case("update-branch refused for a conflict: conflict, naming the files both changed",
+         behind_by=1,
+         script={("PUT", UPDATE): refusal(422, "merge conflict between base and head")},
+         github={"files": [{"filename": "calc.py"}, {"filename": "docs.md"}],
+                 "base_files": [{"filename": "calc.py"}]},
+         ends=LandState.CONFLICT, reason="conflicts with main in `calc.py`;",
+         puts=[(UPDATE, {"expected_head_sha": HEAD})]),
+    Case("update-branch refused because a workflow changed: failed, saying which permission",
+         behind_by=1, script={("PUT", UPDATE): refusal(
+             403, "refusing to allow a GitHub App to create or update workflow "
+                  "`.github/workflows/ci.yml` without `workflows` permission")},
+         ends=LandState.FAILED, reason="`workflows: write`",
+         puts=[(UPDATE, {"expected_head_sha": HEAD})]),
+    Case("a required check failed: ci_failed naming it, and no merge",
+         checks=[check("ci / test", "failure"), GREEN[1]],
+         ends=LandState.CI_FAILED, reason="failed on `aaaaaaa`: ci / test"),
+    Case("a required check still running: waiting for it, and no merge",
+         checks=[check("ci / test", None), GREEN[1]],
+         ends=LandState.WAITING_CI, reason="waiting for ci / test"),
+    Case("another App's `hangar / verify` is no pass of hangar's own",
+         checks=[GREEN[0], check("hangar / verify", "success")],
+         ends=LandState.WAITING_CI, reason="waiting for hangar / verify"),
+    Case("no approval: nothing moves",
+         reviews=[], ends=LandState.QUEUED, reason="waiting for 1 approval(s) of `aaaaaaa`"),
+    Case("an approval of an older head does not count, and hangar says why once",
+         reviews=[{**APPROVED[0], "commit_id": OLD}],
+         ends=LandState.QUEUED, reason="waiting for 1 approval(s) of `aaaaaaa`",
+         comment="does not count for landing: @rita approved `ddddddd`, but the head is now"),
+    Case("the requester's own approval does not count",
+         reviews=[{**APPROVED[0], "user": {"login": "mona", "type": "User"}}],
+         ends=LandState.QUEUED, reason="other than @mona", comment="asked for this work"),
+    Case("hangar's App may bypass the ruleset: rejected, not merged around it",
+         rulesets={11: {**GATE[11], "current_user_can_bypass": "always"}},
+         ends=LandState.REJECTED, reason="bypass actor of ruleset 'main'"),
+    Case("merge refused by the ruleset: rejected with GitHub's words",
+         script={("PUT", MERGE): refusal(
+             405, "Repository rule violations found\n\nA conversation must be resolved")},
+         ends=LandState.REJECTED,
+         reason="GitHub refused the merge: Repository rule violations found: A conversation",
+         puts=[(MERGE, SQUASH)]),
+    Case("merge refused because the head moved: updating again, no second merge",
+         script={("PUT", MERGE): refusal(409, "Head branch was modified. Review and try the "
+                                              "merge again.")},
+         ends=LandState.UPDATING, reason="the head moved", puts=[(MERGE, SQUASH)]),
+    Case("merge refused because the base moved: the step fails and is tried again",
+         script={("PUT", MERGE): refusal(405, "Base branch was modified. Review and try the "
+                                              "merge again.")},
+         ends=LandState.MERGING, raises=landing.BaseMoved, puts=[(MERGE, SQUASH)]),
+    Case("squash not allowed: merged again with a method the repository allows",
+         script={("PUT", MERGE): [
+             *refusal(405, "Squash merges are not allowed on this repository."),
+             (200, {"sha": MERGED})]},
+         github={"repo_settings": {"allow_squash_merge": False}},
+         puts=[(MERGE, SQUASH), (MERGE, {"sha": HEAD, "merge_method": "merge"})]),
+    Case("no method allowed that hangar may use: rejected, saying how to set land.method",
+         script={("PUT", MERGE): refusal(405, "Squash merges are not allowed on this "
+                                              "repository.")},
+         github={"repo_settings": {"allow_squash_merge": False, "allow_merge_commit": False,
+                                   "allow_rebase_merge": False}},
+         ends=LandState.REJECTED, reason="set `land.method`", puts=[(MERGE, SQUASH)]),
+    Case("the base takes changes through a merge queue only: rejected, saying so",
+         script={("PUT", MERGE): refusal(405, "Changes must be made through the merge queue")},
+         ends=LandState.REJECTED, reason="merge queue", puts=[(MERGE, SQUASH)]),
+    Case("the merge would change a workflow: failed, saying which permission",
+         script={("PUT", MERGE): refusal(
+             403, "refusing to allow a GitHub App to create or update workflow "
+                  "`.github/workflows/ci.yml` without `workflows` permission")},
+         ends=LandState.FAILED, reason="`workflows: write`", puts=[(MERGE, SQUASH)]),
+    Case("merged while hangar was not looking (a crash, a person): landed once, no merge",
+         state=LandState.MERGING, github={"merged": True}),
+    Case("the PR was closed: cancelled",
+         github={"state": "closed"}, ends=LandState.CANCELLED, reason="closed"),
+    # A stopped request stays stopped on the next look, approved and green as it may be:
+    # only a person (a new approval, a push, `/hangar land`) starts it again.
+    *(Case(f"{state.value} stays {state.value} on the next look, and asks GitHub nothing",
+           state=state, behind_by=1, ends=state) for state in landing.RESTARTABLE),
+]
+
+
+def rows(engine: Engine, gh: RecordingGitHub, state: LandState) -> LandRequest:
+    """A job whose run opened PR #7 and verified its head, and the PR's land request."""
+    job = engine.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix add()",
+                              clone_url="x", base_branch="main"))
+    engine.save_run(Run(job_id=job.id, branch="hangar/1-abc", base_branch="main",
+                        state=RunState.EXITED, stage=RunStage.DONE, outcome="pr",
+                        pr_number=PR_NUMBER, head_sha=HEAD))
+    request = LandRequest(
+        id=landing.land_id(REPO, PR_NUMBER), job_id=job.id, repo=REPO, installation_id=1,
+        pr_number=PR_NUMBER, base="main", branch="hangar/1-abc", requested_by="mona",
+        state=state, head_sha=HEAD,
+        reviews=[ReviewRecord(id=r["id"], user=r["user"]["login"], state=r["state"].lower(),
+                              commit_id=r["commit_id"]) for r in gh.reviews])
+    return landing.save(engine, request)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+async def test_land_step(step_engine, case: Case):
+    gh = RecordingGitHub(behind_by=case.behind_by, reviews=case.reviews,
+                         permissions={"rita": "write", "mona": "write"},
+                         check_runs=case.checks, rules=case.rules, rulesets=case.rulesets,
+                         script={k: list(v) for k, v in case.script.items()}, **case.github)
+    engine = step_engine(gh)
+    request = rows(engine, gh, case.state)
+    if case.raises:
+        with pytest.raises(case.raises):
+            await landing.advance_land(engine, request.id)
+    else:
+        await landing.advance_land(engine, request.id)
+    after = landing.get(engine, request.id)
+    assert after.state == case.ends, after.reason
+    if case.reason:
+        assert case.reason in (after.reason or ""), after.reason
+    assert [(what, {k: body[k] for k in want}) for (what, body), (_, want)
+            in zip(gh.puts(), case.puts, strict=False)] == case.puts
+    assert len(gh.puts()) == len(case.puts), gh.puts()
+    replies = [c["body"] for c in gh.comments.values() if "hangar:reply" in c["body"]]
+    if case.comment:
+        assert len(replies) == 1 and case.comment in replies[0], replies
+    else:
+        assert replies == []
+
+
+async def test_a_landed_request_says_so_on_the_head_and_revokes_the_branch(step_engine):
+    gh = RecordingGitHub(reviews=list(APPROVED), permissions={"rita": "write"},
+                         check_runs=list(GREEN), rules=list(REQUIRED), rulesets=dict(GATE))
+    engine = step_engine(gh)
+    request = rows(engine, gh, LandState.QUEUED)
+    token = engine.tokens.issue("sandbox-1", repo=REPO, branch="hangar/1-abc",
+                                installation_id=1)
+    assert engine.tokens.check("sandbox-1", token) is not None
+    await landing.advance_land(engine, request.id)
+    assert landing.get(engine, request.id).merge_sha == MERGED
+    assert gh.land_check()["conclusion"] == "success"
+    assert engine.tokens.check("sandbox-1", token) is None  # the agent's push token
+    merge = gh.writes("PUT")[0].body
+    assert merge["commit_title"] == f"Fix add() (#{PR_NUMBER})"
+    assert engine.get_job(request.job_id).state == "done"
+    # a second step changes nothing: no second merge, nothing more written
+    before = len(gh.writes())
+    landing.save(engine, landing.get(engine, request.id).model_copy(update={"due_at": 0}))
+    await landing.advance_land(engine, request.id)
+    assert len(gh.writes()) == before
+
+
+async def test_why_an_approval_does_not_count_is_said_once(step_engine):
+    gh = RecordingGitHub(reviews=[{**APPROVED[0], "commit_id": OLD}],
+                         permissions={"rita": "write"}, check_runs=list(GREEN),
+                         rules=list(REQUIRED), rulesets=dict(GATE))
+    engine = step_engine(gh)
+    request = rows(engine, gh, LandState.QUEUED)
+    for _ in range(3):
+        landing.save(engine, landing.get(engine, request.id).model_copy(update={"due_at": 0}))
+        await landing.advance_land(engine, request.id)
+    replies = [c for c in gh.comments.values() if "hangar:reply" in c["body"]]
+    assert len(replies) == 1 and "does not count for landing" in replies[0]["body"]
+    said = [c for c in gh.writes() if "hangar:reply" in str(c.body)]
+    assert len(said) == 1, said  # not edited again on every look either
+    assert gh.puts() == []

@@ -1,0 +1,273 @@
+"""The collect and verify steps of a run against a recording GitHub: one table row per
+case, milliseconds each.
+
+collect reads what the agent's branch holds from GitHub, opens the PR once and reports
+check run `hangar / agent`. verify runs the environment's verify command in a sandbox and
+reports `hangar / verify`; here the sandbox is a recording provider that answers the
+verify command as a row says (the real ones are tested in tests/sandbox and end to end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import yaml
+
+from app import runs
+from app.models import Job, Run, RunStage, RunState, Thread
+from sandbox.provider import ExecResult, Sandbox
+from tests.recording_github import HEAD, PR_NUMBER, REPO, RecordingGitHub
+
+ISSUE = Thread(repo=REPO, number=1, installation_id=1)
+BRANCH = "hangar/1-abc"
+VERIFY = "python3 -m unittest -q"
+
+
+def job_and_run(engine, **run_fields: Any) -> tuple[Job, Run]:
+    job = engine.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix add()",
+                              title="add() is wrong", clone_url="http://127.0.0.1:9/acme/widgets.git",
+                              base_branch="main"))
+    fields = {"state": RunState.EXITED, "stage": RunStage.COLLECTING, "exit_code": 0,
+              **run_fields}
+    run = engine.save_run(Run(job_id=job.id, branch=BRANCH, base_branch="main", **fields))
+    return job, run
+
+
+def checks_named(gh: RecordingGitHub, name: str) -> list[dict]:
+    return [c for c in gh.own_checks.values() if c["name"] == name]
+
+
+# -- collect -------------------------------------------------------------------------
+
+
+@dataclass
+class Collect:
+    name: str
+    run: dict[str, Any] = field(default_factory=dict)
+    pr_open: bool = False  # whether the PR is on GitHub before the step
+    github: dict[str, Any] = field(default_factory=dict)
+    # what the step does
+    stage: RunStage = RunStage.VERIFYING
+    opens_pr: bool = True
+    agent_check: str | None = "success"  # its conclusion; None: no agent check
+    sensitive: list[str] = field(default_factory=list)
+    asks: int | None = None  # POSTs of a PR, when the row says
+
+
+COLLECT = [
+    Collect("the first turn made commits: the PR is opened once, the agent check says so"),
+    Collect("the PR is there already (a crash after opening it left the mark): found, "
+            "not opened again", run={"posting": ["pr"]}, pr_open=True, opens_pr=False,
+            asks=0),
+    Collect("the first turn made no commits: done, no PR and no check",
+            github={"ahead_by": 0}, stage=RunStage.DONE, opens_pr=False, agent_check=None),
+    Collect("a follow-up turn with no new commits still reports on the PR",
+            run={"kind": "followup", "turn": 2, "pr_number": PR_NUMBER},
+            pr_open=True, github={"ahead_by": 0}, opens_pr=False),
+    Collect("the agent exited non-zero: neutral, a fact and no gate",
+            run={"exit_code": 3}, agent_check="neutral"),
+    Collect("the agent's session failed: failure", run={"agent": {"failure": "refused"}},
+            agent_check="failure"),
+    Collect("the agent ran out of time", run={"state": RunState.TIMED_OUT},
+            agent_check="timed_out"),
+    Collect("`/hangar verify` reports a verification, not an agent's turn",
+            run={"kind": "verify", "pr_number": PR_NUMBER}, pr_open=True, opens_pr=False,
+            agent_check=None),
+    Collect("a changed workflow is sensitive",
+            github={"files": [{"filename": ".github/workflows/ci.yml"},
+                              {"filename": "calc.py"}]},
+            sensitive=[".github/workflows/ci.yml"]),
+]
+
+
+@pytest.mark.parametrize("case", COLLECT, ids=[c.name for c in COLLECT])
+async def test_collect(step_engine, case: Collect):
+    gh = RecordingGitHub(pr_open=case.pr_open, **case.github)
+    engine = step_engine(gh)
+    _, run = job_and_run(engine, **case.run)
+    await runs.collect(engine, run)
+    after = engine.get_run(run.id)
+    assert after.stage == case.stage
+    assert after.head_sha == HEAD
+    assert gh.opened == (1 if case.opens_pr else 0)
+    if case.asks is not None:  # the mark says an open may have gone: look, do not ask
+        assert len([c for c in gh.writes("POST") if c.path.endswith("/pulls")]) == case.asks
+    if case.opens_pr:
+        opened = [c for c in gh.writes("POST") if c.path.endswith("/pulls")]
+        assert {k: opened[0].body[k] for k in ("head", "base")} == {"head": BRANCH,
+                                                                   "base": "main"}
+    if case.stage == RunStage.VERIFYING:
+        assert after.pr_number == PR_NUMBER
+    agent = checks_named(gh, "hangar / agent")
+    if case.agent_check is None:
+        assert agent == []
+    else:
+        assert [(c["head_sha"], c["status"], c["conclusion"]) for c in agent] == [
+            (HEAD, "completed", case.agent_check)]
+    assert after.sensitive == case.sensitive
+
+
+async def test_collect_finds_a_pr_someone_opened_from_hangars_branch(step_engine):
+    """No mark, so hangar opens the PR at once; GitHub answers 422 (one exists for the
+    branch) and hangar takes that one."""
+    gh = RecordingGitHub(pr_open=True)
+    engine = step_engine(gh)
+    _, run = job_and_run(engine)
+    await runs.collect(engine, run)
+    after = engine.get_run(run.id)
+    assert after.pr_number == PR_NUMBER and after.posting == []
+    assert after.stage == RunStage.VERIFYING
+
+
+async def test_collect_twice_opens_one_pr_and_one_agent_check(step_engine):
+    """A crash after collect's writes repeats the stage: nothing is made twice."""
+    gh = RecordingGitHub(pr_open=False)
+    engine = step_engine(gh)
+    _, run = job_and_run(engine)
+    await runs.collect(engine, run)
+    engine.patch_run(run.id, stage=RunStage.COLLECTING)
+    await runs.collect(engine, engine.get_run(run.id))
+    assert gh.opened == 1
+    assert len(checks_named(gh, "hangar / agent")) == 1
+
+
+# -- verify --------------------------------------------------------------------------
+
+
+class RecordingProvider:
+    """A sandbox provider that records what it is asked and answers the verify command
+    (and install) with the exit codes a row gives, in order; everything else succeeds."""
+
+    name = "local"
+
+    def __init__(self, answers: dict[str, list[int]], *, broken: bool = False):
+        self.answers = {k: list(v) for k, v in answers.items()}
+        self.broken = broken
+        self.commands: list[str] = []
+        self.created: list[str] = []
+        self.destroyed: list[str] = []
+
+    async def list(self, labels):
+        return []
+
+    async def create(self, spec, labels):
+        if self.broken:
+            raise RuntimeError("no such image: hangar-base:9")
+        sb = Sandbox(id=f"sb-{len(self.created) + 1}", provider="local", labels=dict(labels))
+        self.created.append(sb.id)
+        return sb
+
+    async def copy_in(self, sb, files, mode=0o644):
+        return None
+
+    async def run(self, sb, argv, *, cwd=None, env=None, timeout=None):
+        command = argv[-1] if argv[:2] == ["sh", "-c"] else " ".join(argv)
+        self.commands.append(command)
+        codes = self.answers.get(command)
+        code = (codes.pop(0) if len(codes) > 1 else codes[0]) if codes else 0
+        return ExecResult(exit_code=code, output=f"{command}: exit {code}")
+
+    async def destroy(self, sb):
+        self.destroyed.append(sb.id)
+
+
+@dataclass
+class Verify:
+    name: str
+    spec: dict[str, Any] = field(default_factory=lambda: {
+        "verify": {"command": VERIFY, "retries": 1}})
+    answers: dict[str, list[int]] = field(default_factory=dict)
+    broken: bool = False
+    # what the step does
+    conclusion: str = "success"
+    passed: bool | None = True
+    flaky: bool = False
+    says: str = ""  # a fragment of the verification's error
+    runs_verify: int = 1  # times the verify command ran
+
+
+VERIFY_CASES = [
+    Verify("the verify command passes: success"),
+    Verify("it fails twice (one retry): failure", answers={VERIFY: [1]}, conclusion="failure",
+           passed=False, runs_verify=2),
+    Verify("it fails, then passes on the retry: success, and flaky",
+           answers={VERIFY: [1, 0]}, flaky=True, runs_verify=2),
+    Verify("no verify command: no pass, a person must act", spec={},
+           conclusion="action_required", passed=None, says="has no verify command",
+           runs_verify=0),
+    Verify("the install step fails: no pass", answers={"make deps": [2]},
+           spec={"install": "make deps", "verify": {"command": VERIFY}},
+           conclusion="action_required", passed=None, says="the install step failed",
+           runs_verify=0),
+    Verify("the sandbox cannot be made: no pass", broken=True,
+           conclusion="action_required", passed=None, says="could not prepare the sandbox",
+           runs_verify=0),
+]
+
+
+def environments(tmp_path, spec: dict[str, Any]):
+    envs = tmp_path / "envs"
+    envs.mkdir(exist_ok=True)
+    (envs / "default.yaml").write_text(yaml.safe_dump({
+        "name": "default", "provider": "local", "harness": "script",
+        "agent_script": "true", **spec}))
+    return envs
+
+
+@pytest.mark.parametrize("case", VERIFY_CASES, ids=[c.name for c in VERIFY_CASES])
+async def test_verify(step_engine, tmp_path, case: Verify):
+    gh = RecordingGitHub()
+    provider = RecordingProvider(case.answers, broken=case.broken)
+    engine = step_engine(gh, provider=provider, envs_dir=environments(tmp_path, case.spec))
+    _, run = job_and_run(engine, stage=RunStage.VERIFYING, head_sha=HEAD,
+                         pr_number=PR_NUMBER)
+    await runs.verify(engine, run)
+    after = engine.get_run(run.id)
+    assert (after.stage, after.outcome) == (RunStage.DONE, "pr")
+    v = after.verification
+    assert (v.passed, v.flaky, v.head_sha) == (case.passed, case.flaky, HEAD)
+    assert case.says in (v.error or ""), v.error
+    assert provider.commands.count(VERIFY) == case.runs_verify
+    assert sorted(provider.destroyed) == sorted(provider.created)  # nothing left behind
+    check = checks_named(gh, "hangar / verify")
+    assert [(c["head_sha"], c["status"], c.get("conclusion")) for c in check] == [
+        (HEAD, "completed", case.conclusion)]
+    buttons = [a["identifier"] for a in check[0]["actions"]]
+    assert buttons == (["verify", "autofix"] if case.passed is False else ["verify"])
+    # the PR's body says it first: once the check says completed, everything says the same
+    writes = [(c.method, c.path.rsplit("/", 1)[-1]) for c in gh.writes()]
+    assert writes.index(("PATCH", str(PR_NUMBER))) < len(writes) - 1
+
+
+async def test_verify_runs_without_a_git_credential(step_engine, tmp_path):
+    """The verify command runs the agent's code: the sandbox's push token is revoked and
+    its credentials removed before it runs."""
+    gh = RecordingGitHub()
+    provider = RecordingProvider({})
+    engine = step_engine(gh, provider=provider,
+                         envs_dir=environments(tmp_path, {"verify": {"command": VERIFY}}))
+    _, run = job_and_run(engine, stage=RunStage.VERIFYING, head_sha=HEAD,
+                         pr_number=PR_NUMBER)
+    granted: list[bool] = []
+    answer = provider.run
+
+    async def run_and_look(sb, argv, **kw):
+        if argv[-1] == VERIFY:
+            granted.append(any(engine.tokens.check(sb.id, t) for t in tokens))
+        return await answer(sb, argv, **kw)
+
+    tokens: list[str] = []
+    issue = engine.tokens.issue
+
+    def issue_and_keep(*args, **kw):
+        tokens.append(issue(*args, **kw))
+        return tokens[-1]
+
+    engine.tokens.issue = issue_and_keep
+    provider.run = run_and_look
+    await runs.verify(engine, run)
+    assert tokens and granted == [False]
+    removed = [c for c in provider.commands if ".git-credentials" in c]
+    assert removed and provider.commands.index(removed[0]) < provider.commands.index(VERIFY)

@@ -1,0 +1,69 @@
+"""A step is typed against StepContext, what it may use; the engine must offer every
+part of it, each method taking at least the declared parameters, or a step written
+against the context fails at run time."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from app.engine import Engine, StepContext
+from app.metrics import Metrics
+from app.store import Store
+
+
+def _members(protocol: type) -> tuple[set[str], dict[str, object]]:
+    attributes = set(protocol.__annotations__)
+    methods = {name: value for name, value in vars(protocol).items()
+               if callable(value) and not name.startswith("_")}
+    return attributes, methods
+
+
+def test_the_engine_offers_every_attribute_of_the_step_context(settings):
+    engine = Engine(settings=settings, store=Store(settings.db_path), auth=None,
+                    metrics=Metrics(), tokens=None)
+    attributes, _ = _members(StepContext)
+    assert {"store", "settings", "tokens", "envs"} <= attributes
+    assert [a for a in sorted(attributes) if not hasattr(engine, a)] == []
+
+
+def test_the_engine_offers_every_method_of_the_step_context_with_its_shape():
+    _, methods = _members(StepContext)
+    assert {"repo_ops", "provider", "wake", "patch_run"} <= set(methods)
+    for name, declared in methods.items():
+        offered = getattr(Engine, name, None)
+        assert offered is not None, f"Engine has no {name}"
+        assert inspect.iscoroutinefunction(offered) == inspect.iscoroutinefunction(declared), name
+        offered_parameters = list(inspect.signature(offered).parameters)
+        declared_parameters = list(inspect.signature(declared).parameters)
+        assert offered_parameters[:len(declared_parameters)] == declared_parameters, name
+
+
+APP = Path(__file__).resolve().parents[2] / "app"
+# The modules whose functions are steps, or helpers steps call with their context.
+STEP_MODULES = ("intents", "runs", "landing", "autofix", "publishing", "run_parts", "rebuild",
+                "redelivery", "envbuild_steps", "envbuilds", "environments", "egress")
+
+
+def used_of_the_context(source: str) -> set[str]:
+    """Every `engine.<name>` the source reads or calls."""
+    return {node.attr for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "engine"}
+
+
+def test_the_reader_sees_reads_and_calls():
+    assert used_of_the_context("def f(engine):\n    engine.wake()\n    x = engine.store\n") \
+        == {"wake", "store"}
+
+
+@pytest.mark.parametrize("module", STEP_MODULES)
+def test_a_step_uses_only_what_its_context_offers(module):
+    attributes, methods = _members(StepContext)
+    used = used_of_the_context((APP / f"{module}.py").read_text())
+    assert sorted(used - attributes - set(methods)) == [], (
+        f"app/{module}.py uses these of the engine that StepContext does not name: add "
+        "them to StepContext (app/engine.py) if a step may use them")

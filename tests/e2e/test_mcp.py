@@ -1,0 +1,144 @@
+"""An orchestrator on hangar's MCP server, through the `mcp` SDK's own client, over both
+transports: streamable HTTP at hangar's /mcp and stdio (`hangar mcp`).
+
+It starts `try 3`, waits for the ranking, picks the best attempt, asks to land it, and
+sees the land request wait for a person's approval in fakehub: no tool can approve.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import asynccontextmanager
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.e2e.conftest import ROOT
+from tests.e2e.test_api import call, make_token
+from tests.e2e.test_fanout import THREE_WAYS
+
+pytestmark = pytest.mark.slow
+TOKEN = "test-api-token-0123456789"
+TOOLS = {"start_job", "get_job", "get_ranking", "pick", "follow_up", "verify", "cancel",
+         "request_land", "land_status", "cancel_land", "usage", "list_jobs", "get_run"}
+
+
+def data(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def refusal(result) -> str:
+    assert result.is_error, result
+    return result.content[0].text
+
+
+@asynccontextmanager
+async def over_http(world, token: str):
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(30, read=180)) as http, \
+            Client(streamable_http_client(f"{world.hangar.url}/mcp", http_client=http)) as c:
+        yield c
+
+
+@asynccontextmanager
+async def over_stdio(world, token: str):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HANGAR_")}
+    env.update(HANGAR_API_URL=world.hangar.url, HANGAR_API_TOKEN=token,
+               PYTHONPATH=str(ROOT))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp"],
+                                   env=env, cwd=str(ROOT))
+    async with Client(params, read_timeout_seconds=180) as c:
+        yield c
+
+
+TRANSPORTS = {"http": over_http, "stdio": over_stdio}
+
+
+@pytest.fixture
+def served(world):
+    world.api_token = TOKEN
+    world.start_hangar(THREE_WAYS, max_agents=3)
+    return world
+
+
+async def orchestrate(client, world) -> dict:
+    """What an orchestrator agent does: try 3, wait, rank, pick, ask to land, follow."""
+    assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+    issue = world.hub.create_issue(world.repo, "add() is wrong", "It subtracts.",
+                                   as_user=world.maintainer)
+    started = data(await client.call_tool("start_job", {
+        "repo": world.repo, "issue": issue, "prompt": "fix the failing test", "attempts": 3}))
+    job = started["job"]
+    ranked = {"final": False}
+    for _ in range(4):  # each call returns when the ranking is final, or after 60 s
+        ranked = data(await client.call_tool("get_ranking", {"job_id": job,
+                                                             "wait_seconds": 60}))
+        if ranked["final"]:
+            break
+    assert ranked["final"], ranked
+    best = ranked["ranking"][0]
+    assert best["attempt"] == 3 and "verified" in best["why"]  # the smallest passing diff
+    assert ranked["ranking"][-1]["attempt"] == 1  # it broke the test
+
+    picked = data(await client.call_tool("pick", {"job_id": job, "attempt": best["attempt"]}))
+    assert picked["state"] == "done" and picked["outcome"] == f"picked attempt {best['attempt']}"
+
+    asked = data(await client.call_tool("request_land", {"job_id": job}))
+    assert asked["pr"] == best["pr"] and asked["outcome"] == "land requested"
+    status = data(await client.call_tool("land_status", {"land_id": asked["land"]}))
+    for _ in range(6):
+        if status["state"] == "awaiting_approval":
+            break
+        status = data(await client.call_tool("land_status", {
+            "land_id": asked["land"], "wait_seconds": 30, "after": status["seq"]}))
+    assert status["state"] == "awaiting_approval", status
+    assert "person" in status["awaiting"] and "no API call can approve" in status["awaiting"]
+    return {"issue": issue, "job": job, "pr": best["pr"], "land": asked["land"]}
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+async def test_an_orchestrator_runs_try_3_to_a_land_request_awaiting_a_person(served,
+                                                                              transport):
+    world = served
+    token = make_token(world, "orchestrator", ["read", "operate", "land"])
+    async with TRANSPORTS[transport](world, token) as client:
+        done = await orchestrate(client, world)
+    # In fakehub: the kept PR is open and unmerged, waiting for a review; the others closed.
+    pr = world.hub.get_pr(world.repo, done["pr"])
+    assert pr["state"] == "open" and not pr["merged"]
+    others = [p for p in world.hub.list_prs(world.repo) if p["number"] != done["pr"]]
+    assert len(others) == 2 and all(
+        world.hub.get_pr(world.repo, p["number"])["state"] == "closed" for p in others)
+    assert "approv" in world.checks(pr["head"]["sha"])["hangar / land"]["output"]["title"]
+    # Who did what is on the audit trail, under the token's name.
+    status, trail = call(world, "GET", "/api/audit")
+    assert status == 200
+    assert [e["action"] for e in trail if e["who"] == "token:orchestrator"] == [
+        "job.start", "job.pick", "land.request"]
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+async def test_tools_refuse_what_the_token_has_no_scope_for(served, transport):
+    world = served
+    reader = make_token(world, "reader", ["read"])
+    async with TRANSPORTS[transport](world, reader) as client:
+        text = refusal(await client.call_tool("start_job", {
+            "repo": world.repo, "issue": 1, "prompt": "x", "attempts": 3}))
+        assert "insufficient_scope:" in text and "'operate'" in text
+        text = refusal(await client.call_tool("request_land", {"job_id": "job-x"}))
+        assert "insufficient_scope:" in text and "'land'" in text
+        assert data(await client.call_tool("list_jobs", {})) == {"jobs": []}
+    assert call(world, "GET", "/api/jobs", token=reader)[0] == 200
+
+
+async def test_mcp_over_http_needs_a_live_token(served):
+    world = served
+    async with httpx2.AsyncClient() as http:
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            answer = await http.post(f"{world.hangar.url}/mcp", headers=headers, json={
+                "jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert answer.status_code == 401 and "Bearer" in answer.json()["error"]

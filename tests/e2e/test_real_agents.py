@@ -1,0 +1,173 @@
+"""The real Claude Code and Codex CLIs, in hangar's sandboxes, against the scripted model.
+
+The agent reaches its model only through hangar's gateway: the sandbox holds a
+per-sandbox token, hangar adds the real key. Two turns: the issue's request makes a PR;
+a follow-up on the PR resumes the first turn's session and adds a commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from fakehub.model import Fault, ModelServer, Step, fix_calc_script
+from tests.e2e.conftest import free_port, wait_until
+
+# The real CLIs through the gateway: 10-40 s a case.
+pytestmark = pytest.mark.slow
+
+AGENT_BIN = Path("/usr/local/lib/hangar-agent-clis")
+REAL_KEY = "sk-real-key-that-never-enters-the-sandbox-0123456789"
+CREDENTIALS = {"claude": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY"}
+KEY_PROBE = (
+    f"k=$(echo {REAL_KEY[::-1]} | rev); "
+    # The shell lists the processes before grep starts, so grep's own argv is not read.
+    "set -- /proc/[0-9]*/environ /proc/[0-9]*/cmdline; "
+    'found=$(grep -rlsF "$k" "$@" /workspace /tmp /etc 2>/dev/null); '
+    # The quotes keep the answers out of the command's own text, which the model sees.
+    'if [ -n "$found" ]; then echo KEY-"FOUND" in $found; else echo KEY-"ABSENT"; fi'
+)
+
+
+class ModelThread:
+    """The scripted model server on its own loop and thread, on loopback."""
+
+    def __init__(self, model: ModelServer):
+        self.model = model
+        self.port = free_port()
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
+
+    async def _start(self) -> None:
+        self.runner = web.AppRunner(self.model.app(), access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def need_cli(cli: str) -> str:
+    path = AGENT_BIN / cli
+    if not path.exists():
+        pytest.skip(f"the pinned {cli} CLI is not installed in {AGENT_BIN} "
+                    "(scripts/setup.sh installs it from tests/agents_cli with npm)")
+    return str(path)
+
+
+@pytest.fixture
+def model(monkeypatch):
+    script = fix_calc_script(api_key=REAL_KEY)
+    # First, the agent looks for the real key everywhere it can: its environment, every
+    # process's environment and command line, its files. The command holds the key
+    # reversed, so that it does not find itself.
+    script.scenes[-1].steps.insert(0, Step(run=KEY_PROBE))
+    thread = ModelThread(ModelServer(script))
+    for name in CREDENTIALS.values():
+        monkeypatch.setenv(name, REAL_KEY)
+    yield thread
+    thread.stop()
+
+
+def start(world, model, cli: str, *, base_url: str | None = None,
+          provider: str = "local") -> None:
+    credential = CREDENTIALS[cli]
+    env = {"harness": cli, "agent_command": need_cli(cli), "model_credential_env": credential}
+    if provider == "docker":
+        # hangar builds the image: hangar-base:1 plus the pinned CLI, on its PATH.
+        env.update(agent_command=None, image=None,
+                   image_recipe={"base": "hangar-base:1", "agent_clis": [cli]})
+    world.start_hangar(
+        env=env, provider=provider,
+        settings={"model_endpoints": {credential: {"base_url": base_url or model.url}}},
+        max_minutes=5)
+
+
+def wait_showing_status(world, issue: int, predicate, what: str, timeout: float = 180):
+    """wait_until, with the status comment in the failure: it says what went wrong."""
+    try:
+        return wait_until(predicate, timeout, what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the status comment says:\n{world.status(issue)}") from None
+
+
+def second_head(world, pr: dict, first_head: str):
+    now = world.hub.get_pr(world.repo, pr["number"])
+    if now["head"]["sha"] == first_head:
+        return None
+    check = world.checks(now["head"]["sha"]).get("hangar / verify")
+    return now if check and check["status"] == "completed" else None
+
+
+@pytest.mark.parametrize("provider", [
+    pytest.param("local", marks=pytest.mark.bwrap),
+    # Docker's `none` network and the gate's relay: the model only through hangar.
+    pytest.param("docker", marks=[pytest.mark.docker, pytest.mark.slow]),
+])
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_two_turns_land_with_the_real_cli_through_the_gateway(world, model, cli, provider,
+                                                              request):
+    if provider == "docker":
+        request.getfixturevalue("docker_engine")
+    start(world, model, cli, provider=provider)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_showing_status(world, issue, lambda: world.verified(issue),
+                             f"{cli}'s first turn")
+    head = pr["head"]["sha"]
+    assert world.checks(head)["hangar / verify"]["conclusion"] == "success"
+    assert world.checks(head)["hangar / agent"]["conclusion"] == "success"
+    world.hub.comment(world.repo, pr["number"], "/hangar document add()",
+                      as_user=world.maintainer)
+    pr2 = wait_showing_status(world, issue, lambda: second_head(world, pr, head),
+                              f"{cli}'s follow-up")
+    # The scripted model only edits in the follow-up if the first turn's conversation
+    # came with it: the session was restored and resumed.
+    assert "2 commit(s)" in pr2["body"]
+    assert world.checks(pr2["head"]["sha"])["hangar / verify"]["conclusion"] == "success"
+    requests = [r for r in model.model.requests if r["body"] and r["body"].get("tools")]
+    assert requests, "the CLI never reached the model"
+    for request in requests:
+        auth = request["headers"].get("x-api-key") or request["headers"].get("Authorization")
+        assert REAL_KEY in auth  # hangar added the real key on its side
+        body = str(request["body"])
+        assert REAL_KEY not in body
+    results = json.dumps([r["body"] for r in requests])
+    outputs = [i.get("output") for r in requests for i in r["body"].get("input") or []
+               if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    assert "KEY-ABSENT" in results and "KEY-FOUND" not in results, outputs[:2]
+    status = world.status(issue)
+    assert "could not work" not in status
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+@pytest.mark.parametrize("case", ["rate-limit", "unreachable", "refused-key"])
+def test_model_failures_are_said_plainly(world, model, cli, case, monkeypatch,
+                                         unreachable_port):
+    base_url = None
+    if case == "rate-limit":
+        model.model.script.fault = Fault(429, "This request would exceed your rate limit.",
+                                         retry_after_s=5)  # codex may wait it out
+    elif case == "unreachable":
+        base_url = f"http://127.0.0.1:{unreachable_port}"
+    else:
+        monkeypatch.setenv(CREDENTIALS[cli], "sk-a-key-the-endpoint-refuses")
+    start(world, model, cli, base_url=base_url)
+    issue, _ = world.ask("/hangar fix the failing test")
+    words = {"rate-limit": "answered 429 (rate limit); usage resets at",
+             "unreachable": "the model endpoint could not be reached",
+             "refused-key": "the model endpoint refused hangar's credential (401)"}[case]
+    status = wait_showing_status(world, issue,
+                                 lambda: words in world.status(issue) and world.status(issue),
+                                 f"the status comment to say {words!r}", 90)
+    assert "rephrase the request" not in status

@@ -1,0 +1,235 @@
+"""The model gateway: a sandbox's token in, the real credential out, streams unbuffered,
+usage and rate limits kept, and every way of being refused said plainly."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from aiohttp import web
+
+from fakehub.model import Fault, ModelServer, fix_calc_script
+from proxy import TokenRegistry
+from proxy.gateway import Endpoint, ModelLedger, UsageMeter, price, read_limits, setup_gateway
+
+REAL_KEY = "sk-real-credential-1234"
+ANTHROPIC_BODY = {
+    "model": "claude-sonnet-4-5", "stream": True, "max_tokens": 100,
+    "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+    "messages": [{"role": "user", "content": "hangar Request: fix the failing test"}],
+}  # fmt: skip
+
+
+class Endpoints:
+    def __init__(self, base_url: str | None):
+        self.base_url = base_url
+
+    def endpoint(self, credential: str) -> Endpoint | None:
+        if self.base_url is None or credential == "MISSING_KEY":
+            return None
+        auth = "bearer" if credential.startswith("OPENAI") else "x-api-key"
+        return Endpoint(self.base_url, REAL_KEY, auth)
+
+
+@pytest.fixture
+async def world(aiohttp_server, aiohttp_client, tmp_path):
+    model = ModelServer(fix_calc_script(api_key=REAL_KEY))
+    upstream = await aiohttp_server(model.app())
+    ledger = ModelLedger(tmp_path / "hangar.db")
+    grants = TokenRegistry(tmp_path / "hangar.db")
+    endpoints = Endpoints(str(upstream.make_url("")).rstrip("/"))
+    app = web.Application()
+    setup_gateway(app, ledger=ledger, endpoints=endpoints)
+    client = await aiohttp_client(app)
+
+    class World:
+        pass
+
+    w = World()
+    w.model, w.ledger, w.grants, w.client, w.endpoints = model, ledger, grants, client, endpoints
+    grants.issue("sb-1", repo="octo/widgets", branch="hangar/1-ab", installation_id=1)
+    w.token = ledger.issue("sb-1", credential="ANTHROPIC_API_KEY", run_id="run-1")
+    return w
+
+
+async def test_relays_with_the_real_key_and_meters_the_stream(world):
+    response = await world.client.post("/model/sb-1/v1/messages?beta=true",
+                                       json=ANTHROPIC_BODY, headers={"x-api-key": world.token})
+    text = await response.text()
+    assert response.status == 200
+    assert "event: message_start" in text and "tool_use" in text
+    sent = world.model.requests[-1]
+    assert sent["path"] == "/v1/messages?beta=true"
+    assert sent["headers"]["x-api-key"] == REAL_KEY
+    assert world.token not in json.dumps(sent)
+    usage = world.ledger.usage("run-1")
+    assert usage.requests == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
+    assert usage.cost_usd == pytest.approx(price("claude-sonnet-4-5", usage.input_tokens,
+                                                 usage.output_tokens))
+    limit = world.ledger.limit("ANTHROPIC_API_KEY")
+    assert limit.utilization == pytest.approx(0.1)
+    assert limit.reset_at > time.time() + 3000
+
+
+async def test_openai_responses_use_a_bearer_credential(world):
+    world.ledger.issue("sb-2", credential="OPENAI_API_KEY", run_id="run-2")
+    token = world.ledger.issue("sb-2", credential="OPENAI_API_KEY", run_id="run-2")
+    body = {"model": "gpt-5-codex", "stream": True, "tools": [{"type": "function",
+            "name": "exec_command"}], "input": [{"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "hangar Request: fix it"}]}]}
+    response = await world.client.post("/model/sb-2/v1/responses", json=body,
+                                       headers={"Authorization": f"Bearer {token}"})
+    text = await response.text()
+    assert response.status == 200 and "response.completed" in text
+    assert world.model.requests[-1]["headers"]["Authorization"] == f"Bearer {REAL_KEY}"
+    usage = world.ledger.usage("run-2")
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    assert world.ledger.limit("OPENAI_API_KEY").utilization == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("case", ["no token", "wrong token", "other sandbox", "run ended",
+                                  "model token revoked"])
+async def test_refuses_a_token_that_is_not_this_live_sandboxes(world, case):
+    headers = {"x-api-key": world.token}
+    path = "/model/sb-1/v1/messages"
+    if case == "no token":
+        headers = {}
+    elif case == "wrong token":
+        headers = {"x-api-key": "hgm_guess"}
+    elif case == "other sandbox":
+        path = "/model/sb-9/v1/messages"
+    elif case == "run ended":
+        world.grants.revoke("sb-1")
+    else:
+        world.ledger.revoke("sb-1")
+    response = await world.client.post(path, json=ANTHROPIC_BODY, headers=headers)
+    assert response.status == 401
+    assert "model token" in (await response.json())["error"]["message"]
+    assert world.model.requests == []
+
+
+async def test_a_credential_without_a_secret_is_a_plain_refusal(world):
+    token = world.ledger.issue("sb-3", credential="MISSING_KEY", run_id="run-3")
+    response = await world.client.post("/model/sb-3/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": token})
+    assert response.status == 401
+    assert "sets MISSING_KEY in hangar's environment" in (await response.json())["error"][
+        "message"]
+    assert world.model.requests == []
+
+
+async def test_a_429_passes_through_and_marks_the_credential_full_until_retry_after(world):
+    world.model.script.fault = Fault(429, "This request would exceed your rate limit.",
+                                     retry_after_s=120, times=1)
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    assert response.status == 429
+    assert response.headers["retry-after"] == "120"
+    await response.read()  # the limit is written while the answer passes, before its end
+    limit = world.ledger.limit("ANTHROPIC_API_KEY")
+    assert limit.utilization == 1.0
+    assert limit.reset_at == pytest.approx(time.time() + 120, abs=5)
+    usage = world.ledger.usage("run-1")
+    assert usage.last_status == 429 and "rate limit" in usage.last_error
+
+
+async def test_an_unreachable_endpoint_is_a_502_that_names_it(world, unused_tcp_port):
+    world.endpoints.base_url = f"http://127.0.0.1:{unused_tcp_port}"
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    assert response.status == 502
+    message = (await response.json())["error"]["message"]
+    assert f"could not reach the model endpoint http://127.0.0.1:{unused_tcp_port}" in message
+    usage = world.ledger.usage("run-1")
+    assert usage.last_status is None and "could not reach" in usage.last_error
+
+
+async def test_the_stream_is_not_buffered(world):
+    world.model.script.event_delay_s = 0.3
+    started = time.monotonic()
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    first = await response.content.readany()
+    first_at = time.monotonic() - started
+    await response.read()
+    total = time.monotonic() - started
+    assert b"message_start" in first
+    # The answer takes three pauses; its first event is written before the first one.
+    assert total >= 0.85 and first_at < 0.3
+
+
+async def test_upstream_connections_are_kept_alive_and_carry_no_other_runs_cookies(
+        aiohttp_server, aiohttp_client, tmp_path):
+    seen = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append((request.transport.get_extra_info("peername"),
+                     request.headers.get("Cookie")))
+        response = web.json_response({"usage": {"input_tokens": 1, "output_tokens": 1}})
+        response.set_cookie("session", f"of-request-{len(seen)}")
+        return response
+
+    upstream_app = web.Application()
+    upstream_app.router.add_post("/v1/messages", answer)
+    upstream = await aiohttp_server(upstream_app)
+    ledger = ModelLedger(tmp_path / "hangar.db")
+    app = web.Application()
+    # A name, not an address: a cookie jar keeps cookies for names only.
+    setup_gateway(app, ledger=ledger, endpoints=Endpoints(f"http://localhost:{upstream.port}"))
+    client = await aiohttp_client(app)
+    for sandbox in ("sb-1", "sb-2", "sb-2"):
+        token = ledger.issue(sandbox, credential="ANTHROPIC_API_KEY", run_id=f"run-{sandbox}")
+        client.session.cookie_jar.clear()  # the sandbox's own client keeps none
+        response = await client.post(f"/model/{sandbox}/v1/messages", json=ANTHROPIC_BODY,
+                                     headers={"x-api-key": token})
+        assert response.status == 200
+        assert response.cookies["session"].value == f"of-request-{len(seen)}"
+    # One connection for every request, and a cookie reaches upstream only if the
+    # sandbox's own client sends it.
+    assert len({peer for peer, _ in seen}) == 1
+    assert [cookie for _, cookie in seen] == [None, None, None]
+
+
+def test_read_limits_anthropic_openai_and_429():
+    now = 1_000_000.0
+    anthropic = {"anthropic-ratelimit-tokens-limit": "1000",
+                 "anthropic-ratelimit-tokens-remaining": "50",
+                 "anthropic-ratelimit-tokens-reset": "1970-01-12T13:48:20Z",
+                 "anthropic-ratelimit-requests-limit": "100",
+                 "anthropic-ratelimit-requests-remaining": "90",
+                 "anthropic-ratelimit-requests-reset": "1970-01-12T13:46:41Z"}
+    utilization, reset_at, kept = read_limits(anthropic, 200, now)
+    assert utilization == pytest.approx(0.95) and reset_at == pytest.approx(now + 100)
+    assert len(kept) == 6
+    openai = {"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "59",
+              "x-ratelimit-reset-requests": "1s", "x-ratelimit-limit-tokens": "150000",
+              "x-ratelimit-remaining-tokens": "30000", "x-ratelimit-reset-tokens": "6m0s"}
+    utilization, reset_at, _ = read_limits(openai, 200, now)
+    assert utilization == pytest.approx(0.8) and reset_at == pytest.approx(now + 360)
+    utilization, reset_at, _ = read_limits({"retry-after": "30"}, 429, now)
+    assert utilization == 1.0 and reset_at == pytest.approx(now + 30)
+    assert read_limits({"content-type": "text/plain"}, 200, now) == (0.0, None, {})
+
+
+def test_usage_meter_reads_split_sse_and_json():
+    meter = UsageMeter("text/event-stream")
+    stream = (b'event: message_start\ndata: {"type":"message_start","message":{"model":'
+              b'"claude-haiku-4-5","usage":{"input_tokens":10,"cache_read_input_tokens":5}}}'
+              b'\n\nevent: message_delta\ndata: {"type":"message_delta","usage":'
+              b'{"output_tokens":7}}\n\n')
+    # Text that spells the keys the meter looks for is only text.
+    text = json.dumps({"type": "content_block_delta", "index": 0, "delta": {
+        "type": "text_delta", "text": '"usage": {"output_tokens": 999}, "model": "x"'}})
+    stream = stream.replace(b"event: message_delta",
+                            b"event: content_block_delta\ndata: " + text.encode()
+                            + b"\n\nevent: message_delta")
+    for i in range(0, len(stream), 7):
+        meter.feed(stream[i:i + 7])
+    meter.finish()
+    assert (meter.model, meter.input_tokens, meter.output_tokens) == ("claude-haiku-4-5", 15, 7)
+    assert meter.cost_usd == pytest.approx((15 * 1 + 7 * 5) / 1e6)
+    meter = UsageMeter("application/json")
+    meter.feed(b'{"model":"unknown-model","usage":{"input_tokens":3,"output_tokens":4}}')
+    meter.finish()
+    assert (meter.input_tokens, meter.output_tokens, meter.cost_usd) == (3, 4, None)

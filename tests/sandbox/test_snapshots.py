@@ -1,0 +1,113 @@
+"""Keeping a build's checkout and starting sandboxes from it, on real providers: what an
+agent does in a sandbox started from a build never reaches the build, and what install
+left (links out of the checkout, FIFOs, hard links) is kept as it is, never followed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import spec_for
+
+from sandbox import snapshots
+from sandbox.provider import REPO_DIR
+
+# What an install step may leave: a dependency, a hard link to it, a link to a host file
+# outside the checkout, and a FIFO that would block a reader that opened it.
+INSTALL = ("mkdir -p repo/.deps && echo pristine > repo/.deps/lib.py "
+           "&& ln repo/.deps/lib.py repo/.deps/same.py && ln -s /etc/hostname repo/out "
+           "&& mkfifo repo/pipe")
+# An agent changing the checkout every way it can: in place, through the hard link,
+# modes, deletion, and writing through the link to the host file.
+AGENT = ("echo agent >> .deps/lib.py; echo agent > .deps/same.py; chmod 600 .deps/lib.py; "
+         "rm -f pipe; mkdir -p .deps/new && echo new > .deps/new/file; "
+         "echo agent > out 2>/dev/null; true")
+LOOK = ("cat .deps/lib.py; stat -c '%h %a' .deps/lib.py; readlink out; "
+        "[ -p pipe ] && echo fifo; [ -e .deps/new ] || echo no-new")
+
+
+async def _sh(provider, sb, script: str, cwd: str = "/workspace") -> str:
+    result = await provider.run(sb, ["sh", "-c", script], cwd=cwd, timeout=120)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+async def _from_build(provider, ref: str):
+    spec = spec_for(provider.name)
+    spec = spec.model_copy(update={"image": snapshots.image_for(provider.name, ref, spec.image)})
+    sb = await provider.create(spec, {"hangar.test": "1"})
+    steps = await snapshots.restore(provider, sb, ref)
+    if steps:
+        await _sh(provider, sb, " && ".join(" ".join(argv) for argv in steps))
+    return sb
+
+
+async def test_an_agent_in_a_sandbox_from_a_build_never_changes_the_build(
+        provider, make_sandbox, tmp_path: Path):
+    builder = await make_sandbox()
+    await _sh(provider, builder, INSTALL)
+    ref = await snapshots.save(provider, builder, build_id="bld-private",
+                               base_image=spec_for(provider.name).image,
+                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
+    await provider.destroy(builder)
+    try:
+        if provider.name == "local":
+            # The build made a spare copy while nobody waited; the first sandbox takes it.
+            await provider.spare_copies.settle()
+            [spare] = (Path(ref) / "spare").glob("copy-*")
+            spare_inode = os.stat(spare / ".deps" / "lib.py").st_ino
+        first = await _from_build(provider, ref)
+        assert (await _sh(provider, first, LOOK, REPO_DIR)).split("\n")[:5] == [
+            "pristine", "2 644", "/etc/hostname", "fifo", "no-new"]
+        await _sh(provider, first, AGENT, REPO_DIR)
+        # Through the hard link, the last write wins on both names, as on any checkout.
+        assert (await _sh(provider, first, LOOK, REPO_DIR)) == "agent\n2 600\n/etc/hostname\n"
+        if provider.name == "local":
+            kept = Path(ref) / "repo"
+            restored = provider.root / first.id / "workspace" / "repo"
+            assert os.stat(restored / ".deps" / "lib.py").st_ino == spare_inode
+            assert (kept / ".deps" / "lib.py").read_text() == "pristine\n"
+            assert os.stat(kept / ".deps" / "lib.py").st_nlink == 2
+            assert not (kept / ".deps" / "new").exists()
+            assert os.stat(kept / ".deps" / "lib.py").st_ino != spare_inode
+            assert os.readlink(kept / "out") == "/etc/hostname"  # kept as a link, not followed
+            # The next spare is made from the kept checkout, not from anything a sandbox had;
+            # one cut short by a stop is removed, not kept beside it.
+            await provider.spare_copies.settle()
+            [spare] = (Path(ref) / "spare").glob("copy-*")
+            assert (spare / ".deps" / "lib.py").read_text() == "pristine\n"
+            (Path(ref) / "spare" / "part-cutshort").mkdir()
+        # The next sandboxes from the same build see it as install left it, whether they
+        # take a spare or, with none ready, copy the kept checkout as they start.
+        for _ in range(2):
+            later = await _from_build(provider, ref)
+            assert (await _sh(provider, later, LOOK, REPO_DIR)).split("\n")[:5] == [
+                "pristine", "2 644", "/etc/hostname", "fifo", "no-new"]
+        if provider.name == "local":
+            await provider.spare_copies.settle()
+            assert [p.name.split("-")[0] for p in (Path(ref) / "spare").iterdir()] == ["copy"]
+    finally:
+        await snapshots.drop(provider, ref)
+    if provider.name == "local":
+        assert not await asyncio.to_thread(os.path.exists, ref)
+
+
+async def test_a_build_kept_as_an_archive_before_builds_were_directories_still_starts(
+        provider, make_sandbox, tmp_path: Path):
+    if provider.name != "local":
+        pytest.skip("docker builds were always images")
+    import tarfile
+
+    kept = tmp_path / "source"
+    (kept / "repo" / ".deps").mkdir(parents=True)
+    (kept / "repo" / ".deps" / "lib.py").write_text("from the archive\n")
+    archive = tmp_path / "bld-old.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(kept / "repo", arcname="repo")
+    sb = await _from_build(provider, str(archive))
+    assert await _sh(provider, sb, "cat .deps/lib.py; ls -A /workspace/.hangar",
+                     REPO_DIR) == "from the archive\n"
+    await snapshots.drop(provider, str(archive))
+    assert not archive.exists()
