@@ -468,11 +468,11 @@ class ModelGateway:
 
     async def _stream_back(self, request: web.Request, upstream: aiohttp.ClientResponse,
                            run_id: str, credential: str) -> web.StreamResponse:
-        reading = Reading(*read_limits(upstream.headers, upstream.status, time.time()))
-        meter = UsageMeter(upstream.headers.get("Content-Type", ""))
         response = _Relayed(status=upstream.status, headers={
             k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE})
         await response.prepare(request)
+        meter = UsageMeter(upstream.headers.get("Content-Type", ""))
+        reading: Reading | None = None
         error_body = bytearray()
         # The credential's limits are written while the answer streams, once its first
         # bytes are out (a commit waits for the disk, which is not the agent's to wait
@@ -482,19 +482,28 @@ class ModelGateway:
         content = upstream.content
         try:
             while chunk := await content.readany():  # as it arrives, however small
+                # Each chunk is forwarded before hangar reads it: metering, limits and
+                # their writes never stand between the model's bytes and the agent.
+                if reading is not None and content.at_eof():
+                    last = chunk  # the last bytes leave with the end, in one write
+                else:
+                    await response.write(chunk)
                 meter.feed(chunk)
                 if upstream.status >= 400 and len(error_body) < 2000:
                     error_body += chunk
-                if content.at_eof():  # the last bytes leave with the end, in one write
-                    last = chunk
+                if reading is None:
+                    reading = Reading(*read_limits(upstream.headers, upstream.status,
+                                                   time.time()))
+                    if reading.headers and not content.at_eof():
+                        limit_written = asyncio.ensure_future(self._write(
+                            self.ledger.set_limit, credential, reading.utilization,
+                            reading.reset_at, reading.headers))
+                if last:
                     break
-                await response.write(chunk)
-                if limit_written is None and reading.headers:
-                    limit_written = asyncio.ensure_future(self._write(
-                        self.ledger.set_limit, credential, reading.utilization,
-                        reading.reset_at, reading.headers))
         finally:
             meter.finish()
+            if reading is None:
+                reading = Reading(*read_limits(upstream.headers, upstream.status, time.time()))
             error = _error_message(bytes(error_body)) if upstream.status >= 400 else meter.error
             try:
                 if limit_written is not None:

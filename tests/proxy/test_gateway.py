@@ -3,7 +3,9 @@ usage and rate limits kept, and every way of being refused said plainly."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 
 import pytest
@@ -145,18 +147,76 @@ async def test_an_unreachable_endpoint_is_a_502_that_names_it(world, unused_tcp_
     assert usage.last_status is None and "could not reach" in usage.last_error
 
 
-async def test_the_stream_is_not_buffered(world):
-    world.model.script.event_delay_s = 0.3
-    started = time.monotonic()
-    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
-                                       headers={"x-api-key": world.token})
-    first = await response.content.readany()
-    first_at = time.monotonic() - started
+async def _gateway_to(aiohttp_server, aiohttp_client, tmp_path, upstream_app):
+    """A gateway in front of `upstream_app`, and a live token for sandbox sb-1."""
+    upstream = await aiohttp_server(upstream_app)
+    ledger = ModelLedger(tmp_path / "hangar.db")
+    app = web.Application()
+    setup_gateway(app, ledger=ledger, endpoints=Endpoints(str(upstream.make_url("")).rstrip("/")))
+    client = await aiohttp_client(app)
+    return client, ledger, ledger.issue("sb-1", credential="ANTHROPIC_API_KEY", run_id="run-1")
+
+
+async def test_the_stream_is_not_buffered(aiohttp_server, aiohttp_client, tmp_path):
+    # The model holds the rest of its answer until the agent has the first event: a
+    # gateway that waited for more than the bytes at hand would wait for ever.
+    agent_has_it = asyncio.Event()
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'event: message_start\ndata: {"type":"message_start","message":'
+                             b'{"model":"claude-haiku-4-5","usage":{"input_tokens":9}}}\n\n')
+        await agent_has_it.wait()
+        await response.write(b'event: message_delta\ndata: {"type":"message_delta",'
+                             b'"usage":{"output_tokens":4}}\n\n')
+        await response.write_eof()
+        return response
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/messages", answer)
+    client, ledger, token = await _gateway_to(aiohttp_server, aiohttp_client, tmp_path, upstream)
+    response = await client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                 headers={"x-api-key": token})
+    first = await asyncio.wait_for(response.content.readany(), 10)
+    assert b"message_start" in first and b"message_delta" not in first
+    agent_has_it.set()
+    assert b"message_delta" in await response.read()
+    usage = ledger.usage("run-1")
+    assert (usage.input_tokens, usage.output_tokens) == (9, 4)
+
+
+async def test_an_answer_reaches_the_agent_before_its_usage_is_written(
+        aiohttp_server, aiohttp_client, tmp_path, monkeypatch):
+    # Metering is never between the model's bytes and the agent; only the end of the
+    # answer waits for its commit (the run's facts are read once its agent stops).
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({"model": "claude-haiku-4-5",
+                                  "usage": {"input_tokens": 3, "output_tokens": 4}})
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/messages", answer)
+    client, ledger, token = await _gateway_to(aiohttp_server, aiohttp_client, tmp_path, upstream)
+    writing, may_write = threading.Event(), threading.Event()
+    record = ledger.record
+
+    def held_record(*args, **kwargs):
+        writing.set()
+        may_write.wait(10)
+        record(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "record", held_record)
+    response = await client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                 headers={"x-api-key": token})
+    try:
+        assert await asyncio.to_thread(writing.wait, 10)
+        first = await asyncio.wait_for(response.content.readany(), 10)
+        assert b'"output_tokens": 4' in first
+        assert ledger.usage("run-1") is None and not response.content.at_eof()
+    finally:
+        may_write.set()
     await response.read()
-    total = time.monotonic() - started
-    assert b"message_start" in first
-    # The answer takes three pauses; its first event is written before the first one.
-    assert total >= 0.85 and first_at < 0.3
+    assert ledger.usage("run-1").output_tokens == 4
 
 
 async def test_upstream_connections_are_kept_alive_and_carry_no_other_runs_cookies(
