@@ -175,6 +175,7 @@ class EgressLedger(SqliteTables):
             db.execute("INSERT OR REPLACE INTO egress_grants (sandbox_id, token_sha256, run_id,"
                        " policy, issued_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)",
                        (sandbox_id, token_hash(token), run_id, policy, time.time()))
+        self._credential_ended()  # the sandbox's earlier token, if any
         return token
 
     def check(self, sandbox_id: str, token: str) -> EgressGrant | None:
@@ -194,6 +195,7 @@ class EgressLedger(SqliteTables):
         with self._connect() as db:
             db.execute("UPDATE egress_grants SET revoked_at = ? WHERE sandbox_id = ?"
                        " AND revoked_at IS NULL", (time.time(), sandbox_id))
+        self._credential_ended()
 
     def record_blocked(self, run_id: str, host: str, port: int, reason: str) -> None:
         now = time.time()

@@ -17,15 +17,18 @@ import logging
 import re
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
+from cachetools import TTLCache
 
 from proxy.tables import SqliteTables, token_hash
 
@@ -33,6 +36,9 @@ log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "hgm_"
 ROUTE = "/model/{sandbox_id}/{tail:.*}"
+# How long a checked model token is trusted without reading its row again: the bound for a
+# revocation written by another process. One made in this process counts at once.
+CHECKED_FOR_S = 30.0
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
 # Request headers that are the sandbox's to send; everything about auth is hangar's.
 _DROP_REQUEST = {"host", "x-api-key", "authorization", "content-length", "connection",
@@ -133,6 +139,13 @@ class ModelLedger(SqliteTables):
 
     SCHEMA = _SCHEMA
 
+    def __init__(self, db_path: Path):
+        super().__init__(db_path)
+        # The gateway checks the token of every request of every agent; a read of the
+        # file after an idle moment costs more CPU than relaying the answer's first bytes.
+        self._checked: TTLCache = TTLCache(maxsize=4096, ttl=CHECKED_FOR_S)
+        self._checked_lock = threading.Lock()
+
     # ---- tokens ------------------------------------------------------------------
 
     def issue(self, sandbox_id: str, *, credential: str, run_id: str) -> str:
@@ -142,21 +155,36 @@ class ModelLedger(SqliteTables):
                 "INSERT OR REPLACE INTO model_tokens (sandbox_id, token_sha256, credential,"
                 " run_id, issued_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)",
                 (sandbox_id, token_hash(token), credential, run_id, time.time()))
+        self._credential_ended()  # the sandbox's earlier token, if any
         return token
 
     def check(self, sandbox_id: str, token: str) -> tuple[str, str] | None:
         """(credential, run id) if `token` is the sandbox's live model token.
 
         A model token dies with the sandbox's git grant too (`proxy_tokens`), so every
-        place that ends a sandbox's access ends its model access as well.
+        place that ends a sandbox's access ends its model access as well. A live answer is
+        remembered until this process revokes or replaces any credential of the file (or
+        for CHECKED_FOR_S, for an end written by another process).
         """
+        key = (sandbox_id, token_hash(token))
+        revocations = self._revocation_count()  # before the read: a later one forgets it
+        with self._checked_lock:
+            known = self._checked.get(key)
+        if known is not None and known[0] == revocations:
+            return known[1]
         row = self._live_row("model_tokens", "credential, run_id", sandbox_id, token)
-        return None if row is None else (row[0], row[1])
+        if row is None:
+            return None
+        grant = (row[0], row[1])
+        with self._checked_lock:
+            self._checked[key] = (revocations, grant)
+        return grant
 
     def revoke(self, sandbox_id: str) -> None:
         with self._connect() as db:
             db.execute("UPDATE model_tokens SET revoked_at = ? WHERE sandbox_id = ?"
                        " AND revoked_at IS NULL", (time.time(), sandbox_id))
+        self._credential_ended()
 
     # ---- usage and limits ----------------------------------------------------------
 

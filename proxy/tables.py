@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 
 def token_hash(token: str) -> str:
@@ -45,9 +46,13 @@ class SqliteTables:
     git grants, which every sandbox credential's check reads)."""
 
     SCHEMA = ""
+    # Per database file: how many times a credential was revoked or replaced by this
+    # process. A cache of checked credentials trusts an entry only while it stands still.
+    _revocations: ClassVar[dict[Path, int]] = {}
 
     def __init__(self, db_path: Path):
         self.db_path = Path(db_path)
+        self._file = self.db_path.resolve()
         self._local = threading.local()
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
@@ -74,6 +79,13 @@ class SqliteTables:
         finally:
             if db.in_transaction:
                 db.rollback()
+
+    def _credential_ended(self) -> None:
+        """Say, after its commit, that a credential in this file was revoked or replaced."""
+        self._revocations[self._file] = self._revocations.get(self._file, 0) + 1
+
+    def _revocation_count(self) -> int:
+        return self._revocations.get(self._file, 0)
 
     def _live_row(self, table: str, columns: str, sandbox_id: str,
                   token: str) -> tuple | None:

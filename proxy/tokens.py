@@ -78,6 +78,7 @@ class TokenRegistry(SqliteTables):
                     time.time(),
                 ),
             )
+        self._credential_ended()  # the sandbox's earlier token, if any
         return token
 
     def check(self, sandbox_id: str, token: str) -> Grant | None:
@@ -111,6 +112,7 @@ class TokenRegistry(SqliteTables):
                 " WHERE sandbox_id = ? AND revoked_at IS NULL",
                 (time.time(), sandbox_id),
             )
+        self._credential_ended()
 
     def revoke_branch(self, repo: str, branch: str) -> int:
         """Revoke every token for the branch (its land request ended); returns how many."""
@@ -120,7 +122,8 @@ class TokenRegistry(SqliteTables):
                 " WHERE repo = ? AND branch = ? AND revoked_at IS NULL",
                 (time.time(), repo, branch),
             )
-            return cursor.rowcount
+        self._credential_ended()
+        return cursor.rowcount
 
     def record_push(
         self,

@@ -111,6 +111,28 @@ async def test_refuses_a_token_that_is_not_this_live_sandboxes(world, case):
     assert world.model.requests == []
 
 
+@pytest.mark.parametrize("end", ["run ended", "model token revoked", "token replaced"])
+async def test_a_token_that_worked_is_refused_once_it_ends(world, end):
+    # The gateway remembers a checked token; an end written anywhere in hangar counts
+    # from the next request, through any registry of the same file.
+    async def status() -> int:
+        response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                           headers={"x-api-key": world.token})
+        await response.read()
+        return response.status
+
+    assert [await status(), await status()] == [200, 200]
+    if end == "run ended":
+        TokenRegistry(world.ledger.db_path).revoke("sb-1")
+    elif end == "model token revoked":
+        ModelLedger(world.ledger.db_path).revoke("sb-1")
+    else:
+        ModelLedger(world.ledger.db_path).issue("sb-1", credential="ANTHROPIC_API_KEY",
+                                                run_id="run-1")
+    assert await status() == 401
+    assert world.ledger.usage("run-1").requests == 2
+
+
 async def test_a_credential_without_a_secret_is_a_plain_refusal(world):
     token = world.ledger.issue("sb-3", credential="MISSING_KEY", run_id="run-3")
     response = await world.client.post("/model/sb-3/v1/messages", json=ANTHROPIC_BODY,
