@@ -1,7 +1,7 @@
 """hangar's side of the egress proxy: a run's egress credential and what it was refused.
 
 The proxy itself is `proxy/egress.py`, on the sandbox gate; the sentences people read
-are built in `app/render.py` (`blocked_line`).
+are built in `app/render/` (`blocked_line`).
 """
 
 from __future__ import annotations

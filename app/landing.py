@@ -24,6 +24,8 @@ from app import ci, render
 from app.engine import PrNotes
 from app.ghops import read_ci
 from app.models import AutofixRow, Intent, Job, JobState, autofix_row_id, now
+from app.render import landing as words
+from app.render.reasons import Why
 from app.repoconfig import CONFIG_PATH, LandPolicy, parse_repo_config
 from app.sensitive import COMPARE_FILES, sensitive_names
 
@@ -49,6 +51,76 @@ class LandState(StrEnum):
     REJECTED = "rejected"
     CANCELLED = "cancelled"
     FAILED = "failed"
+
+
+class LandReason(StrEnum):
+    """Why a land request stands where it stands (worded by render.landing)."""
+
+    APPROVALS_WANTED = "approvals_wanted"
+    SENSITIVE = "sensitive"
+    LANE_TAKEN = "lane_taken"
+    WAITING_FOR_CHECKS = "waiting_for_checks"
+    CHECKS_FAILED = "checks_failed"
+    CHECK_LATE = "check_late"
+    UPDATE_PENDING = "update_pending"
+    UPDATE_REFUSED_WORKFLOWS = "update_refused_workflows"
+    UPDATE_REFUSED = "update_refused"
+    CONFLICT = "conflict"
+    BYPASS_ACTOR = "bypass_actor"
+    CLOSING_COMMIT = "closing_commit"
+    BASE_MOVED = "base_moved"
+    HEAD_MOVED = "head_moved"
+    METHOD_REFUSED = "method_refused"
+    MERGE_QUEUE = "merge_queue"
+    MERGE_WORKFLOWS = "merge_workflows"
+    MERGE_REFUSED = "merge_refused"
+    LANDED = "landed"
+    NEW_APPROVAL = "new_approval"
+    NEW_HEAD = "new_head"
+    HEAD_MOVED_TO = "head_moved_to"
+    CHECKS_AGAIN = "checks_again"
+    PR_CLOSED = "pr_closed"
+    ASKED_TO_LAND = "asked_to_land"
+    WITHDRAWN = "withdrawn"
+    GAVE_UP = "gave_up"
+    # why a PR's file list is incomplete
+    FILES_NOT_ALL_LISTED = "files_not_all_listed"
+    TOO_MANY_FILES = "too_many_files"
+
+
+class NotCounted(StrEnum):
+    """Why an approval does not count (worded by render.landing)."""
+
+    NOT_AN_APPROVAL = "not_an_approval"
+    BOT = "bot"
+    REQUESTER = "requester"
+    ASKER = "asker"
+    MAKER = "maker"
+    MAKERS_UNKNOWN = "makers_unknown"
+    NO_WRITE_ACCESS = "no_write_access"
+    OTHER_COMMIT = "other_commit"
+    DISMISSED = "dismissed"
+
+
+class GateFact(StrEnum):
+    """One thing that protects a branch, or is missing (worded by render.landing)."""
+
+    PULL_REQUEST_REQUIRED = "pull_request_required"
+    NO_PULL_REQUEST_RULE = "no_pull_request_rule"
+    APPROVALS_REQUIRED = "approvals_required"
+    NO_APPROVALS_REQUIRED = "no_approvals_required"
+    STALE_DISMISSED = "stale_dismissed"
+    STALE_SURVIVE = "stale_survive"
+    LAST_PUSH_APPROVED = "last_push_approved"
+    LAST_PUSH_SELF = "last_push_self"
+    REQUIRED_CHECKS = "required_checks"
+    NO_REQUIRED_CHECKS = "no_required_checks"
+    FORCE_PUSH_BLOCKED = "force_push_blocked"
+    FORCE_PUSH_ALLOWED = "force_push_allowed"
+    DELETION_BLOCKED = "deletion_blocked"
+    DELETION_ALLOWED = "deletion_allowed"
+    NOT_BYPASS = "not_bypass"
+    BYPASS = "bypass"
 
 
 # The lane: one request per (repo, base) at a time brings its branch up to date, waits
@@ -79,7 +151,8 @@ class LandRequest(BaseModel):
     branch: str
     requested_by: str
     state: LandState = LandState.QUEUED
-    reason: str | None = None
+    reason: str | None = None  # worded by render from reason_code and its facts
+    reason_code: str | None = None  # a LandReason (None on rows older than the codes)
     head_sha: str | None = None
     wished: bool = False  # someone commented `/hangar land`
     ack_sensitive_sha: str | None = None
@@ -118,40 +191,50 @@ MAX_PR_COMMITS = 250  # GitHub lists at most this many commits of a pull request
 def approval_verdict(
     review: ReviewRecord, *, head_sha: str | None, requester: str, permission: str,
     policy: LandPolicy, askers: Collection[str] = (), makers: Collection[str] = (),
-    makers_unknown: str | None = None,
+    makers_unknown: Why | str | None = None,
 ) -> str | None:
-    """None when this review counts as an approval of head_sha; else why it does not.
+    """None when this review counts as an approval of head_sha; else why not, worded
+    (`makers_unknown` may come worded already)."""
+    why = approval_refusal(
+        review, head_sha=head_sha, requester=requester, permission=permission, policy=policy,
+        askers=askers, makers=makers, makers_unknown=makers_unknown)
+    return why if isinstance(why, str) else words.not_counted(why)
+
+
+def approval_refusal(
+    review: ReviewRecord, *, head_sha: str | None, requester: str, permission: str,
+    policy: LandPolicy, askers: Collection[str] = (), makers: Collection[str] = (),
+    makers_unknown: Why | str | None = None,
+) -> Why | str | None:
+    """None when this review counts as an approval of head_sha; else why it does not (a
+    `NotCounted` code).
 
     `askers`: who asked for a later turn on the PR (a follow-up, a review turn, the "Fix
     with hangar" button). `makers`: who pushed to the branch, or authored or committed a
     commit on it, other than hangar's agent (GitHub's "approval of the most recent
     reviewable push" asks the same). `makers_unknown`: why hangar cannot tell them all."""
+    user = review.user
     if review.state.lower() != "approved":
-        return "it is not an approval"
+        return Why(NotCounted.NOT_AN_APPROVAL, user=user)
     if review.user_type == "Bot" or review.user.endswith("[bot]"):
-        return f"@{review.user} is a bot; only people can approve hangar's work"
+        return Why(NotCounted.BOT, user=user)
     # GitHub logins ignore case: so does every comparison of people here.
     who = review.user.lower()
     askers, makers = {a.lower() for a in askers}, {m.lower() for m in makers}
     if policy.forbid_self_approval and who == requester.lower():
-        return (f"@{review.user} asked for this work, and the policy forbids self-approval "
-                "(land.forbid_self_approval); someone else with write access must approve")
+        return Why(NotCounted.REQUESTER, user=user)
     if policy.forbid_self_approval and who in askers:
-        return (f"@{review.user} asked for a turn on this pull request, and the policy forbids "
-                "approving work you asked for (land.forbid_self_approval); someone else with "
-                "write access must approve")
+        return Why(NotCounted.ASKER, user=user)
     if who in makers:
-        return (f"@{review.user} pushed to this branch or made a commit on it, and nobody "
-                "approves their own changes; someone else with write access must approve")
+        return Why(NotCounted.MAKER, user=user)
     if makers_unknown:
         return makers_unknown
     if permission not in ("admin", "maintain", "write"):
-        return f"@{review.user} does not have write access to this repository"
+        return Why(NotCounted.NO_WRITE_ACCESS, user=user)
     if review.commit_id != head_sha:
-        return (f"@{review.user} approved `{(review.commit_id or 'unknown')[:7]}`, but the head "
-                f"is now `{(head_sha or '')[:7]}`; approvals are bound to the exact commit")
+        return Why(NotCounted.OTHER_COMMIT, user=user, approved=review.commit_id, head=head_sha)
     if review.dismissed:
-        return f"@{review.user}'s approval was dismissed on GitHub"
+        return Why(NotCounted.DISMISSED, user=user)
     return None
 
 
@@ -214,11 +297,16 @@ def closing_references(message: str) -> list[str]:
 
 
 def file_list_gap(listed: int, changed: int | None) -> str | None:
+    """Why a PR's file list is incomplete, worded, or None when it is whole."""
+    return words.reason(file_list_shortfall(listed, changed))
+
+
+def file_list_shortfall(listed: int, changed: int | None) -> Why | None:
     """Why a PR's file list is incomplete, or None when it is whole."""
     if changed is not None and listed < changed:
-        return f"GitHub listed {listed} of the {changed} changed files"
+        return Why(LandReason.FILES_NOT_ALL_LISTED, listed=listed, changed=changed)
     if listed >= PR_FILES:
-        return f"the pull request changes {PR_FILES} files or more, more than GitHub lists"
+        return Why(LandReason.TOO_MANY_FILES, limit=PR_FILES)
     return None
 
 
@@ -238,11 +326,22 @@ def bypassing_rulesets(rulesets: list[dict], app_id: int | None) -> list[str]:
 def gate_report(
     rules: list[dict], rulesets: list[dict], app_id: int | None, classic: dict | None = None,
 ) -> list[tuple[bool, str]]:
-    """What protects a branch, line by line, with the fix for what is missing.
+    """What protects a branch, line by line, with the fix for what is missing (worded)."""
+    return words.gate_lines(gate_facts(rules, rulesets, app_id, classic))
+
+
+def gate_facts(
+    rules: list[dict], rulesets: list[dict], app_id: int | None, classic: dict | None = None,
+) -> list[tuple[bool, Why]]:
+    """What protects a branch, fact by fact (a `GateFact` each): ok, or missing.
 
     `classic`: the branch's classic protection, when read (GitHub applies both)."""
     kinds = {r.get("type") for r in rules}
-    lines: list[tuple[bool, str]] = []
+    facts: list[tuple[bool, Why]] = []
+
+    def fact(ok: bool, good: GateFact, bad: GateFact, **named: Any) -> None:
+        facts.append((ok, Why(good if ok else bad, **named)))
+
     # Several rulesets may each hold a pull_request rule: the strictest of each wins.
     pr_params = [r.get("parameters") or {} for r in rules if r.get("type") == "pull_request"]
     reviews = (classic or {}).get("required_pull_request_reviews") or {}
@@ -256,32 +355,24 @@ def gate_report(
             kinds.add("non_fast_forward")
         if not (classic.get("allow_deletions") or {}).get("enabled"):
             kinds.add("deletion")
-    lines.append((bool(pr_params), "pull request required" if pr_params else
-                  "no pull_request rule: add one to a branch ruleset so nothing lands unreviewed"))
+    fact(bool(pr_params), GateFact.PULL_REQUEST_REQUIRED, GateFact.NO_PULL_REQUEST_RULE)
     count = max((p.get("required_approving_review_count", 0) for p in pr_params), default=0)
-    lines.append((count >= 1, f"{count} approving review(s) required" if count else
-                  "no approvals required: set required_approving_review_count to 1 or more"))
-    dismiss = any(p.get("dismiss_stale_reviews_on_push") for p in pr_params)
-    lines.append((dismiss, "stale approvals dismissed on push" if dismiss else
-                  "approvals survive new pushes: turn on dismiss_stale_reviews_on_push"))
-    last_push = any(p.get("require_last_push_approval") for p in pr_params)
-    lines.append((last_push, "the most recent push needs someone else's approval"
-                  if last_push else "whoever pushed last may approve their own push: turn on "
-                  "require_last_push_approval (\"Require approval of the most recent "
-                  "reviewable push\") in the ruleset's pull_request rule"))
+    facts.append((count >= 1, Why(GateFact.APPROVALS_REQUIRED, count=count) if count
+                  else Why(GateFact.NO_APPROVALS_REQUIRED)))
+    fact(any(p.get("dismiss_stale_reviews_on_push") for p in pr_params),
+         GateFact.STALE_DISMISSED, GateFact.STALE_SURVIVE)
+    fact(any(p.get("require_last_push_approval") for p in pr_params),
+         GateFact.LAST_PUSH_APPROVED, GateFact.LAST_PUSH_SELF)
     checks = list(dict.fromkeys([*required_from_rules(rules),
                                  *required_from_protection(classic)]))
-    lines.append((bool(checks), f"required checks: {', '.join(checks)}" if checks else
-                  "no required status checks: add required_status_checks (e.g. hangar / verify)"))
-    lines.append(("non_fast_forward" in kinds, "force pushes blocked"
-                  if "non_fast_forward" in kinds else "force pushes allowed: add non_fast_forward"))
-    lines.append(("deletion" in kinds, "deletion blocked"
-                  if "deletion" in kinds else "the branch can be deleted: add the deletion rule"))
+    facts.append((bool(checks), Why(GateFact.REQUIRED_CHECKS, checks=checks) if checks
+                  else Why(GateFact.NO_REQUIRED_CHECKS)))
+    fact("non_fast_forward" in kinds, GateFact.FORCE_PUSH_BLOCKED, GateFact.FORCE_PUSH_ALLOWED)
+    fact("deletion" in kinds, GateFact.DELETION_BLOCKED, GateFact.DELETION_ALLOWED)
     bypass = bypassing_rulesets(rulesets, app_id)
-    lines.append((not bypass, "hangar is not a bypass actor" if not bypass else
-                  f"hangar's App is a bypass actor of ruleset {bypass[0]!r}: remove it from "
-                  "the bypass list, or the ruleset is no gate for hangar"))
-    return lines
+    facts.append((not bypass, Why(GateFact.BYPASS, ruleset=bypass[0]) if bypass
+                  else Why(GateFact.NOT_BYPASS)))
+    return facts
 
 
 # -- intake (from handlers, via the engine): record and wake -----------------------------
@@ -331,14 +422,22 @@ def get(engine: Engine, request_id: str) -> LandRequest | None:
     return engine.store.get("land", request_id, LandRequest)
 
 
-def move(engine: Engine, request: LandRequest, state: LandState, reason: str | None) -> None:
+def move(engine: Engine, request: LandRequest, state: LandState, why: Why | None) -> None:
+    reason = words.reason(why)
     if request.state == state and request.reason == reason:
         return
     request.history.append({"at": time.time(), "state": state.value, "reason": reason})
-    request.state, request.reason = state, reason
+    request.state = state
+    set_reason(request, why)
     save(engine, request)
     engine.note(request.job_id, f"land #{request.pr_number}: {state.value}"
                 + (f" ({reason})" if reason else ""))
+
+
+def set_reason(request: LandRequest, why: Why | None) -> None:
+    """Why the request stands where it stands: its code, and render's words for it."""
+    request.reason_code = None if why is None else str(why.code)
+    request.reason = words.reason(why)
 
 
 def record_review(engine: Engine, event: PullRequestReviewEvent) -> None:
@@ -360,7 +459,7 @@ def record_review(engine: Engine, event: PullRequestReviewEvent) -> None:
         id=event.review.id, user=event.review.user.login, user_type=event.review.user.type,
         state=state, commit_id=event.review.commit_id, dismissed=event.action == "dismissed"))
     if state == "approved" and request.state in RESTARTABLE:
-        move(engine, request, LandState.QUEUED, "a new approval arrived")
+        move(engine, request, LandState.QUEUED, Why(LandReason.NEW_APPROVAL))
     request.due_at = 0
     save(engine, request)
 
@@ -375,7 +474,7 @@ def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
         save(engine, request)
     if event.action == "synchronize":
         if request and request.state in RESTARTABLE:
-            move(engine, request, LandState.QUEUED, "the branch has a new head")
+            move(engine, request, LandState.QUEUED, Why(LandReason.NEW_HEAD))
 
 
 def record_ci(
@@ -389,13 +488,20 @@ def record_ci(
         if request.repo == repo and request.head_sha == head_sha:
             request.due_at = 0
             if says_ci and stopped_by_checks(request):
-                move(engine, request, LandState.QUEUED, "checks completed again")
+                move(engine, request, LandState.QUEUED, Why(LandReason.CHECKS_AGAIN))
             save(engine, request)
 
 
 def stopped_by_checks(request: LandRequest) -> bool:
-    return request.state == LandState.CI_FAILED or (
-        request.state == LandState.REJECTED and "check" in (request.reason or "").lower())
+    if request.state == LandState.CI_FAILED:
+        return True
+    if request.state != LandState.REJECTED:
+        return False
+    if request.reason_code is None:  # a row from before the codes: its words tell
+        return "check" in (request.reason or "").lower()
+    # GitHub's refusal of the merge may name a check its ruleset requires
+    return (request.reason_code in (LandReason.MERGE_REFUSED, LandReason.METHOD_REFUSED)
+            and "check" in (request.reason or "").lower())
 
 
 def give_up(engine: Engine, request_id: str, reason: str) -> None:
@@ -403,9 +509,7 @@ def give_up(engine: Engine, request_id: str, reason: str) -> None:
     request = get(engine, request_id)
     if request is None or not request.active or request.state == LandState.FAILED:
         return
-    move(engine, request, LandState.FAILED,
-         f"hangar stopped trying after repeated errors ({reason}); comment `/hangar land` "
-         "to try again")
+    move(engine, request, LandState.FAILED, Why(LandReason.GAVE_UP, error=reason))
 
 
 async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
@@ -423,21 +527,19 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
         # The acknowledgement is an approver's: the same people may not give it.
         as_review = ReviewRecord(id=0, user=intent.author, user_type=intent.author_type,
                                  state="approved", commit_id=pr["head"]["sha"])
-        why = approval_verdict(as_review, head_sha=pr["head"]["sha"],
+        why = approval_refusal(as_review, head_sha=pr["head"]["sha"],
                                requester=request.requested_by, permission="write",
                                policy=config.land, **await who_made(engine, ops, request))
         if why:
-            await reply(ops, intent, (
-                f"Your acknowledgement of the sensitive files does not count: {why}. Another "
-                "person with write access must comment `/hangar land --ack-sensitive`."),
-                key=f"ack-refused-{intent.author}-{request.pr_number}")
+            await reply(ops, intent, words.ack_refused(why),
+                        key=f"ack-refused-{intent.author}-{request.pr_number}")
             return "ack refused"
         request = get(engine, request.id) or request
         request.ack_sensitive_sha = pr["head"]["sha"]
     request.wished = True
     request.due_at = 0
     if request.state in (*RESTARTABLE, LandState.CANCELLED):
-        move(engine, request, LandState.QUEUED, f"@{intent.author} asked to land")
+        move(engine, request, LandState.QUEUED, Why(LandReason.ASKED_TO_LAND, login=intent.author))
     save(engine, request)
     engine.wake()
     return "land requested"
@@ -447,13 +549,10 @@ async def cancel(engine: Engine, ops: RepoOps, intent: Intent, request: LandRequ
     from app.intents import reply
 
     if request.state in (LandState.LANDED, LandState.MERGING):
-        await reply(ops, intent, f"#{request.pr_number} is already {request.state.value}; "
-                                 "there is nothing to cancel.")
+        await reply(ops, intent, words.nothing_to_cancel(request.pr_number, request.state.value))
         return f"too late to cancel: {request.state.value}"
     request.wished = False
-    move(engine, request, LandState.CANCELLED,
-         f"@{intent.author} withdrew the request; approvals do not land it until someone "
-         "comments `/hangar land`")
+    move(engine, request, LandState.CANCELLED, Why(LandReason.WITHDRAWN, login=intent.author))
     save(engine, request)
     await show(engine, ops, request)
     return "land cancelled"
@@ -489,7 +588,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
     if pr.get("merged"):
         return await landed(engine, ops, request, pr.get("merge_commit_sha"))
     if pr.get("state") == "closed":
-        move(engine, request, LandState.CANCELLED, "the pull request was closed")
+        move(engine, request, LandState.CANCELLED, Why(LandReason.PR_CLOSED))
         return await show(engine, ops, request)
     head = pr["head"]["sha"]
     if head != request.head_sha:
@@ -500,7 +599,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
         # A new head (a push; not hangar's own update) is checked again from the start.
         if moved_from and request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
                                             LandState.MERGING):
-            move(engine, request, LandState.QUEUED, f"the head moved to `{head[:7]}`")
+            move(engine, request, LandState.QUEUED, Why(LandReason.HEAD_MOVED_TO, head=head))
     # Head against the base as it is now (its ETag makes it free while neither moves): what
     # the base holds, the PR's commits and files, read once for the whole step.
     compare = await ops.compare(request.base, head)
@@ -518,7 +617,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
         return await show(engine, ops, request)
     if request.state == LandState.QUEUED:
         if not (request.wished or approved):
-            request.reason = approvals_wanted(request, policy, 0)
+            set_reason(request, approvals_wanted(request, policy, 0))
             save(engine, request)
             return await show(engine, ops, request)
         if lane_taken(engine, request):
@@ -566,7 +665,7 @@ def lane_taken(engine: Engine, request: LandRequest) -> bool:
             if r.id != request.id and r.repo == request.repo and r.base == request.base
             and r.state in IN_FLIGHT]
     if busy:
-        request.reason = f"waiting for #{busy[0].pr_number} to finish landing"
+        set_reason(request, Why(LandReason.LANE_TAKEN, pr=busy[0].pr_number))
         save(engine, request)
     return bool(busy)
 
@@ -574,13 +673,13 @@ def lane_taken(engine: Engine, request: LandRequest) -> bool:
 async def review_verdicts(
     engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     compare: dict | None = None,
-) -> list[tuple[ReviewRecord, str | None]]:
+) -> list[tuple[ReviewRecord, Why | str | None]]:
     latest: dict[str, ReviewRecord] = {}
     # A person's latest review is their word (GitHub's review ids grow with time).
     for review in sorted(request.reviews, key=lambda r: r.id):
         if review.state in ("approved", "changes_requested", "dismissed"):
             latest[review.user] = review
-    verdicts: list[tuple[ReviewRecord, str | None]] = []
+    verdicts: list[tuple[ReviewRecord, Why | str | None]] = []
     approvals = [r for r in latest.values() if r.state == "approved"]
     if not approvals:
         return verdicts
@@ -588,7 +687,7 @@ async def review_verdicts(
     for review in approvals:
         is_bot = review.user_type == "Bot" or review.user.endswith("[bot]")
         permission = "none" if is_bot else await engine.permission(ops, review.user)
-        verdicts.append((review, approval_verdict(
+        verdicts.append((review, approval_refusal(
             review, head_sha=request.head_sha, requester=request.requested_by,
             permission=permission, policy=policy, **made)))
     return verdicts
@@ -600,7 +699,7 @@ async def who_made(engine: Engine, ops: RepoOps, request: LandRequest,
     (`compare`: the base against the PR's head, read in this step)."""
     askers = {r.requested_by for r in engine.runs_of(request.job_id)
               if r.pr_number == request.pr_number and r.requested_by not in (None, "hangar")}
-    makers, unknown = await commit_makers(ops, request, compare)
+    makers, unknown = await read_commit_makers(ops, request, compare)
     return {"askers": askers, "makers": {*pushers(engine, request), *makers},
             "makers_unknown": unknown}
 
@@ -610,7 +709,7 @@ def status_notes(engine: Engine, repo: str, pr_number: int) -> PrNotes:
     request = engine.store.get("land", land_id(repo, pr_number), LandRequest)
     if request is None:
         return PrNotes()
-    notes = [render.land_line(request), *(f"⚠️ {p}" for p in request.problems)]
+    notes = words.land_notes(request)
     if request.impostors:
         notes.append(render.impostors_note(request.impostors))
     return PrNotes(tuple(notes), landed=request.state == LandState.LANDED)
@@ -648,6 +747,13 @@ def compare_makers(compare: dict | None) -> set[str] | None:
 
 async def commit_makers(ops: RepoOps, request: LandRequest,
                         compare: dict | None = None) -> tuple[set[str], str | None]:
+    """read_commit_makers, with why not all are known worded."""
+    people, unknown = await read_commit_makers(ops, request, compare)
+    return people, words.not_counted(unknown)
+
+
+async def read_commit_makers(ops: RepoOps, request: LandRequest,
+                             compare: dict | None = None) -> tuple[set[str], Why | None]:
     """The people GitHub links as author or committer of a commit on the PR (hangar's
     agent commits as `agent@hangar.invalid`, which is nobody's), and why not all are
     known when the PR has more commits than GitHub lists."""
@@ -664,15 +770,13 @@ async def commit_makers(ops: RepoOps, request: LandRequest,
             if user.get("login") and user.get("type") != "Bot":
                 people.add(user["login"])
     if count >= MAX_PR_COMMITS:
-        return people, (f"the pull request has {MAX_PR_COMMITS} or more commits, more than "
-                        "GitHub lists, so hangar cannot tell who made them all; squash the "
-                        "branch's history, then approve again")
+        return people, Why(NotCounted.MAKERS_UNKNOWN, limit=MAX_PR_COMMITS)
     return people, None
 
 
 async def explain_reviews(
     engine: Engine, ops: RepoOps, request: LandRequest,
-    verdicts: list[tuple[ReviewRecord, str | None]],
+    verdicts: list[tuple[ReviewRecord, Why | str | None]],
 ) -> None:
     """Say once, per review, why an approval does not count."""
     from app.render import reply_marker
@@ -681,8 +785,7 @@ async def explain_reviews(
         if why is None or review.id in request.explained:
             continue
         marker = reply_marker(f"review-{review.id}")
-        await ops.upsert_comment(request.pr_number, marker,
-                                 f"{marker}\nThis approval does not count for landing: {why}.")
+        await ops.upsert_comment(request.pr_number, marker, words.review_not_counted(marker, why))
         request.explained.append(review.id)
         save(engine, request)
 
@@ -697,7 +800,7 @@ async def update(engine: Engine, ops: RepoOps, request: LandRequest, compare: di
         return move(engine, request, LandState.WAITING_CI, None)
     if (request.updated_from == request.head_sha
             and time.time() - request.updated_at_ask < UPDATE_PATIENCE_S):
-        request.reason = "waiting for GitHub to update the branch"
+        set_reason(request, Why(LandReason.UPDATE_PENDING))
         save(engine, request)
         return None
     try:
@@ -712,13 +815,8 @@ async def update(engine: Engine, ops: RepoOps, request: LandRequest, compare: di
         if await head_moved(ops, request):
             return None  # the next pass sees the new head
         files = await conflicting_files(ops, request)
-        from app.render import code_span
-
-        named = ", ".join(code_span(f) for f in files[:20]) or "files GitHub did not name"
         return move(engine, request, LandState.CONFLICT,
-                    f"the branch conflicts with {request.base} in {named}; hangar does not "
-                    "resolve conflicts silently — ask for a turn (`/hangar resolve the "
-                    "conflicts`) or resolve them by hand")
+                    Why(LandReason.CONFLICT, base=request.base, files=files))
     # The update makes a new head: earlier approvals lapse, verification runs again on it.
     request.updated_from, request.updated_at_ask = request.head_sha, time.time()
     save(engine, request)
@@ -726,16 +824,11 @@ async def update(engine: Engine, ops: RepoOps, request: LandRequest, compare: di
                                 f"{request.base}")
 
 
-def update_refused(request: LandRequest, message: str) -> str:
+def update_refused(request: LandRequest, message: str) -> Why:
     """Why GitHub would not bring the branch up to date, and what a person can do."""
     if "workflow" in message.lower():
-        return (f"GitHub refused to update the branch from {request.base}: {request.base} "
-                "changed a workflow file (`.github/workflows/`), and a GitHub App may write "
-                "those only with the `workflows` permission. Update the branch by hand "
-                f"(merge {request.base} into it), or grant hangar's App `workflows: write`, "
-                "then `/hangar land`")
-    return (f"GitHub refused to update the branch: {one_line(message)}. Update it by hand, "
-            "then `/hangar land`")
+        return Why(LandReason.UPDATE_REFUSED_WORKFLOWS, base=request.base)
+    return Why(LandReason.UPDATE_REFUSED, said=one_line(message))
 
 
 async def head_moved(ops: RepoOps, request: LandRequest) -> bool:
@@ -766,7 +859,7 @@ async def wait_for_ci(
     verdict, names = ci.verdict(required, results)
     if verdict == "failed":
         return move(engine, request, LandState.CI_FAILED,
-                    f"required check(s) failed on `{request.head_sha[:7]}`: {', '.join(names)}")
+                    Why(LandReason.CHECKS_FAILED, head=request.head_sha, checks=names))
     if verdict == "pending":
         if request.ci_since is None:
             request.ci_since = time.time()
@@ -774,12 +867,10 @@ async def wait_for_ci(
         waited = time.time() - request.ci_since
         if waited > policy.ci_timeout_minutes * 60:
             late = names[0]
-            what = "is still running" if late in results.outcomes else "never reported"
-            return move(engine, request, LandState.CI_FAILED,
-                        f"check {late} {what} on `{request.head_sha[:7]}` within "
-                        f"{policy.ci_timeout_minutes:g} minutes (land.ci_timeout_minutes); "
-                        "check that it still runs under this name, then `/hangar land`")
-        request.reason = f"waiting for {', '.join(names)}"
+            return move(engine, request, LandState.CI_FAILED, Why(
+                LandReason.CHECK_LATE, check=late, running=late in results.outcomes,
+                head=request.head_sha, minutes=policy.ci_timeout_minutes))
+        set_reason(request, Why(LandReason.WAITING_FOR_CHECKS, checks=names))
         save(engine, request)
         return None
     move(engine, request, LandState.AWAITING_APPROVAL, None)
@@ -804,17 +895,12 @@ async def await_approval(
     approved: list[ReviewRecord], compare: dict | None = None,
 ) -> None:
     if len(approved) < policy.required_approvals:
-        request.reason = approvals_wanted(request, policy, len(approved))
+        set_reason(request, approvals_wanted(request, policy, len(approved)))
         save(engine, request)
         return
     touched, gap = await sensitive_on_pr(ops, request, policy, compare)
     if (touched or gap) and request.ack_sensitive_sha != request.head_sha:
-        from app.render import code_span
-
-        what = (f"sensitive files changed ({', '.join(code_span(p) for p in touched[:5])})"
-                if touched else
-                f"{gap}, so hangar treats it as touching sensitive paths")
-        request.reason = f"{what}: an approver must comment `/hangar land --ack-sensitive`"
+        set_reason(request, Why(LandReason.SENSITIVE, paths=touched, gap=gap))
         save(engine, request)
         return
     if lane_taken(engine, request):
@@ -824,7 +910,7 @@ async def await_approval(
 
 async def sensitive_on_pr(
     ops: RepoOps, request: LandRequest, policy: LandPolicy, compare: dict | None = None,
-) -> tuple[list[str], str | None]:
+) -> tuple[list[str], Why | None]:
     """The PR's sensitive files from its whole file list (every page), and why the list
     is incomplete when it is. A compare of the base against the PR's head lists the same
     files (renames with their old names): below GitHub's cut of it, it is the list."""
@@ -834,13 +920,13 @@ async def sensitive_on_pr(
         f"{ops.base}/pulls/{request.pr_number}/files?per_page=100")]
     pr = await ops.get_pr(request.pr_number)
     return (sensitive_names(files, policy.sensitive_paths),
-            file_list_gap(len(files), pr.get("changed_files")))
+            file_list_shortfall(len(files), pr.get("changed_files")))
 
 
-def approvals_wanted(request: LandRequest, policy: LandPolicy, have: int) -> str:
-    return (f"waiting for {policy.required_approvals - have} approval(s) of "
-            f"`{(request.head_sha or '')[:7]}` from someone with write access"
-            + (f" other than @{request.requested_by}" if policy.forbid_self_approval else ""))
+def approvals_wanted(request: LandRequest, policy: LandPolicy, have: int) -> Why:
+    return Why(LandReason.APPROVALS_WANTED, missing=policy.required_approvals - have,
+               head=request.head_sha,
+               other_than=request.requested_by if policy.forbid_self_approval else None)
 
 
 async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy) -> None:
@@ -852,70 +938,52 @@ async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: Land
     bypass = bypassing_rulesets(rulesets, engine.settings.app_id)
     if bypass:  # GitHub would not hold hangar to the ruleset: it is no gate
         return move(engine, request, LandState.REJECTED,
-                    f"hangar's App is a bypass actor of ruleset {bypass[0]!r}, so GitHub would "
-                    "not hold this merge to the ruleset; hangar does not merge around it. "
-                    "Remove the App from the bypass list, then `/hangar land`")
+                    Why(LandReason.BYPASS_ACTOR, ruleset=bypass[0]))
     if policy.method != "squash":  # the agent's own commit messages would land as written
         closing = await closing_commits(ops, request)
         if closing:
-            from app.render import code_span
-
             sha, said = closing[0]
-            return move(engine, request, LandState.REJECTED,
-                        f"commit `{sha[:7]}` says {code_span(said)}, which would close that "
-                        f"issue when merged with method {policy.method}; hangar does not let "
-                        "agent text close issues. Set `land.method: squash` (hangar writes "
-                        "that message), or reword the commit, then `/hangar land`")
+            return move(engine, request, LandState.REJECTED, Why(
+                LandReason.CLOSING_COMMIT, sha=sha, said=said, method=policy.method))
     # GitHub merges onto whatever the base is now; what was checked is head on the old base.
     if (await ops.compare(request.base, request.head_sha))["behind_by"] > 0:
         return move(engine, request, LandState.UPDATING,
-                    f"{request.base} moved since the checks ran; updating again")
+                    Why(LandReason.BASE_MOVED, base=request.base))
     method = policy.method
     for _ in range(2):  # a second try only with a method the repository allows
         try:
             result = await ops.gh.put(
                 f"{ops.base}/pulls/{request.pr_number}/merge",
                 data={"sha": request.head_sha, "merge_method": method,
-                      "commit_title": f"{pr['title']} (#{request.pr_number})",
-                      "commit_message": f"Landed by hangar for @{job.requested_by}."},
+                      **words.merge_commit(pr["title"], request.pr_number, job.requested_by)},
             )
             break
         except BadRequest as exc:
             status = int(exc.status_code)
             answer = merge_answer(status, str(exc))
             if answer == "head_moved":
-                return move(engine, request, LandState.UPDATING, "the head moved; updating again")
+                return move(engine, request, LandState.UPDATING, Why(LandReason.HEAD_MOVED))
             if answer == "base_moved":
                 raise BaseMoved(one_line(str(exc))) from exc  # tried again, backing off
             if answer == "method":
                 allowed = await allowed_methods(ops)
                 other = next((m for m in (method, *MERGE_METHODS) if m in allowed), None)
                 if other is None or other == method:
-                    return move(engine, request, LandState.REJECTED,
-                                f"GitHub refused a {method} merge: {one_line(str(exc))}. "
-                                "The repository allows "
-                                + (", ".join(allowed) or "no merge method hangar can use")
-                                + "; set `land.method` in .github/hangar.yml to one of them")
-                engine.note(request.job_id, f"land #{request.pr_number}: the repository does "
-                                            f"not allow {method} merges; using {other}")
+                    return move(engine, request, LandState.REJECTED, Why(
+                        LandReason.METHOD_REFUSED, method=method, said=one_line(str(exc)),
+                        allowed=allowed))
+                engine.note(request.job_id,
+                            words.method_fallback_note(request.pr_number, method, other))
                 method = other
                 continue
             if answer == "queue":
                 return move(engine, request, LandState.REJECTED,
-                            f"{request.base} takes changes only through GitHub's merge queue, "
-                            "and hangar does not add pull requests to it: a person with write "
-                            "access can press \"Merge when ready\" on the pull request, or the "
-                            "merge queue rule can be lifted for this branch")
+                            Why(LandReason.MERGE_QUEUE, base=request.base))
             if answer == "workflows":
-                return move(engine, request, LandState.FAILED,
-                            "GitHub refused the merge: it would change a workflow file "
-                            "(`.github/workflows/`), which a GitHub App may do only with the "
-                            "`workflows` permission. Grant hangar's App `workflows: write`, or "
-                            "merge by hand")
+                return move(engine, request, LandState.FAILED, Why(LandReason.MERGE_WORKFLOWS))
             if answer == "rejected":
                 return move(engine, request, LandState.REJECTED,
-                            f"GitHub refused the merge: {one_line(str(exc))}. hangar does not "
-                            "get around the ruleset; fix what it names and approve again")
+                            Why(LandReason.MERGE_REFUSED, said=one_line(str(exc))))
             raise
     else:
         return None
@@ -987,7 +1055,7 @@ async def landed(engine: Engine, ops: RepoOps, request: LandRequest, merge_sha: 
     if request.state == LandState.LANDED:
         return
     request.merge_sha = merge_sha
-    move(engine, request, LandState.LANDED, f"merged as `{(merge_sha or '')[:7]}`")
+    move(engine, request, LandState.LANDED, Why(LandReason.LANDED, sha=merge_sha))
     engine.tokens.revoke_branch(request.repo, request.branch)
     job = engine.get_job(request.job_id)
     if all(r.finished for r in engine.runs_of(job.id)):
@@ -1004,13 +1072,7 @@ async def show(engine: Engine, ops: RepoOps, request: LandRequest, *,
     if request.head_sha and check:
         status, conclusion = land_check_status(request.state)
         gate = await read_gate(ops, request.base, engine.settings.app_id)
-        summary = render.fit_output("\n".join([
-            f"**{request.state.value}**" + (f": {request.reason}" if request.reason else ""),
-            *([f"Merged as `{request.merge_sha}`."] if request.merge_sha else []),
-            "", "What protects the base branch:",
-            *[f"- {'✅' if ok else '⚠️'} {line}" for ok, line in gate],
-            *([""] + [f"- ⚠️ {p}" for p in request.problems] if request.problems else []),
-        ]))
+        summary = render.fit_output(words.land_check_summary(request, gate))
         title = render.land_title(request)
         shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"
         if shown != request.shown:

@@ -1,0 +1,245 @@
+"""Landing's sentences: why a pull request is not landing yet, why an approval does not
+count, what protects the base branch, and check run `hangar / land`.
+
+Keys are the values of landing's codes (`app.landing.LandReason`, `NotCounted`,
+`GateFact`): landing decides, this module words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.render.reasons import Sentences, Why, word
+from app.render.text import code_span, short
+
+
+def _approvals_wanted(missing: int, head: str | None, other_than: str | None = None) -> str:
+    return (f"waiting for {missing} approval(s) of `{short(head)}` from someone with write "
+            "access" + (f" other than @{other_than}" if other_than else ""))
+
+
+def _sensitive(paths: list[str] | None = None, gap: Why | None = None) -> str:
+    what = (f"sensitive files changed ({', '.join(code_span(p) for p in paths[:5])})"
+            if paths else f"{reason(gap)}, so hangar treats it as touching sensitive paths")
+    return f"{what}: an approver must comment `/hangar land --ack-sensitive`"
+
+
+def _conflict(base: str, files: list[str]) -> str:
+    named = ", ".join(code_span(f) for f in files[:20]) or "files GitHub did not name"
+    return (f"the branch conflicts with {base} in {named}; hangar does not resolve conflicts "
+            "silently — ask for a turn (`/hangar resolve the conflicts`) or resolve them by "
+            "hand")
+
+
+def _check_late(check: str, running: bool, head: str, minutes: float) -> str:
+    what = "is still running" if running else "never reported"
+    return (f"check {check} {what} on `{short(head)}` within {minutes:g} minutes "
+            "(land.ci_timeout_minutes); check that it still runs under this name, then "
+            "`/hangar land`")
+
+
+def _method_refused(method: str, said: str, allowed: list[str]) -> str:
+    return (f"GitHub refused a {method} merge: {said}. The repository allows "
+            + (", ".join(allowed) or "no merge method hangar can use")
+            + "; set `land.method` in .github/hangar.yml to one of them")
+
+
+# Why a land request stands where it stands (its `reason`), by `LandReason` code.
+LAND_REASONS: Sentences = {
+    "approvals_wanted": _approvals_wanted,
+    "sensitive": _sensitive,
+    "lane_taken": lambda pr: f"waiting for #{pr} to finish landing",
+    "waiting_for_checks": lambda checks: f"waiting for {', '.join(checks)}",
+    "checks_failed": lambda head, checks: (
+        f"required check(s) failed on `{short(head)}`: {', '.join(checks)}"),
+    "check_late": _check_late,
+    "update_pending": lambda: "waiting for GitHub to update the branch",
+    "update_refused_workflows": lambda base: (
+        f"GitHub refused to update the branch from {base}: {base} changed a workflow file "
+        "(`.github/workflows/`), and a GitHub App may write those only with the `workflows` "
+        f"permission. Update the branch by hand (merge {base} into it), or grant hangar's App "
+        "`workflows: write`, then `/hangar land`"),
+    "update_refused": lambda said: (
+        f"GitHub refused to update the branch: {said}. Update it by hand, then `/hangar land`"),
+    "conflict": _conflict,
+    "bypass_actor": lambda ruleset: (
+        f"hangar's App is a bypass actor of ruleset {ruleset!r}, so GitHub would not hold this "
+        "merge to the ruleset; hangar does not merge around it. Remove the App from the bypass "
+        "list, then `/hangar land`"),
+    "closing_commit": lambda sha, said, method: (
+        f"commit `{short(sha)}` says {code_span(said)}, which would close that issue when "
+        f"merged with method {method}; hangar does not let agent text close issues. Set "
+        "`land.method: squash` (hangar writes that message), or reword the commit, then "
+        "`/hangar land`"),
+    "base_moved": lambda base: f"{base} moved since the checks ran; updating again",
+    "head_moved": lambda: "the head moved; updating again",
+    "method_refused": _method_refused,
+    "merge_queue": lambda base: (
+        f"{base} takes changes only through GitHub's merge queue, and hangar does not add "
+        "pull requests to it: a person with write access can press \"Merge when ready\" on "
+        "the pull request, or the merge queue rule can be lifted for this branch"),
+    "merge_workflows": lambda: (
+        "GitHub refused the merge: it would change a workflow file (`.github/workflows/`), "
+        "which a GitHub App may do only with the `workflows` permission. Grant hangar's App "
+        "`workflows: write`, or merge by hand"),
+    "merge_refused": lambda said: (
+        f"GitHub refused the merge: {said}. hangar does not get around the ruleset; fix what "
+        "it names and approve again"),
+    "landed": lambda sha: f"merged as `{short(sha)}`",
+    "new_approval": lambda: "a new approval arrived",
+    "new_head": lambda: "the branch has a new head",
+    "head_moved_to": lambda head: f"the head moved to `{short(head)}`",
+    "checks_again": lambda: "checks completed again",
+    "pr_closed": lambda: "the pull request was closed",
+    "asked_to_land": lambda login: f"@{login} asked to land",
+    "withdrawn": lambda login: (
+        f"@{login} withdrew the request; approvals do not land it until someone comments "
+        "`/hangar land`"),
+    "gave_up": lambda error: (
+        f"hangar stopped trying after repeated errors ({error}); comment `/hangar land` to "
+        "try again"),
+    # Why the PR's file list is incomplete (so every file counts as sensitive).
+    "files_not_all_listed": lambda listed, changed: (
+        f"GitHub listed {listed} of the {changed} changed files"),
+    "too_many_files": lambda limit: (
+        f"the pull request changes {limit} files or more, more than GitHub lists"),
+}
+
+# Why an approval does not count, by `NotCounted` code.
+NOT_COUNTED: Sentences = {
+    "not_an_approval": lambda user: "it is not an approval",
+    "bot": lambda user: f"@{user} is a bot; only people can approve hangar's work",
+    "requester": lambda user: (
+        f"@{user} asked for this work, and the policy forbids self-approval "
+        "(land.forbid_self_approval); someone else with write access must approve"),
+    "asker": lambda user: (
+        f"@{user} asked for a turn on this pull request, and the policy forbids approving work "
+        "you asked for (land.forbid_self_approval); someone else with write access must "
+        "approve"),
+    "maker": lambda user: (
+        f"@{user} pushed to this branch or made a commit on it, and nobody approves their own "
+        "changes; someone else with write access must approve"),
+    "makers_unknown": lambda limit: (
+        f"the pull request has {limit} or more commits, more than GitHub lists, so hangar "
+        "cannot tell who made them all; squash the branch's history, then approve again"),
+    "no_write_access": lambda user: f"@{user} does not have write access to this repository",
+    "other_commit": lambda user, approved, head: (
+        f"@{user} approved `{(approved or 'unknown')[:7]}`, but the head is now `{short(head)}`;"
+        " approvals are bound to the exact commit"),
+    "dismissed": lambda user: f"@{user}'s approval was dismissed on GitHub",
+}
+
+# What protects a branch, line by line with the fix for what is missing, by `GateFact`.
+GATE_FACTS: Sentences = {
+    "pull_request_required": lambda: "pull request required",
+    "no_pull_request_rule": lambda: (
+        "no pull_request rule: add one to a branch ruleset so nothing lands unreviewed"),
+    "approvals_required": lambda count: f"{count} approving review(s) required",
+    "no_approvals_required": lambda: (
+        "no approvals required: set required_approving_review_count to 1 or more"),
+    "stale_dismissed": lambda: "stale approvals dismissed on push",
+    "stale_survive": lambda: (
+        "approvals survive new pushes: turn on dismiss_stale_reviews_on_push"),
+    "last_push_approved": lambda: "the most recent push needs someone else's approval",
+    "last_push_self": lambda: (
+        "whoever pushed last may approve their own push: turn on require_last_push_approval "
+        "(\"Require approval of the most recent reviewable push\") in the ruleset's "
+        "pull_request rule"),
+    "required_checks": lambda checks: f"required checks: {', '.join(checks)}",
+    "no_required_checks": lambda: (
+        "no required status checks: add required_status_checks (e.g. hangar / verify)"),
+    "force_push_blocked": lambda: "force pushes blocked",
+    "force_push_allowed": lambda: "force pushes allowed: add non_fast_forward",
+    "deletion_blocked": lambda: "deletion blocked",
+    "deletion_allowed": lambda: "the branch can be deleted: add the deletion rule",
+    "not_bypass": lambda: "hangar is not a bypass actor",
+    "bypass": lambda ruleset: (
+        f"hangar's App is a bypass actor of ruleset {ruleset!r}: remove it from the bypass "
+        "list, or the ruleset is no gate for hangar"),
+}
+
+
+def reason(why: Why | None) -> str | None:
+    """A land request's reason, an incomplete file list's, or None."""
+    return None if why is None else word(LAND_REASONS, why)
+
+
+def not_counted(why: Why | None) -> str | None:
+    """Why an approval does not count, or None when it does."""
+    return None if why is None else word(NOT_COUNTED, why)
+
+
+def gate_lines(facts: list[tuple[bool, Why]]) -> list[tuple[bool, str]]:
+    return [(ok, word(GATE_FACTS, why)) for ok, why in facts]
+
+
+def review_not_counted(marker: str, why: Why) -> str:
+    """The one reply on the PR for an approval that does not count."""
+    return f"{marker}\nThis approval does not count for landing: {not_counted(why)}."
+
+
+def ack_refused(why: Why) -> str:
+    return (f"Your acknowledgement of the sensitive files does not count: {not_counted(why)}. "
+            "Another person with write access must comment `/hangar land --ack-sensitive`.")
+
+
+def nothing_to_cancel(pr_number: int, state: str) -> str:
+    return f"#{pr_number} is already {state}; there is nothing to cancel."
+
+
+def method_fallback_note(pr_number: int, method: str, other: str) -> str:
+    return (f"land #{pr_number}: the repository does not allow {method} merges; "
+            f"using {other}")
+
+
+def merge_commit(pr_title: str, pr_number: int, requester: str) -> dict[str, str]:
+    """The title and message of the merge commit hangar asks GitHub for."""
+    return {"commit_title": f"{pr_title} (#{pr_number})",
+            "commit_message": f"Landed by hangar for @{requester}."}
+
+
+def land_title(request: Any) -> str:
+    titles = {
+        "queued": "Waiting to land",
+        "updating": "Bringing the branch up to date",
+        "waiting_ci": "Waiting for required checks",
+        "awaiting_approval": "Waiting for an approval of this exact commit",
+        "merging": "Merging",
+        "landed": "Landed",
+        "conflict": "Conflicts with the base branch",
+        "ci_failed": "Required checks failed",
+        "rejected": "GitHub refused the merge",
+        "cancelled": "Landing cancelled",
+        "failed": "Landing failed",
+    }
+    return titles.get(str(request.state), str(request.state))
+
+
+def land_line(request: Any) -> str:
+    text = f"**Landing #{request.pr_number}:** {land_title(request).lower()}"
+    if request.merge_sha:
+        text += f" as `{short(request.merge_sha)}`"
+    elif request.reason:
+        text += f" — {request.reason}"
+    return text
+
+
+def land_check_summary(request: Any, gate: list[tuple[bool, str]]) -> str:
+    """Check run `hangar / land`'s summary: the state and why, and what protects the base."""
+    return "\n".join([
+        f"**{request.state.value}**" + (f": {request.reason}" if request.reason else ""),
+        *([f"Merged as `{request.merge_sha}`."] if request.merge_sha else []),
+        "", "What protects the base branch:",
+        *[f"- {'✅' if ok else '⚠️'} {line}" for ok, line in gate],
+        *([""] + [f"- ⚠️ {p}" for p in request.problems] if request.problems else []),
+    ])
+
+
+def land_notes(request: Any) -> list[str]:
+    """What landing says about a PR in its job's status comment."""
+    return [land_line(request), *(f"⚠️ {p}" for p in request.problems)]
+
+
+def impostors_note(impostors: list[str]) -> str:
+    return ("⚠️ **Not counted:** only hangar's own App reports under hangar's check names; "
+            "set aside: " + "; ".join(impostors))

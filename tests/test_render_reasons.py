@@ -1,0 +1,120 @@
+"""Concerns decide, render words: every reason code of every concern has a sentence in
+render, the sentences read as they did, and no concern hands a sentence of its own to
+GitHub."""
+
+from __future__ import annotations
+
+import ast
+from enum import StrEnum
+from pathlib import Path
+
+import pytest
+
+from app import landing
+from app.render import landing as land_words
+from app.render.reasons import Why, word
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (a concern's codes, render's table for them)
+TABLES: list[tuple[type[StrEnum], dict]] = [
+    (landing.LandReason, land_words.LAND_REASONS),
+    (landing.NotCounted, land_words.NOT_COUNTED),
+    (landing.GateFact, land_words.GATE_FACTS),
+]
+
+
+@pytest.mark.parametrize(("codes", "table"), TABLES, ids=lambda v: getattr(v, "__name__", ""))
+def test_every_code_has_a_sentence_and_every_sentence_a_code(codes, table):
+    assert {c.value for c in codes} - set(table) == set(), "codes render cannot word"
+    assert set(table) - {c.value for c in codes} == set(), "sentences no code reaches"
+
+
+SHA = "a" * 40
+
+
+@pytest.mark.parametrize(("table", "why", "sentence"), [
+    (land_words.LAND_REASONS,
+     Why(landing.LandReason.APPROVALS_WANTED, missing=1, head=SHA, other_than="mona"),
+     "waiting for 1 approval(s) of `aaaaaaa` from someone with write access other than @mona"),
+    (land_words.LAND_REASONS,
+     Why(landing.LandReason.APPROVALS_WANTED, missing=2, head=SHA, other_than=None),
+     "waiting for 2 approval(s) of `aaaaaaa` from someone with write access"),
+    (land_words.LAND_REASONS,
+     Why(landing.LandReason.CHECKS_FAILED, head=SHA, checks=["ci / test", "lint"]),
+     "required check(s) failed on `aaaaaaa`: ci / test, lint"),
+    (land_words.LAND_REASONS,
+     Why(landing.LandReason.CHECK_LATE, check="ci / test", running=False, head=SHA,
+         minutes=30.0),
+     "check ci / test never reported on `aaaaaaa` within 30 minutes (land.ci_timeout_minutes);"
+     " check that it still runs under this name, then `/hangar land`"),
+    (land_words.LAND_REASONS,
+     Why(landing.LandReason.CONFLICT, base="main", files=["calc.py"]),
+     "the branch conflicts with main in `calc.py`; hangar does not resolve conflicts "
+     "silently — ask for a turn (`/hangar resolve the conflicts`) or resolve them by hand"),
+    (land_words.LAND_REASONS,
+     Why(landing.LandReason.SENSITIVE, paths=[],
+         gap=Why(landing.LandReason.TOO_MANY_FILES, limit=3000)),
+     "the pull request changes 3000 files or more, more than GitHub lists, so hangar treats "
+     "it as touching sensitive paths: an approver must comment `/hangar land --ack-sensitive`"),
+    (land_words.LAND_REASONS, Why(landing.LandReason.LANDED, sha=SHA), "merged as `aaaaaaa`"),
+    (land_words.NOT_COUNTED,
+     Why(landing.NotCounted.OTHER_COMMIT, user="rita", approved="b" * 40, head=SHA),
+     "@rita approved `bbbbbbb`, but the head is now `aaaaaaa`; approvals are bound to the "
+     "exact commit"),
+    (land_words.GATE_FACTS, Why(landing.GateFact.BYPASS, ruleset="main"),
+     "hangar's App is a bypass actor of ruleset 'main': remove it from the bypass list, or "
+     "the ruleset is no gate for hangar"),
+])
+def test_sentences_read_as_before(table, why, sentence):
+    assert word(table, why) == sentence
+
+
+def test_a_code_without_a_sentence_is_an_error_not_silence():
+    with pytest.raises(KeyError):
+        word(land_words.LAND_REASONS, Why("no_such_code"))
+
+
+# -- no concern words things itself ----------------------------------------------------
+
+# Calls whose text reaches GitHub (or a land request's shown reason), and the position of
+# that text among their arguments.
+SPEAKING = {"reply": 2, "upsert_comment": 2, "move": 3, "set_reason": 1}
+CONCERNS = ("app/landing.py",)
+
+
+def sentences_handed_over(source: str) -> list[tuple[int, str]]:
+    """(line, call) for each speaking call given a literal sentence: an f-string, or a
+    string constant with a space in it."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+        if name not in SPEAKING:
+            continue
+        args = [*node.args, *(k.value for k in node.keywords if k.arg in ("text", "body"))]
+        position = SPEAKING[name]
+        said = [a for a in args[position:position + 1] + args[len(node.args):]
+                for a in ast.walk(a) if isinstance(a, ast.JoinedStr)
+                or (isinstance(a, ast.Constant) and isinstance(a.value, str) and " " in a.value)]
+        if said:
+            found.append((node.lineno, name))
+    return sorted(found)
+
+
+def test_the_guard_finds_a_sentence_where_it_would_be():
+    worded_here = '''
+async def cancel(engine, ops, intent, request):
+    await reply(ops, intent, f"#{request.pr_number} is already landed.")
+    move(engine, request, "cancelled", "the pull request was closed")
+    await ops.upsert_comment(1, marker, marker + "\\nThis approval does not count")
+    await reply(ops, intent, words.nothing_to_cancel(1, "landed"), key=f"k-{intent.id}")
+'''
+    assert [name for _, name in sentences_handed_over(worded_here)] == [
+        "reply", "move", "upsert_comment"]
+
+
+@pytest.mark.parametrize("path", CONCERNS)
+def test_concerns_hand_no_sentence_of_their_own_to_github(path):
+    assert sentences_handed_over((ROOT / path).read_text()) == []
