@@ -196,10 +196,6 @@ class Store:
             ).fetchall()
         return [_delivery(r) for r in rows]
 
-    def mark_deliveries(self, outcomes: list[tuple[str, str, str | None]]) -> None:
-        """Record (id, state, error) for many deliveries in one transaction."""
-        self.write_deliveries([], outcomes)
-
     def delivery(self, delivery_id: str) -> Delivery | None:
         with self._lock:
             row = self._db.execute(

@@ -208,9 +208,5 @@ def installation_permission(ident: Identity, category: str) -> str:
     return perms.get(category, "none")
 
 
-def user_can(store: Store, ident: Identity, repo: Repo, level: str) -> bool:
-    return permission_at_least(store.permission(repo, ident.user), level)
-
-
 def new_webhook_secret() -> str:
     return secrets.token_hex(20)
