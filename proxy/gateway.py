@@ -39,6 +39,8 @@ ROUTE = "/model/{sandbox_id}/{tail:.*}"
 # How long a checked model token is trusted without reading its row again: the bound for a
 # revocation written by another process. One made in this process counts at once.
 CHECKED_FOR_S = 30.0
+# How far into an answer the credential's limits are written, if it has not ended by then.
+LIMITS_AFTER_S = 1.0
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
 # Request headers that are the sandbox's to send; everything about auth is hangar's.
 _DROP_REQUEST = {"host", "x-api-key", "authorization", "content-length", "connection",
@@ -502,10 +504,12 @@ class ModelGateway:
         meter = UsageMeter(upstream.headers.get("Content-Type", ""))
         reading: Reading | None = None
         error_body = bytearray()
-        # The credential's limits are written while the answer streams, once its first
-        # bytes are out (a commit waits for the disk, which is not the agent's to wait
-        # for); an answer in one piece writes them with its usage, in one commit.
-        limit_written: asyncio.Future | None = None
+        # The credential's limits are written with the run's usage, in one commit, or
+        # LIMITS_AFTER_S into a longer answer, so that queued runs see the credential's
+        # use while it streams. Not at its first bytes: the write's thread would take the
+        # core that the agent's client needs to read them.
+        limit_writes: list[asyncio.Future] = []
+        limit_timer: asyncio.TimerHandle | None = None
         last = b""
         content = upstream.content
         try:
@@ -523,12 +527,15 @@ class ModelGateway:
                     reading = Reading(*read_limits(upstream.headers, upstream.status,
                                                    time.time()))
                     if reading.headers and not content.at_eof():
-                        limit_written = asyncio.ensure_future(self._write(
-                            self.ledger.set_limit, credential, reading.utilization,
-                            reading.reset_at, reading.headers))
+                        limit_timer = asyncio.get_running_loop().call_later(
+                            LIMITS_AFTER_S, self._start_limit_write, limit_writes,
+                            credential, reading)
                 if last:
                     break
         finally:
+            if limit_timer is not None:
+                limit_timer.cancel()
+            limit_written = limit_writes[0] if limit_writes else None
             meter.finish()
             if reading is None:
                 reading = Reading(*read_limits(upstream.headers, upstream.status, time.time()))
@@ -547,6 +554,13 @@ class ModelGateway:
                     limit=reading if limit_written is None and reading.headers else None)
         await response.write_eof(last)
         return response
+
+
+    def _start_limit_write(self, writes: list[asyncio.Future], credential: str,
+                           limit: Reading) -> None:
+        writes.append(asyncio.ensure_future(self._write(
+            self.ledger.set_limit, credential, limit.utilization, limit.reset_at,
+            limit.headers)))
 
 
 class _Relayed(web.StreamResponse):

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from fakehub.model import Fault, ModelServer, fix_calc_script
-from proxy import TokenRegistry
+from proxy import TokenRegistry, gateway
 from proxy.gateway import Endpoint, ModelLedger, UsageMeter, price, read_limits, setup_gateway
 
 REAL_KEY = "sk-real-credential-1234"
@@ -179,13 +179,17 @@ async def _gateway_to(aiohttp_server, aiohttp_client, tmp_path, upstream_app):
     return client, ledger, ledger.issue("sb-1", credential="ANTHROPIC_API_KEY", run_id="run-1")
 
 
-async def test_the_stream_is_not_buffered(aiohttp_server, aiohttp_client, tmp_path):
+async def test_the_stream_is_not_buffered(aiohttp_server, aiohttp_client, tmp_path,
+                                          monkeypatch):
     # The model holds the rest of its answer until the agent has the first event: a
     # gateway that waited for more than the bytes at hand would wait for ever.
     agent_has_it = asyncio.Event()
+    monkeypatch.setattr(gateway, "LIMITS_AFTER_S", 0.0)
 
     async def answer(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream", "anthropic-ratelimit-tokens-limit": "100",
+            "anthropic-ratelimit-tokens-remaining": "25"})
         await response.prepare(request)
         await response.write(b'event: message_start\ndata: {"type":"message_start","message":'
                              b'{"model":"claude-haiku-4-5","usage":{"input_tokens":9}}}\n\n')
@@ -202,6 +206,13 @@ async def test_the_stream_is_not_buffered(aiohttp_server, aiohttp_client, tmp_pa
                                  headers={"x-api-key": token})
     first = await asyncio.wait_for(response.content.readany(), 10)
     assert b"message_start" in first and b"message_delta" not in first
+    # A long answer's limits are written while it streams, not only at its end.
+    for _ in range(200):
+        if ledger.limit("ANTHROPIC_API_KEY") is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert ledger.limit("ANTHROPIC_API_KEY").utilization == pytest.approx(0.75)
+    assert ledger.usage("run-1") is None
     agent_has_it.set()
     assert b"message_delta" in await response.read()
     usage = ledger.usage("run-1")
