@@ -26,7 +26,7 @@ from app.redact import redact, tail
 from app.repoconfig import CONFIG_PATH, AutofixPolicy, parse_repo_config
 
 if TYPE_CHECKING:
-    from app.engine import Engine
+    from app.engine import StepContext
     from app.ghops import RepoOps
     from app.payloads import PullRequestEvent, PullRequestReviewEvent
 
@@ -65,7 +65,7 @@ class Failure(BaseModel):
 row_id = autofix_row_id  # an auto-fix row is one per repository and PR
 
 
-def status_notes(engine: Engine, repo: str, pr_number: int) -> PrNotes:
+def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     """Why auto-fix stopped trying on a PR, for its job's status comment."""
     row = engine.store.get("autofix", row_id(repo, pr_number), AutofixRow)
     if row and row.stopped:
@@ -161,11 +161,11 @@ def prompt_for_review(author: str, body: str, comments: list[dict[str, Any]]) ->
 # -- rows ---------------------------------------------------------------------------------
 
 
-def get_row(engine: Engine, autofix_id: str) -> AutofixRow | None:
+def get_row(engine: StepContext, autofix_id: str) -> AutofixRow | None:
     return engine.store.get("autofix", autofix_id, AutofixRow)
 
 
-def ensure_row(engine: Engine, job: Job, pr_number: int) -> AutofixRow:
+def ensure_row(engine: StepContext, job: Job, pr_number: int) -> AutofixRow:
     existing = get_row(engine, row_id(job.thread.repo, pr_number))
     if existing:
         return existing
@@ -174,12 +174,12 @@ def ensure_row(engine: Engine, job: Job, pr_number: int) -> AutofixRow:
     return save(engine, row)
 
 
-def save(engine: Engine, row: AutofixRow, *, active: bool = True) -> AutofixRow:
+def save(engine: StepContext, row: AutofixRow, *, active: bool = True) -> AutofixRow:
     engine.store.put("autofix", row.id, row, active=active)
     return row
 
 
-def patch(engine: Engine, autofix_id: str, **fields: Any) -> AutofixRow:
+def patch(engine: StepContext, autofix_id: str, **fields: Any) -> AutofixRow:
     """Read the row fresh, change only these fields, write it back (no await between):
     events that arrived while a step awaited GitHub are kept."""
     row = get_row(engine, autofix_id)
@@ -196,7 +196,7 @@ def judged(row: AutofixRow, key: str) -> list[str]:
 # beside landing's own listeners: one's failure never keeps the other from hearing.
 
 
-def on_review(engine: Engine, event: PullRequestReviewEvent) -> None:
+def on_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
     """A review asking for changes starts a turn; one that holds a `/hangar` command is
     that command instead."""
     if (event.action == "dismissed" or event.review.state.lower() != "changes_requested"
@@ -207,7 +207,7 @@ def on_review(engine: Engine, event: PullRequestReviewEvent) -> None:
         record_change_request(engine, job, event)
 
 
-def on_pull_request(engine: Engine, event: PullRequestEvent) -> None:
+def on_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
     if event.action not in ("closed", "synchronize"):
         return
     job = job_for_pr(engine, event.repository.full_name, event.number)
@@ -219,7 +219,7 @@ def on_pull_request(engine: Engine, event: PullRequestEvent) -> None:
         record_push(engine, job, event)
 
 
-def on_ci(engine: Engine, repo: str, head_sha: str, *, check: str | None = None,
+def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = None,
           ours: bool = False) -> None:
     # Of hangar's own checks only `verify` is evidence for auto-fix (and the end of a
     # turn wakes it too): its agent and land checks and its suite tell it nothing.
@@ -227,7 +227,7 @@ def on_ci(engine: Engine, repo: str, head_sha: str, *, check: str | None = None,
         record_ci(engine, repo, head_sha)
 
 
-def after_run_step(engine: Engine, run_id: str) -> None:
+def after_run_step(engine: StepContext, run_id: str) -> None:
     """A turn is over once its verification is done: look at the head's CI now (a fix
     waits for the turn)."""
     run = engine.get_run(run_id)
@@ -238,7 +238,7 @@ def after_run_step(engine: Engine, run_id: str) -> None:
         record_ci(engine, job.thread.repo, run.head_sha)
 
 
-def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
+def record_ci(engine: StepContext, repo: str, head_sha: str) -> None:
     """A check or status finished on head_sha: look again at the PR whose head it is.
 
     Only that PR: a busy repository's CI must not make every open PR ask GitHub again. A
@@ -258,7 +258,7 @@ def record_ci(engine: Engine, repo: str, head_sha: str) -> None:
             patch(engine, row.id, due_at=0)
 
 
-def record_closed(engine: Engine, repo: str, pr_number: int) -> None:
+def record_closed(engine: StepContext, repo: str, pr_number: int) -> None:
     """GitHub said the PR was closed (or merged): nothing to fix there, no look needed.
     Any later event on it (a reopen, a push, CI) makes the row active again."""
     row = get_row(engine, row_id(repo, pr_number))
@@ -266,14 +266,14 @@ def record_closed(engine: Engine, repo: str, pr_number: int) -> None:
         save(engine, row, active=False)
 
 
-def last_turn(engine: Engine, job: Job, pr_number: int) -> Any:
+def last_turn(engine: StepContext, job: Job, pr_number: int) -> Any:
     """The newest finished turn on the PR that saw it (its answer kept), or None."""
     done = [r for r in engine.runs_of(job.id)
             if r.pr_number == pr_number and r.finished and r.pr_seen]
     return max(done, key=lambda r: r.queued_at) if done else None
 
 
-def record_push(engine: Engine, job: Job, event: PullRequestEvent) -> None:
+def record_push(engine: StepContext, job: Job, event: PullRequestEvent) -> None:
     row = ensure_row(engine, job, event.number)
     last = last_turn(engine, job, event.number)  # a push makes its answer stale
     fields: dict[str, Any] = {"due_at": 0, "turn_seen": last.id if last else row.turn_seen,
@@ -287,7 +287,7 @@ def record_push(engine: Engine, job: Job, event: PullRequestEvent) -> None:
     patch(engine, row.id, **fields)
 
 
-def record_change_request(engine: Engine, job: Job, event: PullRequestReviewEvent) -> None:
+def record_change_request(engine: StepContext, job: Job, event: PullRequestReviewEvent) -> None:
     """A review asking for changes starts a turn that addresses that review only."""
     row = ensure_row(engine, job, event.pull_request.number)
     if event.review.id in row.seen_reviews or event.review.user.is_bot:
@@ -306,7 +306,7 @@ def record_change_request(engine: Engine, job: Job, event: PullRequestReviewEven
     ))
 
 
-async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     from app.intents import hangar_pr_job
 
     job = await hangar_pr_job(engine, ops, intent)
@@ -331,7 +331,7 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
 # -- the step ---------------------------------------------------------------------------
 
 
-async def advance_autofix(engine: Engine, autofix_id: str) -> None:
+async def advance_autofix(engine: StepContext, autofix_id: str) -> None:
     row = get_row(engine, autofix_id)
     if row is None or row.due_at > time.time():
         return
@@ -345,25 +345,25 @@ async def advance_autofix(engine: Engine, autofix_id: str) -> None:
     await fix_now(engine, ops, job, row, requested=False)
 
 
-def turn_running(engine: Engine, job: Job, pr_number: int) -> bool:
+def turn_running(engine: StepContext, job: Job, pr_number: int) -> bool:
     return any(not r.finished for r in engine.runs_of(job.id) if r.pr_number == pr_number)
 
 
-def known_head(engine: Engine, job: Job, row: AutofixRow, head: str) -> bool:
+def known_head(engine: StepContext, job: Job, row: AutofixRow, head: str) -> bool:
     """hangar made this head (a turn, a verification) or GitHub said who pushed it."""
     fresh = get_row(engine, row.id) or row
     return head in fresh.pushed_heads or any(
         r.head_sha == head for r in engine.runs_of(job.id) if r.pr_number == row.pr_number)
 
 
-def merging(engine: Engine, row: AutofixRow) -> bool:
+def merging(engine: StepContext, row: AutofixRow) -> bool:
     from app.landing import LandRequest, LandState, land_id
 
     request = engine.store.get("land", land_id(row.repo, row.pr_number), LandRequest)
     return bool(request and request.state == LandState.MERGING)
 
 
-async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
+async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, *,
                   requested: bool, requested_by: str = "hangar") -> str:
     if turn_running(engine, job, row.pr_number):
         return "a turn is running"  # its end wakes the row again (after_run_step)
@@ -439,7 +439,7 @@ async def fix_now(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow, *,
     return f"auto-fix turn {turn}" if started else "a turn is running"
 
 
-async def start_followup_now(engine: Engine, job: Job, row: AutofixRow, prompt: str, *,
+async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, prompt: str, *,
                              requested_by: str, label: str) -> bool:
     """Start the turn and count it, with no await between the two (start_followup has
     none): two steps deciding at once start one turn and count one."""
@@ -454,7 +454,7 @@ async def start_followup_now(engine: Engine, job: Job, row: AutofixRow, prompt: 
     return True
 
 
-async def show(engine: Engine, job: Job) -> None:
+async def show(engine: StepContext, job: Job) -> None:
     from app.runs import refresh_status
 
     await refresh_status(engine, job.id)
@@ -532,7 +532,7 @@ async def actions_log_tail(ops: RepoOps, run: dict) -> list[str]:
     return [tail(text, 3000)]
 
 
-async def review_turn(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow,
+async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow,
                       review: dict[str, Any]) -> str:
     """A turn for one change request: {review_id, author, body}. It waits for a running
     turn to end, then starts within the same bound."""
@@ -570,7 +570,7 @@ async def review_turn(engine: Engine, ops: RepoOps, job: Job, row: AutofixRow,
     return "review turn waits for the running turn"
 
 
-def give_up(engine: Engine, autofix_id: str, reason: str) -> None:
+def give_up(engine: StepContext, autofix_id: str, reason: str) -> None:
     """The step failed again and again: stop looking until an event wakes the row."""
     row = get_row(engine, autofix_id)
     if row is None:

@@ -17,12 +17,12 @@ from app.models import Intent, Job, JobState, Run, RunStage, RunState, changed
 from app.payloads import CheckRunEvent
 
 if TYPE_CHECKING:
-    from app.engine import Engine
+    from app.engine import StepContext
 
 log = logging.getLogger(__name__)
 
 
-async def process_intent(engine: Engine, intent_id: str) -> None:
+async def process_intent(engine: StepContext, intent_id: str) -> None:
     intent = engine.store.get("intent", intent_id, Intent)
     if intent is None or intent.state == "done":
         return
@@ -48,7 +48,7 @@ async def process_intent(engine: Engine, intent_id: str) -> None:
     finish(engine, intent, outcome)
 
 
-def finish(engine: Engine, intent: Intent, outcome: str) -> None:
+def finish(engine: StepContext, intent: Intent, outcome: str) -> None:
     engine.save_intent(changed(intent, **{"state": "done", "outcome": outcome}))
     log.info("intent %s: %s", intent.command, outcome, extra={"repo": intent.thread.repo})
 
@@ -72,18 +72,18 @@ async def reply(ops: RepoOps, intent: Intent, text: str, *, key: str | None = No
 # -- commands ----------------------------------------------------------------------
 
 
-async def usage(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def usage(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     await reply(ops, intent, f"{intent.usage_message}\n\n`/hangar help` lists every command.")
     return "usage reply"
 
 
-async def show_help(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def show_help(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     # Every command, with where it applies: the issue's reader will be on the PR next.
     await reply(ops, intent, commands.help_text())
     return "help reply"
 
 
-async def hangar_pr_job(engine: Engine, ops: RepoOps, intent: Intent) -> Job | None:
+async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Job | None:
     """The job that owns the PR this intent was written on; else a reply saying why not."""
     job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
     if job is None:
@@ -94,7 +94,7 @@ async def hangar_pr_job(engine: Engine, ops: RepoOps, intent: Intent) -> Job | N
 
 
 
-async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     if intent.thread.is_pr:
         job = await hangar_pr_job(engine, ops, intent)
         if job is None:
@@ -113,7 +113,7 @@ async def run_agent(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return start_job(engine, intent, intent.args["prompt"], attempts=1)
 
 
-async def try_attempts(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def try_attempts(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     if intent.thread.is_pr:
         await reply(ops, intent, "`/hangar try` starts fresh attempts from an issue; on a "
                                  "pull request, `/hangar <instruction>` asks for another turn.")
@@ -121,7 +121,7 @@ async def try_attempts(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
 
 
-def start_job(engine: Engine, intent: Intent, prompt: str, *, attempts: int) -> str:
+def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int) -> str:
     job_id = job_id_for(intent.id)
     if engine.get_job(job_id):
         return f"job {job_id}"
@@ -151,7 +151,7 @@ def job_id_for(intent_id: str) -> str:
 
 
 async def start_followup(
-    engine: Engine, job: Job, pr_number: int, prompt: str, *, kind: str, requested_by: str,
+    engine: StepContext, job: Job, pr_number: int, prompt: str, *, kind: str, requested_by: str,
     label: str | None = None,
 ) -> str:
     runs = engine.runs_of(job.id)
@@ -175,7 +175,7 @@ async def start_followup(
     return f"{kind} {run.id}"
 
 
-async def cancel(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def cancel(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
                                                       intent.thread.number)
     if job is None:
@@ -192,14 +192,14 @@ async def cancel(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return f"cancel requested for {stopped} run(s)"
 
 
-async def verify_again(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def verify_again(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     job = await hangar_pr_job(engine, ops, intent)
     if job is None:
         return "not a hangar PR"
     return request_verification(engine, job, intent.thread.number)
 
 
-def request_verification(engine: Engine, job: Job, pr_number: int) -> str:
+def request_verification(engine: StepContext, job: Job, pr_number: int) -> str:
     runs = [r for r in engine.runs_of(job.id) if r.pr_number == pr_number]
     if any(not r.finished for r in runs):
         return "a turn is still running; it verifies when it finishes"
@@ -215,7 +215,7 @@ def request_verification(engine: Engine, job: Job, pr_number: int) -> str:
     return "verification requested"
 
 
-async def retry_push(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def retry_push(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     """Push again the commits of runs whose push GitHub did not take."""
     from app import publishing
 
@@ -231,7 +231,7 @@ async def retry_push(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return f"retrying the push of {len(held)} run(s)"
 
 
-async def status(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def status(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
     if job is None:
         await reply(ops, intent, "There is no hangar work on this thread yet. "
@@ -243,7 +243,7 @@ async def status(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return "status refreshed"
 
 
-async def pick(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def pick(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     """Keep one attempt of `/hangar try N`: close the other attempts' pull requests."""
     job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
                                                       intent.thread.number)
@@ -292,7 +292,7 @@ NOT_A_HANGAR_PR = ("This pull request was not opened by hangar, so hangar will n
                    "Ask on an issue instead: `/hangar <instruction>`.")
 
 
-def wake_waiting(engine: Engine, run_id: str) -> None:
+def wake_waiting(engine: StepContext, run_id: str) -> None:
     """A turn ended: the commands waiting for it on its PR are taken now."""
     run = engine.get_run(run_id)
     if run is None or not run.finished or run.pr_number is None:
@@ -306,7 +306,7 @@ def wake_waiting(engine: Engine, run_id: str) -> None:
             engine.save_intent(changed(intent, **{"retry_at": 0.0}))
 
 
-def job_for_pr(engine: Engine, repo: str, pr_number: int) -> Job | None:
+def job_for_pr(engine: StepContext, repo: str, pr_number: int) -> Job | None:
     """The job of the latest run on this PR (indexed: the history is never read whole)."""
     for run in reversed(engine.store.find("run", Run, pr_number=pr_number)):
         job = engine.get_job(run.job_id)
@@ -315,18 +315,18 @@ def job_for_pr(engine: Engine, repo: str, pr_number: int) -> Job | None:
     return None
 
 
-def job_named(engine: Engine, intent: Intent) -> Job | None:
+def job_named(engine: StepContext, intent: Intent) -> Job | None:
     """The job an API call named (a comment names none: the thread's latest job counts)."""
     job_id = intent.args.get("job")
     return engine.get_job(job_id) if job_id else None
 
 
-def job_for_thread(engine: Engine, repo: str, number: int) -> Job | None:
+def job_for_thread(engine: StepContext, repo: str, number: int) -> Job | None:
     jobs = engine.store.find("job", Job, thread__repo=repo, thread__number=number)
     return jobs[-1] if jobs else job_for_pr(engine, repo, number)
 
 
-def record_check_action(engine: Engine, event: CheckRunEvent) -> None:
+def record_check_action(engine: StepContext, event: CheckRunEvent) -> None:
     """A button on one of hangar's check runs ("Verify again", "Fix with hangar")."""
     if event.installation is None or event.sender.is_bot:
         return

@@ -30,7 +30,7 @@ from app.repoconfig import CONFIG_PATH, LandPolicy, parse_repo_config
 from app.sensitive import COMPARE_FILES, sensitive_names
 
 if TYPE_CHECKING:
-    from app.engine import Engine
+    from app.engine import StepContext
     from app.ghops import RepoOps
     from app.payloads import PullRequestEvent, PullRequestReviewEvent
 
@@ -378,13 +378,13 @@ def gate_facts(
 # -- intake (from handlers, via the engine): record and wake -----------------------------
 
 
-def job_for_pr(engine: Engine, repo: str, pr_number: int) -> Job | None:
+def job_for_pr(engine: StepContext, repo: str, pr_number: int) -> Job | None:
     from app.intents import job_for_pr as find
 
     return find(engine, repo, pr_number)
 
 
-def ensure_request(engine: Engine, job: Job, pr_number: int) -> LandRequest:
+def ensure_request(engine: StepContext, job: Job, pr_number: int) -> LandRequest:
     request_id = land_id(job.thread.repo, pr_number)
     existing = engine.store.get("land", request_id, LandRequest)
     if existing:
@@ -404,7 +404,7 @@ class RowChanged(Exception):
     stops and the next one starts from the fresh row."""
 
 
-def save(engine: Engine, request: LandRequest) -> LandRequest:
+def save(engine: StepContext, request: LandRequest) -> LandRequest:
     """Write the row, unless someone else wrote it since this copy was read.
 
     Intake (events, commands) reads and writes without awaiting in between, so only a
@@ -418,11 +418,11 @@ def save(engine: Engine, request: LandRequest) -> LandRequest:
     return request
 
 
-def get(engine: Engine, request_id: str) -> LandRequest | None:
+def get(engine: StepContext, request_id: str) -> LandRequest | None:
     return engine.store.get("land", request_id, LandRequest)
 
 
-def move(engine: Engine, request: LandRequest, state: LandState, why: Why | None) -> None:
+def move(engine: StepContext, request: LandRequest, state: LandState, why: Why | None) -> None:
     reason = words.reason(why)
     if request.state == state and request.reason == reason:
         return
@@ -440,7 +440,7 @@ def set_reason(request: LandRequest, why: Why | None) -> None:
     request.reason = words.reason(why)
 
 
-def record_review(engine: Engine, event: PullRequestReviewEvent) -> None:
+def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
     job = job_for_pr(engine, event.repository.full_name, event.pull_request.number)
     if job is None:
         return
@@ -464,7 +464,7 @@ def record_review(engine: Engine, event: PullRequestReviewEvent) -> None:
     save(engine, request)
 
 
-def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
+def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
     job = job_for_pr(engine, event.repository.full_name, event.number)
     if job is None:
         return
@@ -478,7 +478,7 @@ def record_pull_request(engine: Engine, event: PullRequestEvent) -> None:
 
 
 def record_ci(
-    engine: Engine, repo: str, head_sha: str, *, check: str | None = None, ours: bool = False
+    engine: StepContext, repo: str, head_sha: str, *, check: str | None = None, ours: bool = False
 ) -> None:
     """A check or status completed on head_sha: wake the landings of that head, and look
     again at one that checks stopped (a re-run may have passed). hangar's own land check
@@ -504,7 +504,7 @@ def stopped_by_checks(request: LandRequest) -> bool:
             and "check" in (request.reason or "").lower())
 
 
-def give_up(engine: Engine, request_id: str, reason: str) -> None:
+def give_up(engine: StepContext, request_id: str, reason: str) -> None:
     """The step failed again and again: stop, and say so (a person can start it again)."""
     request = get(engine, request_id)
     if request is None or not request.active or request.state == LandState.FAILED:
@@ -512,7 +512,7 @@ def give_up(engine: Engine, request_id: str, reason: str) -> None:
     move(engine, request, LandState.FAILED, Why(LandReason.GAVE_UP, error=reason))
 
 
-async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
+async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     from app.intents import hangar_pr_job, reply
 
     job = await hangar_pr_job(engine, ops, intent)
@@ -545,7 +545,7 @@ async def handle_command(engine: Engine, ops: RepoOps, intent: Intent) -> str:
     return "land requested"
 
 
-async def cancel(engine: Engine, ops: RepoOps, intent: Intent, request: LandRequest) -> str:
+async def cancel(engine: StepContext, ops: RepoOps, intent: Intent, request: LandRequest) -> str:
     from app.intents import reply
 
     if request.state in (LandState.LANDED, LandState.MERGING):
@@ -561,7 +561,7 @@ async def cancel(engine: Engine, ops: RepoOps, intent: Intent, request: LandRequ
 # -- the state machine -----------------------------------------------------------------
 
 
-async def advance_land(engine: Engine, request_id: str) -> None:
+async def advance_land(engine: StepContext, request_id: str) -> None:
     request = get(engine, request_id)
     if request is None or not request.active or request.due_at > time.time():
         return
@@ -581,7 +581,7 @@ async def advance_land(engine: Engine, request_id: str) -> None:
             save(engine, request)
 
 
-async def land_step(engine: Engine, request: LandRequest) -> None:
+async def land_step(engine: StepContext, request: LandRequest) -> None:
     job = engine.get_job(request.job_id)
     ops = await engine.repo_ops(job.thread)
     pr = await ops.get_pr(request.pr_number)
@@ -636,7 +636,7 @@ async def land_step(engine: Engine, request: LandRequest) -> None:
     await show(engine, ops, request)
 
 
-async def sync_reviews(engine: Engine, ops: RepoOps, request: LandRequest) -> None:
+async def sync_reviews(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:
     """Read the PR's reviews from GitHub: a review whose webhook was missed (hangar was
     down, a delivery failed) still counts, and a dismissal is seen."""
     changed = False
@@ -658,7 +658,7 @@ async def sync_reviews(engine: Engine, ops: RepoOps, request: LandRequest) -> No
         save(engine, request)
 
 
-def lane_taken(engine: Engine, request: LandRequest) -> bool:
+def lane_taken(engine: StepContext, request: LandRequest) -> bool:
     """Whether another request on this repo and base is updating, waiting for CI or
     merging; if so, say so on this one. (No await: the check and the move are one.)"""
     busy = [r for r in engine.store.all("land", LandRequest, active=True)
@@ -671,7 +671,7 @@ def lane_taken(engine: Engine, request: LandRequest) -> bool:
 
 
 async def review_verdicts(
-    engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     compare: dict | None = None,
 ) -> list[tuple[ReviewRecord, Why | str | None]]:
     latest: dict[str, ReviewRecord] = {}
@@ -693,7 +693,7 @@ async def review_verdicts(
     return verdicts
 
 
-async def who_made(engine: Engine, ops: RepoOps, request: LandRequest,
+async def who_made(engine: StepContext, ops: RepoOps, request: LandRequest,
                    compare: dict | None = None) -> dict[str, Any]:
     """approval_verdict's askers, makers and makers_unknown for this PR, read now
     (`compare`: the base against the PR's head, read in this step)."""
@@ -704,7 +704,7 @@ async def who_made(engine: Engine, ops: RepoOps, request: LandRequest,
             "makers_unknown": unknown}
 
 
-def status_notes(engine: Engine, repo: str, pr_number: int) -> PrNotes:
+def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     """What landing says about a PR in its job's status comment, and whether it landed."""
     request = engine.store.get("land", land_id(repo, pr_number), LandRequest)
     if request is None:
@@ -715,7 +715,7 @@ def status_notes(engine: Engine, repo: str, pr_number: int) -> PrNotes:
     return PrNotes(tuple(notes), landed=request.state == LandState.LANDED)
 
 
-def pushers(engine: Engine, request: LandRequest) -> list[str]:
+def pushers(engine: StepContext, request: LandRequest) -> list[str]:
     """People GitHub named as pushers to the branch (hangar's own pushes are its bot's)."""
     row = engine.store.get("autofix", autofix_row_id(request.repo, request.pr_number),
                            AutofixRow)
@@ -775,7 +775,7 @@ async def read_commit_makers(ops: RepoOps, request: LandRequest,
 
 
 async def explain_reviews(
-    engine: Engine, ops: RepoOps, request: LandRequest,
+    engine: StepContext, ops: RepoOps, request: LandRequest,
     verdicts: list[tuple[ReviewRecord, Why | str | None]],
 ) -> None:
     """Say once, per review, why an approval does not count."""
@@ -793,7 +793,7 @@ async def explain_reviews(
 UPDATE_PATIENCE_S = 120  # GitHub answers update-branch 202 and moves the head a bit later
 
 
-async def update(engine: Engine, ops: RepoOps, request: LandRequest, compare: dict) -> None:
+async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compare: dict) -> None:
     """Bring the branch up to date with the base (`compare`: base against head, now)."""
     if compare["behind_by"] == 0:
         request.updated_from = None
@@ -844,7 +844,7 @@ async def conflicting_files(ops: RepoOps, request: LandRequest) -> list[str]:
 
 
 async def wait_for_ci(
-    engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy
 ) -> None:
     rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{request.base}")
     required = list(dict.fromkeys([*required_from_rules(rules), *policy.required_checks]))
@@ -876,7 +876,7 @@ async def wait_for_ci(
     move(engine, request, LandState.AWAITING_APPROVAL, None)
 
 
-async def ensure_verified(engine: Engine, request: LandRequest) -> None:
+async def ensure_verified(engine: StepContext, request: LandRequest) -> None:
     """hangar's own verification must have run on exactly this head."""
     from app.intents import request_verification
 
@@ -891,7 +891,7 @@ async def ensure_verified(engine: Engine, request: LandRequest) -> None:
 
 
 async def await_approval(
-    engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     approved: list[ReviewRecord], compare: dict | None = None,
 ) -> None:
     if len(approved) < policy.required_approvals:
@@ -929,7 +929,9 @@ def approvals_wanted(request: LandRequest, policy: LandPolicy, have: int) -> Why
                other_than=request.requested_by if policy.forbid_self_approval else None)
 
 
-async def merge(engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy) -> None:
+async def merge(
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy
+) -> None:
     job = engine.get_job(request.job_id)
     pr = await ops.get_pr(request.pr_number)
     if pr.get("merged"):  # a crash after GitHub merged: record it once
@@ -995,7 +997,7 @@ SHOW_MERGING_AFTER_S = 2.0
 
 
 async def merge_shown_if_slow(
-    engine: Engine, ops: RepoOps, request: LandRequest, policy: LandPolicy
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy
 ) -> None:
     """Merge; the status comment says "merging" only if GitHub takes a while. A merge
     is one request: shown at once, that edit would be two writes (the issue's comment
@@ -1051,7 +1053,9 @@ def one_line(message: str) -> str:
     return lines[0] + (": " + "; ".join(lines[1:]) if len(lines) > 1 else "")
 
 
-async def landed(engine: Engine, ops: RepoOps, request: LandRequest, merge_sha: str | None) -> None:
+async def landed(
+    engine: StepContext, ops: RepoOps, request: LandRequest, merge_sha: str | None
+) -> None:
     if request.state == LandState.LANDED:
         return
     request.merge_sha = merge_sha
@@ -1063,7 +1067,7 @@ async def landed(engine: Engine, ops: RepoOps, request: LandRequest, merge_sha: 
     await show(engine, ops, request)
 
 
-async def show(engine: Engine, ops: RepoOps, request: LandRequest, *,
+async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
                check: bool = True) -> None:
     """The land state in check run `hangar / land` on the head (unless not `check`), and
     in the status comment."""
@@ -1081,7 +1085,7 @@ async def show(engine: Engine, ops: RepoOps, request: LandRequest, *,
     await runs.refresh_status(engine, request.job_id)
 
 
-async def show_check(engine: Engine, ops: RepoOps, request: LandRequest, shown: str,
+async def show_check(engine: StepContext, ops: RepoOps, request: LandRequest, shown: str,
                      **fields: Any) -> None:
     """Write check run `hangar / land` on the head: by its id once known; a create is
     marked on the row first, so only one that may have been sent is looked for."""

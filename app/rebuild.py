@@ -30,7 +30,7 @@ from app.models import (
 )
 
 if TYPE_CHECKING:
-    from app.engine import Engine
+    from app.engine import StepContext
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def verification_from_check(check: dict | None) -> Verification | None:
 # -- the walk ------------------------------------------------------------------------
 
 
-async def rebuild_from_github(engine: Engine) -> Recovered:
+async def rebuild_from_github(engine: StepContext) -> Recovered:
     """Every installation, every repository, every open PR hangar opened."""
     found = Recovered()
     gh = await engine.auth.client_for_app()
@@ -119,7 +119,7 @@ def opened_by_hangar(pr: dict, facts: PrFacts | None) -> bool:
                 "full_name"))
 
 
-async def recover_pr(engine: Engine, ops: RepoOps, installation_id: int, repo: dict,
+async def recover_pr(engine: StepContext, ops: RepoOps, installation_id: int, repo: dict,
                      pr: dict, found: Recovered) -> None:
     from app.intents import job_for_pr
 
@@ -169,7 +169,7 @@ AGENT_NAME = "hangar / agent"
 VERIFY_NAME = "hangar / verify"
 
 
-async def hangar_checks(engine: Engine, ops: RepoOps, head: str) -> dict[str, dict]:
+async def hangar_checks(engine: StepContext, ops: RepoOps, head: str) -> dict[str, dict]:
     """hangar's own check runs on head, newest of each name."""
     data = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-runs?filter=latest")
     mine: dict[str, dict] = {}
@@ -204,7 +204,7 @@ async def approved(ops: RepoOps, number: int) -> bool:
     return False
 
 
-async def imply_land_request(engine: Engine, job: Job, pr_number: int) -> None:
+async def imply_land_request(engine: StepContext, job: Job, pr_number: int) -> None:
     """An approval asks hangar to land the PR: the land step reads the reviews itself."""
     from app import landing
 
@@ -214,7 +214,7 @@ async def imply_land_request(engine: Engine, job: Job, pr_number: int) -> None:
     engine.wake()
 
 
-async def run_pending_rebuild(engine: Engine) -> Recovered:
+async def run_pending_rebuild(engine: StepContext) -> Recovered:
     """The rebuild a new database is owed; then the reaper may report unknown sandboxes."""
     from app import runs
     from app.datadir import rebuild_done

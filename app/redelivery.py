@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from app.engine import Engine
+    from app.engine import StepContext
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def _at(delivery: dict) -> float:
     return datetime.fromisoformat(delivery["delivered_at"].replace("Z", "+00:00")).timestamp()
 
 
-async def catch_up(engine: Engine) -> int:
+async def catch_up(engine: StepContext) -> int:
     """Ask GitHub to redeliver what hangar missed; how many it asked for."""
     settings = engine.settings
     since = time.time() - settings.redelivery_window_hours * 3600

@@ -15,7 +15,7 @@ from sandbox import envimage
 from sandbox.envbuild import agent_environment_section
 
 if TYPE_CHECKING:
-    from app.engine import Engine
+    from app.engine import StepContext
 
 REPO = "/workspace/repo"
 HOME = "/workspace/home"
@@ -26,7 +26,7 @@ AGENT_CHECK = "hangar / agent"
 
 
 async def prepare_sandbox(
-    engine: Engine, run: Run, job: Job, spec: Any, *, role: str, checkout: list[str]
+    engine: StepContext, run: Run, job: Job, spec: Any, *, role: str, checkout: list[str]
 ) -> Any:
     """A sandbox with the repository checked out: from the active environment build when
     there is one (fetched up to date, install's untracked leftovers removed), else cloned
@@ -85,7 +85,7 @@ async def prepare_sandbox(
     return sb
 
 
-async def note_environment(engine: Engine, run: Run, job: Job, spec: Any, sb: Any, *,
+async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, sb: Any, *,
                            role: str) -> None:
     """One exec reads the default branch's config and lockfile ids and the checkout's
     lockfile ids; a build that is behind is queued for the next sandbox; the run and the
@@ -141,7 +141,7 @@ async def must_each(provider: Any, sb: Any, steps: list[tuple[list[str], str]], 
     return result.output
 
 
-async def upsert_check(engine: Engine, ops: RepoOps, run: Run, name: str, head: str,
+async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, head: str,
                        **fields: Any) -> None:
     """Create or update this run's check run `name` on head, remembering its id. A check
     run is looked for before it is created only when a create may have been sent already

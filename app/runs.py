@@ -27,7 +27,7 @@ from app.sensitive import sensitive_files
 from sandbox.provider import SandboxError
 
 if TYPE_CHECKING:
-    from app.engine import Engine
+    from app.engine import StepContext
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ AGENT_PREAMBLE = (
 TERMINAL = (RunState.EXITED, RunState.LOST, RunState.TIMED_OUT, RunState.CANCELLED)
 
 
-async def advance_run(engine: Engine, run_id: str) -> None:
+async def advance_run(engine: StepContext, run_id: str) -> None:
     run = engine.get_run(run_id)
     if run is None or run.finished:
         return
@@ -65,7 +65,7 @@ async def advance_run(engine: Engine, run_id: str) -> None:
     await refresh_status(engine, run.job_id)
 
 
-def note_failure(engine: Engine, run_id: str, exc: Exception) -> None:
+def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
     """A step raised: retry with backoff, then give up with the reason."""
     from app.engine import MAX_STEP_FAILURES
 
@@ -92,7 +92,7 @@ def credential_key(run: Run) -> str:
     return run.env.get("model_credential_env") or run.env.get("harness") or "unknown"
 
 
-def queue_positions(engine: Engine) -> dict[str, int]:
+def queue_positions(engine: StepContext) -> dict[str, int]:
     """Each queued run's place in its credential's queue, first come first served."""
     queued = sorted((r for r in engine.active_runs() if r.state == RunState.QUEUED
                      and r.kind != "verify"), key=lambda r: r.queued_at)
@@ -105,7 +105,7 @@ def queue_positions(engine: Engine) -> dict[str, int]:
     return places
 
 
-def slot_free(engine: Engine, run: Run) -> bool:
+def slot_free(engine: StepContext, run: Run) -> bool:
     key = credential_key(run)
     running = [r for r in engine.active_runs()
                if r.state == RunState.RUNNING and credential_key(r) == key]
@@ -114,7 +114,7 @@ def slot_free(engine: Engine, run: Run) -> bool:
     return free > 0 and queue_positions(engine).get(run.id, 1) <= free
 
 
-async def start_agent(engine: Engine, run: Run) -> None:
+async def start_agent(engine: StepContext, run: Run) -> None:
     if run.cancel_requested:
         engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
                          outcome="cancelled", finished_at=time.time())
@@ -169,19 +169,19 @@ async def start_agent(engine: Engine, run: Run) -> None:
     engine.note(run.job_id, f"{run.id} agent running in {sb.id}")
 
 
-def previous_turn(engine: Engine, run: Run) -> Run | None:
+def previous_turn(engine: StepContext, run: Run) -> Run | None:
     earlier = [r for r in engine.runs_of(run.job_id)
                if r.attempt == run.attempt and r.turn < run.turn and r.kind != "verify"]
     return max(earlier, key=lambda r: r.turn) if earlier else None
 
 
-def previous_session(engine: Engine, run: Run) -> str | None:
+def previous_session(engine: StepContext, run: Run) -> str | None:
     """The agent session of this attempt's previous turn, for harnesses that resume."""
     before = previous_turn(engine, run)
     return before.agent.get("session_id") if before else None
 
 
-def model_route(engine: Engine, run: Run, sb: Any, spec: Any) -> Any:
+def model_route(engine: StepContext, run: Run, sb: Any, spec: Any) -> Any:
     from proxy.gateway import model_base_url
     from sandbox.harness import ModelRoute
 
@@ -191,7 +191,7 @@ def model_route(engine: Engine, run: Run, sb: Any, spec: Any) -> Any:
     return ModelRoute(model_base_url(engine.settings.proxy_base_url, sb.id), token)
 
 
-def model_paused_until(engine: Engine, run: Run) -> float | None:
+def model_paused_until(engine: StepContext, run: Run) -> float | None:
     """When a credential's reported usage is at pause_at_pct or more: its reset time."""
     if engine.models is None or run.env.get("harness") in (None, "script"):
         return None
@@ -203,7 +203,7 @@ def model_paused_until(engine: Engine, run: Run) -> float | None:
     return limit.reset_at
 
 
-def model_pause_notes(engine: Engine, runs: list[Run]) -> list[str]:
+def model_pause_notes(engine: StepContext, runs: list[Run]) -> list[str]:
     notes = []
     for key in sorted({credential_key(r) for r in runs if r.state == RunState.QUEUED}):
         waiting = [r for r in runs if r.state == RunState.QUEUED and credential_key(r) == key]
@@ -215,7 +215,7 @@ def model_pause_notes(engine: Engine, runs: list[Run]) -> list[str]:
     return notes
 
 
-def session_archive(engine: Engine, run: Run) -> Any:
+def session_archive(engine: StepContext, run: Run) -> Any:
     return engine.settings.data_dir / "sessions" / f"{run.id}.tgz"
 
 
@@ -223,7 +223,7 @@ SESSION_ARCHIVE = "/workspace/.hangar/session.tgz"
 SESSION_MAX_BYTES = 256 * 2**20
 
 
-async def save_session(engine: Engine, run: Run, sb: Any, harness: Any) -> str | None:
+async def save_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> str | None:
     """Keep the CLI's session store from this turn's sandbox; a warning if it cannot."""
     if not harness.session_dir:
         return None
@@ -240,7 +240,7 @@ async def save_session(engine: Engine, run: Run, sb: Any, harness: Any) -> str |
     return None
 
 
-async def restore_session(engine: Engine, run: Run, sb: Any, harness: Any) -> None:
+async def restore_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> None:
     """The previous turn's session store in this sandbox, so the agent can resume it.
 
     Without it the CLI's resume fails, and that turn is reported as failed."""
@@ -293,7 +293,7 @@ async def review_context(ops: RepoOps, run: Run, limit: int = 6000) -> str:
 # -- watching ----------------------------------------------------------------------
 
 
-async def watch_agent(engine: Engine, run: Run) -> None:
+async def watch_agent(engine: StepContext, run: Run) -> None:
     from sandbox.provider import Sandbox
     from sandbox.watch import RunWatch
 
@@ -334,7 +334,7 @@ async def watch_agent(engine: Engine, run: Run) -> None:
 
 
 async def agent_stopped(
-    engine: Engine, run: Run, sb: Any, state: RunState, exit_code: int | None
+    engine: StepContext, run: Run, sb: Any, state: RunState, exit_code: int | None
 ) -> None:
     from sandbox.envspec import EnvSpec
     from sandbox.harness import harness_for
@@ -368,7 +368,7 @@ async def agent_stopped(
                 + (f" with code {exit_code}" if exit_code is not None else ""))
 
 
-def model_facts(engine: Engine, run: Run, agent: dict) -> dict:
+def model_facts(engine: StepContext, run: Run, agent: dict) -> dict:
     """What the gateway saw of this run's model traffic, and when a rate limit resets."""
     usage = engine.models.usage(run.id) if engine.models is not None else None
     if usage is None:
@@ -395,7 +395,7 @@ def model_facts(engine: Engine, run: Run, agent: dict) -> dict:
 # -- publishing ----------------------------------------------------------------------
 
 
-async def publish(engine: Engine, run: Run) -> None:
+async def publish(engine: StepContext, run: Run) -> None:
     """hangar pushes the branch itself; nothing committed is lost (app.publishing)."""
     from app import publishing
 
@@ -405,7 +405,7 @@ async def publish(engine: Engine, run: Run) -> None:
 # -- collecting ----------------------------------------------------------------------
 
 
-async def collect(engine: Engine, run: Run) -> None:
+async def collect(engine: StepContext, run: Run) -> None:
     job = engine.get_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     # What hangar just pushed is what GitHub holds; else (the agent pushed, or a `verify`
@@ -444,7 +444,7 @@ def agent_conclusion(run: Run) -> str:
     return "success" if run.exit_code == 0 else "neutral"
 
 
-async def find_or_open_pr(engine: Engine, ops: RepoOps, job: Job, run: Run) -> dict:
+async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run) -> dict:
     """The run's PR with its body up to date; opened when there is none. The branch's PRs
     are listed first only when an open may have been sent already (the mark is written
     before it) or GitHub says one exists: a first open costs one call."""
@@ -476,7 +476,7 @@ async def find_or_open_pr(engine: Engine, ops: RepoOps, job: Job, run: Run) -> d
 # -- verifying -----------------------------------------------------------------------
 
 
-async def verify(engine: Engine, run: Run) -> None:
+async def verify(engine: StepContext, run: Run) -> None:
     job = engine.get_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     head = await ops.branch_sha(run.branch) if run.kind == "verify" else run.head_sha
@@ -529,7 +529,7 @@ def verify_actions(v: Verification) -> list[dict]:
 
 
 async def verify_in_clean_sandbox(
-    engine: Engine, run: Run, job: Job, spec: Any, head_sha: str
+    engine: StepContext, run: Run, job: Job, spec: Any, head_sha: str
 ) -> Verification:
     """A new sandbox without model credentials runs the verify command on exactly head_sha;
     the connections its install and verify command were refused go with the result."""
@@ -539,7 +539,7 @@ async def verify_in_clean_sandbox(
 
 
 async def _verify(
-    engine: Engine, run: Run, job: Job, spec: Any, head_sha: str
+    engine: StepContext, run: Run, job: Job, spec: Any, head_sha: str
 ) -> Verification:
     provider = engine.provider(spec.provider)
     started = time.time()
@@ -592,7 +592,7 @@ async def _verify(
 # -- the job and its status comment ------------------------------------------------
 
 
-async def advance_job(engine: Engine, job_id: str) -> None:
+async def advance_job(engine: StepContext, job_id: str) -> None:
     job = engine.get_job(job_id)
     if job is None:
         return
@@ -611,7 +611,7 @@ async def advance_job(engine: Engine, job_id: str) -> None:
     await refresh_status(engine, job_id)
 
 
-async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) -> None:
+async def refresh_status(engine: StepContext, job_id: str, *, force: bool = False) -> None:
     """Edit the status comment on the issue and on each PR when what it says changed.
 
     A comment written less than `status_edit_interval_seconds` ago is not edited again
@@ -625,7 +625,7 @@ async def refresh_status(engine: Engine, job_id: str, *, force: bool = False) ->
         await _refresh_status(engine, job_id, force=force)
 
 
-async def _refresh_status(engine: Engine, job_id: str, *, force: bool) -> None:
+async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> None:
     job = engine.get_job(job_id)
     if job is None:
         return
@@ -671,7 +671,7 @@ async def _refresh_status(engine: Engine, job_id: str, *, force: bool) -> None:
         engine.patch_job(job_id, status_due_at=due)
 
 
-async def rank_attempts(engine: Engine, job: Job) -> None:
+async def rank_attempts(engine: StepContext, job: Job) -> None:
     """Rank the finished attempts of `/hangar try N`, with CI read from GitHub."""
     from app.ranking import ci_verdict, rank
 
@@ -686,7 +686,7 @@ async def rank_attempts(engine: Engine, job: Job) -> None:
     engine.patch_job(job.id, ranking=ranking)
 
 
-async def reap_orphans(engine: Engine) -> None:
+async def reap_orphans(engine: StepContext) -> None:
     """Sandboxes whose run finished are destroyed, their tokens revoked; unpushed commits
     are published (or held) first. A sandbox whose run hangar does not know is kept: a
     rebuild from GitHub may know it; after one it is reported, never destroyed."""
