@@ -25,6 +25,8 @@ SOCKET_NAME = "proxy.sock"
 # Runs inside the sandbox with the host's python3 (-I -S: no site, no user paths). Binds
 # first, then forks: the child relays, the parent becomes the command, so the command
 # never starts before the port is open. It dies with the sandbox's pid namespace.
+# TCP_NODELAY: with Nagle, a streamed event written while the last is unacknowledged
+# waits for the agent's delayed ACK, up to 40 ms.
 _IN_SANDBOX = r"""
 import os, socket, sys, threading
 port, path, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
@@ -40,6 +42,7 @@ def pump(a, b):
         try: s.shutdown(how)
         except OSError: pass
 def serve(conn):
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     up = socket.socket(socket.AF_UNIX)
     try: up.connect(path)
     except OSError: conn.close(); return
