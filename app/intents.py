@@ -9,17 +9,39 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from app import commands, ghops, render
 from app.ghops import RepoOps
 from app.models import Intent, Job, JobState, Run, RunStage, RunState, changed
 from app.payloads import CheckRunEvent
+from app.render import replies
+from app.render.reasons import Why
 
 if TYPE_CHECKING:
     from app.engine import StepContext
 
 log = logging.getLogger(__name__)
+
+
+class Answer(StrEnum):
+    """What a reply to a `/hangar` command says (worded by render.replies)."""
+
+    NO_WRITE_ACCESS = "no_write_access"
+    USAGE = "usage"
+    HELP = "help"
+    NOT_A_HANGAR_PR = "not_a_hangar_pr"
+    FORK_PR = "fork_pr"
+    TURN_WAITS = "turn_waits"
+    TRY_ON_PR = "try_on_pr"
+    NOTHING_TO_CANCEL = "nothing_to_cancel"
+    ALREADY_STOPPED = "already_stopped"
+    NOTHING_HELD = "nothing_held"
+    NO_WORK_YET = "no_work_yet"
+    NOTHING_TO_PICK = "nothing_to_pick"
+    NO_SUCH_ATTEMPT = "no_such_attempt"
+    PICKED_ANOTHER = "picked_another"
 
 
 async def process_intent(engine: StepContext, intent_id: str) -> None:
@@ -32,7 +54,8 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
     # The API's callers hold the operator's token: they are trusted like a maintainer.
     trusted = intent.author_type == "Api"
     if who != "anyone" and not trusted and not await engine.may_write(ops, intent.author):
-        await reply(ops, intent, refusal_text(intent.author), key=f"refused-{intent.author}")
+        await reply(ops, intent, Why(Answer.NO_WRITE_ACCESS, login=intent.author),
+                    key=f"refused-{intent.author}")
         return finish(engine, intent, "refused: no write access")
     if intent.comment_id and not intent.waiting:
         await ops.react(intent.comment_id, "eyes")
@@ -53,19 +76,14 @@ def finish(engine: StepContext, intent: Intent, outcome: str) -> None:
     log.info("intent %s: %s", intent.command, outcome, extra={"repo": intent.thread.repo})
 
 
-def refusal_text(login: str) -> str:
-    return (
-        f"Hi @{login}, hangar takes `/hangar` commands only from people with write access "
-        "to this repository, so nothing was started. A maintainer can comment the command "
-        "for you. (`/hangar help` works for everyone.)"
-    )
-
-
-async def reply(ops: RepoOps, intent: Intent, text: str, *, key: str | None = None) -> None:
-    """One reply per comment (or per `key` on this thread), found again by its marker."""
+async def reply(ops: RepoOps, intent: Intent, said: Why | str, *,
+                key: str | None = None) -> None:
+    """One reply per comment (or per `key` on this thread), found again by its marker.
+    `said`: an `Answer`, or another concern's reply as render worded it."""
     marker = render.reply_marker(key or intent.id)
     if await ops.find_own_comment(intent.thread.number, marker):
         return
+    text = replies.answer(said) if isinstance(said, Why) else said
     await ops.upsert_comment(intent.thread.number, marker, f"{marker}\n{text}")
 
 
@@ -73,13 +91,13 @@ async def reply(ops: RepoOps, intent: Intent, text: str, *, key: str | None = No
 
 
 async def usage(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    await reply(ops, intent, f"{intent.usage_message}\n\n`/hangar help` lists every command.")
+    await reply(ops, intent, Why(Answer.USAGE, message=intent.usage_message))
     return "usage reply"
 
 
 async def show_help(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     # Every command, with where it applies: the issue's reader will be on the PR next.
-    await reply(ops, intent, commands.help_text())
+    await reply(ops, intent, Why(Answer.HELP))
     return "help reply"
 
 
@@ -88,8 +106,8 @@ async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Jo
     job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
     if job is None:
         pr = await ops.get_pr(intent.thread.number)
-        await reply(ops, intent, NOT_A_HANGAR_PR if ghops.same_repository(pr) else
-                    render.fork_pr_reply(pr, intent.default_branch))
+        await reply(ops, intent, Why(Answer.NOT_A_HANGAR_PR) if ghops.same_repository(pr)
+                    else Why(Answer.FORK_PR, pr=pr, default_branch=intent.default_branch))
     return job
 
 
@@ -105,9 +123,7 @@ async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
         if outcome == BUSY:
             # Said once, and kept: the turn starts when the running one ends.
             if not intent.waiting:
-                await reply(ops, intent, "A turn is still running on this pull request; "
-                                         "hangar will start this one as soon as it ends.",
-                            key=f"waiting-{intent.id}")
+                await reply(ops, intent, Why(Answer.TURN_WAITS), key=f"waiting-{intent.id}")
             return DEFERRED
         return outcome
     return start_job(engine, intent, intent.args["prompt"], attempts=1)
@@ -115,8 +131,7 @@ async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
 
 async def try_attempts(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     if intent.thread.is_pr:
-        await reply(ops, intent, "`/hangar try` starts fresh attempts from an issue; on a "
-                                 "pull request, `/hangar <instruction>` asks for another turn.")
+        await reply(ops, intent, Why(Answer.TRY_ON_PR))
         return "try on a PR"
     return start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
 
@@ -164,8 +179,7 @@ async def start_followup(
     run = Run(
         job_id=job.id, attempt=last.attempt, turn=last.turn + 1, kind=kind, prompt=prompt,
         base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
-        pr_number=pr_number, label=label or f"follow-up turn {last.turn}: asked by "
-                                              f"@{requested_by}",
+        pr_number=pr_number, label=label or replies.followup_label(last.turn, requested_by),
         requested_by=requested_by,
     )
     engine.save_run(run)
@@ -179,7 +193,7 @@ async def cancel(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
                                                       intent.thread.number)
     if job is None:
-        await reply(ops, intent, "There is no hangar work on this thread to cancel.")
+        await reply(ops, intent, Why(Answer.NOTHING_TO_CANCEL))
         return "nothing to cancel"
     stopped = 0
     for run in engine.runs_of(job.id):
@@ -188,7 +202,7 @@ async def cancel(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
             stopped += 1
     engine.note(job.id, f"@{intent.author} cancelled {stopped} running turn(s)")
     if not stopped:
-        await reply(ops, intent, "Nothing is running here; the agent has already stopped.")
+        await reply(ops, intent, Why(Answer.ALREADY_STOPPED))
     return f"cancel requested for {stopped} run(s)"
 
 
@@ -222,8 +236,7 @@ async def retry_push(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
     held = [r for r in engine.runs_of(job.id) if r.stage == RunStage.HELD] if job else []
     if not held:
-        await reply(ops, intent, "hangar holds no unpushed commits here: every push it made "
-                                 "reached GitHub. `/hangar status` shows where the work stands.")
+        await reply(ops, intent, Why(Answer.NOTHING_HELD))
         return "nothing held"
     for run in held:
         publishing.request_retry(engine, run)
@@ -234,8 +247,7 @@ async def retry_push(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
 async def status(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
     if job is None:
-        await reply(ops, intent, "There is no hangar work on this thread yet. "
-                                 "`/hangar <instruction>` starts some.")
+        await reply(ops, intent, Why(Answer.NO_WORK_YET))
         return "no job"
     from app import runs
 
@@ -249,22 +261,20 @@ async def pick(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
                                                       intent.thread.number)
     n = intent.args["n"]
     if job is None or job.attempts < 2:
-        await reply(ops, intent, "`/hangar pick N` chooses among the attempts of "
-                                 "`/hangar try N`; there are none on this thread.")
+        await reply(ops, intent, Why(Answer.NOTHING_TO_PICK))
         return "nothing to pick from"
     latest = {r.attempt: r for r in render.latest_turns(engine.runs_of(job.id))}
     chosen = latest.get(n)
     if chosen is None or chosen.pr_number is None:
-        have = ", ".join(str(a) for a, r in sorted(latest.items()) if r.pr_number) or "none"
-        await reply(ops, intent, f"Attempt {n} has no pull request to keep; attempts with "
-                                 f"one: {have}.")
+        have = [a for a, r in sorted(latest.items()) if r.pr_number]
+        await reply(ops, intent, Why(Answer.NO_SUCH_ATTEMPT, n=n, have=have))
         return "no such attempt"
     for attempt, run in latest.items():
         if attempt != n and run.pr_number:
-            await ops.upsert_comment(
-                run.pr_number, render.reply_marker(f"picked-{job.id}"),
-                f"{render.reply_marker(f'picked-{job.id}')}\nClosed: @{intent.author} kept "
-                f"attempt {n} (#{chosen.pr_number}) instead.")
+            marker = render.reply_marker(f"picked-{job.id}")
+            closed = Why(Answer.PICKED_ANOTHER, login=intent.author, n=n, pr=chosen.pr_number)
+            await ops.upsert_comment(run.pr_number, marker,
+                                     f"{marker}\n{replies.answer(closed)}")
             await ops.update_pr(run.pr_number, state="closed")
     engine.patch_job(job.id, winner=n)
     from app import runs
@@ -288,8 +298,6 @@ ACTIONS = {
 
 BUSY = "a turn is already running on this PR"
 DEFERRED = "deferred"
-NOT_A_HANGAR_PR = ("This pull request was not opened by hangar, so hangar will not push to it. "
-                   "Ask on an issue instead: `/hangar <instruction>`.")
 
 
 def wake_waiting(engine: StepContext, run_id: str) -> None:

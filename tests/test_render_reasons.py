@@ -5,13 +5,15 @@ GitHub."""
 from __future__ import annotations
 
 import ast
+import re
 from enum import StrEnum
 from pathlib import Path
 
 import pytest
 
-from app import landing
+from app import intents, landing
 from app.render import landing as land_words
+from app.render import replies
 from app.render.reasons import Why, word
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +23,7 @@ TABLES: list[tuple[type[StrEnum], dict]] = [
     (landing.LandReason, land_words.LAND_REASONS),
     (landing.NotCounted, land_words.NOT_COUNTED),
     (landing.GateFact, land_words.GATE_FACTS),
+    (intents.Answer, replies.ANSWERS),
 ]
 
 
@@ -65,6 +68,16 @@ SHA = "a" * 40
     (land_words.GATE_FACTS, Why(landing.GateFact.BYPASS, ruleset="main"),
      "hangar's App is a bypass actor of ruleset 'main': remove it from the bypass list, or "
      "the ruleset is no gate for hangar"),
+    (replies.ANSWERS, Why(intents.Answer.NO_WRITE_ACCESS, login="eve"),
+     "Hi @eve, hangar takes `/hangar` commands only from people with write access to this "
+     "repository, so nothing was started. A maintainer can comment the command for you. "
+     "(`/hangar help` works for everyone.)"),
+    (replies.ANSWERS, Why(intents.Answer.NO_SUCH_ATTEMPT, n=3, have=[1, 2]),
+     "Attempt 3 has no pull request to keep; attempts with one: 1, 2."),
+    (replies.ANSWERS, Why(intents.Answer.NO_SUCH_ATTEMPT, n=3, have=[]),
+     "Attempt 3 has no pull request to keep; attempts with one: none."),
+    (replies.ANSWERS, Why(intents.Answer.USAGE, message="`/hangar run` needs an instruction"),
+     "`/hangar run` needs an instruction\n\n`/hangar help` lists every command."),
 ])
 def test_sentences_read_as_before(table, why, sentence):
     assert word(table, why) == sentence
@@ -78,27 +91,37 @@ def test_a_code_without_a_sentence_is_an_error_not_silence():
 # -- no concern words things itself ----------------------------------------------------
 
 # Calls whose text reaches GitHub (or a land request's shown reason), and the position of
-# that text among their arguments.
+# that text among their arguments; and the row fields that are shown as they are stored.
 SPEAKING = {"reply": 2, "upsert_comment": 2, "move": 3, "set_reason": 1}
-CONCERNS = ("app/landing.py",)
+SHOWN_FIELDS = ("stopped", "label", "reason")
+CONCERNS = ("app/landing.py", "app/intents.py")
+WORDS = re.compile(r"[A-Za-z]+ [A-Za-z]+")  # a marker and a newline are no sentence
 
 
 def sentences_handed_over(source: str) -> list[tuple[int, str]]:
-    """(line, call) for each speaking call given a literal sentence: an f-string, or a
-    string constant with a space in it."""
+    """(line, call) for each speaking call given a literal sentence: words in a string
+    constant or in an f-string's text."""
+    def worded(nodes: list[ast.AST]) -> bool:
+        return any(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                   and WORDS.search(a.value) for node in nodes for a in ast.walk(node))
+
     found = []
     for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict) and worded([
+                value for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant) and key.value in SHOWN_FIELDS]):
+            found.append((node.lineno, "a shown field"))
         if not isinstance(node, ast.Call):
+            continue
+        if worded([k.value for k in node.keywords if k.arg in SHOWN_FIELDS]):
+            found.append((node.lineno, "a shown field"))
             continue
         name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
         if name not in SPEAKING:
             continue
         args = [*node.args, *(k.value for k in node.keywords if k.arg in ("text", "body"))]
         position = SPEAKING[name]
-        said = [a for a in args[position:position + 1] + args[len(node.args):]
-                for a in ast.walk(a) if isinstance(a, ast.JoinedStr)
-                or (isinstance(a, ast.Constant) and isinstance(a.value, str) and " " in a.value)]
-        if said:
+        if worded(args[position:position + 1] + args[len(node.args):]):
             found.append((node.lineno, name))
     return sorted(found)
 
@@ -110,9 +133,13 @@ async def cancel(engine, ops, intent, request):
     move(engine, request, "cancelled", "the pull request was closed")
     await ops.upsert_comment(1, marker, marker + "\\nThis approval does not count")
     await reply(ops, intent, words.nothing_to_cancel(1, "landed"), key=f"k-{intent.id}")
+    await ops.upsert_comment(1, marker, f"{marker}\\n{replies.answer(why)}")
+    patch(engine, row.id, stopped=None if on else "auto-fix is off", due_at=0)
+    save(engine, changed(row, **{"stopped": f"hangar stopped ({reason})"}), active=False)
+    patch(engine, row.id, stopped=words.stopped(Why(Stop.OFF)))
 '''
     assert [name for _, name in sentences_handed_over(worded_here)] == [
-        "reply", "move", "upsert_comment"]
+        "reply", "move", "upsert_comment", "a shown field", "a shown field"]
 
 
 @pytest.mark.parametrize("path", CONCERNS)

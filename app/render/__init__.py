@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from app.models import Job, Run, RunStage, RunState, Verification
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
+from app.render.replies import fork_pr_reply  # noqa: F401
 from app.render.text import (  # noqa: F401 (callers know them as render.code_span etc.)
     BODY_LIMIT_CHARS,
     MAX_AGENT_TEXT,
@@ -366,16 +367,6 @@ def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
                 "`/hangar verify` to run verification again.")
     return ("review the pull request; an approval from someone with write access lands it. "
             "`/hangar <instruction>` on the PR asks for changes.")
-
-
-def fork_pr_reply(pr: dict, default_branch: str) -> str:
-    fork = ((pr.get("head") or {}).get("repo") or {}).get("full_name") or "a deleted fork"
-    return (f"This pull request's branch lives in the fork {code_span(fork)}. hangar never "
-            "pushes to a fork and never runs an agent on a fork's code, so it does not work "
-            "on this pull request (nor verify or land it). What hangar can do instead: a "
-            "maintainer comments `/hangar <instruction>` on an issue, and hangar builds its "
-            f"own branch from `{default_branch}` in this repository and opens its own pull "
-            "request, verified and landed like any other.")
 
 
 def pr_title(job: Job) -> str:

@@ -1,0 +1,70 @@
+"""The replies to `/hangar` commands, by the code the commands concern answers with
+(`app.intents.Answer`): who may not, what there is nothing of, what waits.
+
+A command's own usage and `/hangar help` come from the commands' self-description
+(`app.commands`, written once next to each command); these replies quote them.
+"""
+
+from __future__ import annotations
+
+from app import commands
+from app.render.reasons import Sentences, Why, word
+from app.render.text import code_span
+
+
+def _fork_pr(pr: dict, default_branch: str) -> str:
+    fork = ((pr.get("head") or {}).get("repo") or {}).get("full_name") or "a deleted fork"
+    return (f"This pull request's branch lives in the fork {code_span(fork)}. hangar never "
+            "pushes to a fork and never runs an agent on a fork's code, so it does not work "
+            "on this pull request (nor verify or land it). What hangar can do instead: a "
+            "maintainer comments `/hangar <instruction>` on an issue, and hangar builds its "
+            f"own branch from `{default_branch}` in this repository and opens its own pull "
+            "request, verified and landed like any other.")
+
+
+ANSWERS: Sentences = {
+    "no_write_access": lambda login: (
+        f"Hi @{login}, hangar takes `/hangar` commands only from people with write access to "
+        "this repository, so nothing was started. A maintainer can comment the command for "
+        "you. (`/hangar help` works for everyone.)"),
+    "usage": lambda message: f"{message}\n\n`/hangar help` lists every command.",
+    "help": lambda: commands.help_text(),
+    "not_a_hangar_pr": lambda: (
+        "This pull request was not opened by hangar, so hangar will not push to it. Ask on an "
+        "issue instead: `/hangar <instruction>`."),
+    "fork_pr": _fork_pr,
+    "turn_waits": lambda: (
+        "A turn is still running on this pull request; hangar will start this one as soon as "
+        "it ends."),
+    "try_on_pr": lambda: (
+        "`/hangar try` starts fresh attempts from an issue; on a pull request, "
+        "`/hangar <instruction>` asks for another turn."),
+    "nothing_to_cancel": lambda: "There is no hangar work on this thread to cancel.",
+    "already_stopped": lambda: "Nothing is running here; the agent has already stopped.",
+    "nothing_held": lambda: (
+        "hangar holds no unpushed commits here: every push it made reached GitHub. "
+        "`/hangar status` shows where the work stands."),
+    "no_work_yet": lambda: (
+        "There is no hangar work on this thread yet. `/hangar <instruction>` starts some."),
+    "nothing_to_pick": lambda: (
+        "`/hangar pick N` chooses among the attempts of `/hangar try N`; there are none on "
+        "this thread."),
+    "no_such_attempt": lambda n, have: (
+        f"Attempt {n} has no pull request to keep; attempts with one: "
+        f"{', '.join(str(a) for a in have) or 'none'}."),
+    "picked_another": lambda login, n, pr: (
+        f"Closed: @{login} kept attempt {n} (#{pr}) instead."),
+}
+
+
+def answer(why: Why) -> str:
+    return word(ANSWERS, why)
+
+
+def fork_pr_reply(pr: dict, default_branch: str) -> str:
+    return _fork_pr(pr, default_branch)
+
+
+def followup_label(turn: int, login: str) -> str:
+    """A follow-up turn's name in the status comment's list of turns."""
+    return f"follow-up turn {turn}: asked by @{login}"
