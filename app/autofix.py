@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -23,6 +24,8 @@ from app.engine import PrNotes
 from app.intents import job_for_pr
 from app.models import AutofixRow, Intent, Job, RunStage, autofix_row_id, changed
 from app.redact import redact, tail
+from app.render import autofix as words
+from app.render.reasons import Why
 from app.repoconfig import CONFIG_PATH, AutofixPolicy, parse_repo_config
 
 if TYPE_CHECKING:
@@ -41,10 +44,25 @@ SIGNATURE_LINES = 5
 MAX_JUDGED = 50
 PUSH_WORD_GRACE_S = 120  # how long CI on an unknown head waits for the push event
 
-MERGING_REASON = "the pull request is being merged"
-QUIET_REASON = ("someone pushed to the branch recently; hangar leaves it to them "
-                "(the **Fix with hangar** button on `hangar / verify` or "
-                "`/hangar <instruction>` asks for a turn)")
+
+
+class Stop(StrEnum):
+    """Why auto-fix did not start a turn (worded by render.autofix)."""
+
+    MERGING = "merging"
+    TURNS_USED = "turns_used"
+    OFF_FOR_REPO = "off_for_repo"
+    OFF_FOR_PR = "off_for_pr"
+    OFF = "off"
+    SAME_FAILURE = "same_failure"
+    QUIET = "quiet"
+    REVIEW_WAITS = "review_waits"
+    REVIEW_NOT_STARTED = "review_not_started"
+    GAVE_UP = "gave_up"
+
+
+# Reasons that pass with time: looked at again. The others are said once per failure.
+PASSING = (Stop.MERGING, Stop.QUIET)
 
 # Lines that say what failed; the rest of a log is context.
 _FAILING_LINE = re.compile(r"(?i)(fail|error|exception|assert|panic|traceback|not ok\b)")
@@ -69,7 +87,7 @@ def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     """Why auto-fix stopped trying on a PR, for its job's status comment."""
     row = engine.store.get("autofix", row_id(repo, pr_number), AutofixRow)
     if row and row.stopped:
-        return PrNotes((f"**Auto-fix on #{pr_number}:** {row.stopped}",))
+        return PrNotes((words.status_note(pr_number, row.stopped),))
     return PrNotes()
 
 
@@ -105,28 +123,34 @@ def why_not(
     row: AutofixRow, policy: AutofixPolicy, signature: str | None, *, landing: bool,
     now_s: float, requested: bool = False,
 ) -> str | None:
-    """None when a turn may start; else the reason, said to the humans.
+    """None when a turn may start; else the reason, worded for the humans."""
+    return words.stopped(stop_reason(row, policy, signature, landing=landing, now_s=now_s,
+                                     requested=requested))
+
+
+def stop_reason(
+    row: AutofixRow, policy: AutofixPolicy, signature: str | None, *, landing: bool,
+    now_s: float, requested: bool = False,
+) -> Why | None:
+    """None when a turn may start; else why not (a `Stop` code).
 
     `requested`: a person asked (the "Fix with hangar" button). The bound and a merge in
     progress still hold; the rules that keep hangar from acting on its own do not.
     """
     if landing:
-        return MERGING_REASON
+        return Why(Stop.MERGING)
     if row.turns >= policy.max_turns:
-        return (f"auto-fix used its {policy.max_turns} turn(s); comment `/hangar <instruction>` "
-                "to ask for another turn, or fix it by hand")
+        return Why(Stop.TURNS_USED, max_turns=policy.max_turns)
     if requested:
         return None
     if not policy.enabled:
-        return ("auto-fix is off for this repository (`autofix: {enabled: false}` in "
-                "`.github/hangar.yml`)")
+        return Why(Stop.OFF_FOR_REPO)
     if not row.enabled:
-        return "auto-fix is off for this pull request (`/hangar autofix on` turns it back on)"
+        return Why(Stop.OFF_FOR_PR)
     if signature is not None and row.last_signature == signature:
-        return ("the last auto-fix turn failed the same way; hangar stopped repeating itself. "
-                "Comment `/hangar <instruction>` with a hint, or fix it by hand")
+        return Why(Stop.SAME_FAILURE)
     if row.last_human_push_at and now_s - row.last_human_push_at < policy.quiet_minutes * 60:
-        return QUIET_REASON
+        return Why(Stop.QUIET)
     return None
 
 
@@ -317,8 +341,7 @@ async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> s
         enabled = bool(intent.args["enabled"])
         # Turning it back on forgets what was decided while it was off.
         patch(engine, row.id, enabled=enabled, due_at=0,
-              stopped=None if enabled else
-              "auto-fix is off for this pull request (`/hangar autofix on` turns it back on)",
+              stopped=None if enabled else words.stopped(Why(Stop.OFF_FOR_PR)),
               seen_heads=row.seen_heads if not enabled else [])
         await show(engine, job)
         return f"autofix {'on' if enabled else 'off'}"
@@ -417,23 +440,24 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
     row = get_row(engine, row.id)  # fresh: a push or command may have come in meanwhile
     if turn_running(engine, job, row.pr_number):
         return "a turn is running"
-    reason = why_not(row, policy, signature, landing=merging(engine, row), now_s=time.time(),
-                     requested=requested)
-    if reason:
+    why = stop_reason(row, policy, signature, landing=merging(engine, row), now_s=time.time(),
+                      requested=requested)
+    if why:
+        reason = words.stopped(why)
         if row.stopped != reason:
             engine.note(job.id, f"auto-fix on #{row.pr_number} not started: {reason}")
         # A reason that passes with time is looked at again; the others are said once.
-        later = reason in (MERGING_REASON, QUIET_REASON)
+        later = why.code in PASSING
         patch(engine, row.id, stopped=reason,
               seen_heads=row.seen_heads if later else judged(row, key))
         await show(engine, job)
         return f"not started: {reason}"
     turn = row.turns + 1
-    names = ", ".join(dict.fromkeys(f.name for f in failures))
+    names = list(dict.fromkeys(f.name for f in failures))
     started = await start_followup_now(
         engine, job, row, prompt_for_failures(failures, turn, policy.max_turns),
         requested_by=requested_by,
-        label=f"auto-fix turn {turn} of {policy.max_turns}: {names} failed")
+        label=words.failures_turn_label(turn, policy.max_turns, names))
     if started:
         patch(engine, row.id, last_signature=signature)
     return f"auto-fix turn {turn}" if started else "a turn is running"
@@ -544,16 +568,15 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     row = get_row(engine, row.id)
     if turn_running(engine, job, row.pr_number):
         patch(engine, row.id, pending_review=review,
-              stopped=f"a review by @{author} asked for changes; hangar starts that turn "
-                      "when the running one ends")
+              stopped=words.stopped(Why(Stop.REVIEW_WAITS, author=author)))
         await show(engine, job)
         return "review turn waits for the running turn"
-    reason = why_not(row, policy, None, landing=merging(engine, row), now_s=time.time(),
-                     requested=True)
-    if reason is None and not (policy.enabled and row.enabled):
-        reason = "auto-fix is off for this pull request"
-    if reason:
-        reason = f"@{author} requested changes, but hangar did not start a turn: {reason}"
+    why = stop_reason(row, policy, None, landing=merging(engine, row), now_s=time.time(),
+                      requested=True)
+    if why is None and not (policy.enabled and row.enabled):
+        why = Why(Stop.OFF)
+    if why:
+        reason = words.stopped(Why(Stop.REVIEW_NOT_STARTED, author=author, why=why))
         patch(engine, row.id, stopped=reason, pending_review=None)
         engine.note(job.id, reason)
         await show(engine, job)
@@ -562,7 +585,7 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     started = await start_followup_now(
         engine, job, row, prompt_for_review(author, review.get("body") or "", comments),
         requested_by=author,
-        label=f"auto-fix turn {turn} of {policy.max_turns}: changes requested by @{author}")
+        label=words.review_turn_label(turn, policy.max_turns, author))
     if started:
         patch(engine, row.id, pending_review=None)
         return f"review turn {turn}"
@@ -576,5 +599,5 @@ def give_up(engine: StepContext, autofix_id: str, reason: str) -> None:
     if row is None:
         return
     save(engine, changed(row, **{
-        "stopped": f"hangar stopped watching after repeated errors ({reason})"}), active=False)
+        "stopped": words.stopped(Why(Stop.GAVE_UP, error=reason))}), active=False)
     engine.note(row.job_id, f"auto-fix #{row.pr_number} stopped: {reason}")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app import intents, landing
+from app import autofix, intents, landing
+from app.render import autofix as fix_words
 from app.render import landing as land_words
 from app.render import replies
 from app.render.reasons import Why, word
@@ -24,6 +25,7 @@ TABLES: list[tuple[type[StrEnum], dict]] = [
     (landing.NotCounted, land_words.NOT_COUNTED),
     (landing.GateFact, land_words.GATE_FACTS),
     (intents.Answer, replies.ANSWERS),
+    (autofix.Stop, fix_words.STOPPED),
 ]
 
 
@@ -78,6 +80,13 @@ SHA = "a" * 40
      "Attempt 3 has no pull request to keep; attempts with one: none."),
     (replies.ANSWERS, Why(intents.Answer.USAGE, message="`/hangar run` needs an instruction"),
      "`/hangar run` needs an instruction\n\n`/hangar help` lists every command."),
+    (fix_words.STOPPED, Why(autofix.Stop.TURNS_USED, max_turns=2),
+     "auto-fix used its 2 turn(s); comment `/hangar <instruction>` to ask for another turn, "
+     "or fix it by hand"),
+    (fix_words.STOPPED, Why(autofix.Stop.REVIEW_NOT_STARTED, author="rita",
+                            why=Why(autofix.Stop.OFF)),
+     "@rita requested changes, but hangar did not start a turn: auto-fix is off for this "
+     "pull request"),
 ])
 def test_sentences_read_as_before(table, why, sentence):
     assert word(table, why) == sentence
@@ -94,7 +103,7 @@ def test_a_code_without_a_sentence_is_an_error_not_silence():
 # that text among their arguments; and the row fields that are shown as they are stored.
 SPEAKING = {"reply": 2, "upsert_comment": 2, "move": 3, "set_reason": 1}
 SHOWN_FIELDS = ("stopped", "label", "reason")
-CONCERNS = ("app/landing.py", "app/intents.py")
+CONCERNS = ("app/landing.py", "app/intents.py", "app/autofix.py")
 WORDS = re.compile(r"[A-Za-z]+ [A-Za-z]+")  # a marker and a newline are no sentence
 
 

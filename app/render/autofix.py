@@ -1,0 +1,53 @@
+"""Auto-fix's sentences: why it did not start a turn on a PR, and the names of its turns.
+
+Keys are the values of auto-fix's codes (`app.autofix.Stop`): auto-fix decides, this
+module words. (The prompts auto-fix writes are for the agent, not for people: they stay
+with auto-fix.)
+"""
+
+from __future__ import annotations
+
+from app.render.reasons import Sentences, Why, word
+
+# Why auto-fix did not start a turn (its row's `stopped`), by `Stop` code.
+STOPPED: Sentences = {
+    "merging": lambda: "the pull request is being merged",
+    "turns_used": lambda max_turns: (
+        f"auto-fix used its {max_turns} turn(s); comment `/hangar <instruction>` to ask for "
+        "another turn, or fix it by hand"),
+    "off_for_repo": lambda: (
+        "auto-fix is off for this repository (`autofix: {enabled: false}` in "
+        "`.github/hangar.yml`)"),
+    "off_for_pr": lambda: (
+        "auto-fix is off for this pull request (`/hangar autofix on` turns it back on)"),
+    "off": lambda: "auto-fix is off for this pull request",
+    "same_failure": lambda: (
+        "the last auto-fix turn failed the same way; hangar stopped repeating itself. Comment "
+        "`/hangar <instruction>` with a hint, or fix it by hand"),
+    "quiet": lambda: (
+        "someone pushed to the branch recently; hangar leaves it to them (the **Fix with "
+        "hangar** button on `hangar / verify` or `/hangar <instruction>` asks for a turn)"),
+    "review_waits": lambda author: (
+        f"a review by @{author} asked for changes; hangar starts that turn when the running "
+        "one ends"),
+    "review_not_started": lambda author, why: (
+        f"@{author} requested changes, but hangar did not start a turn: {stopped(why)}"),
+    "gave_up": lambda error: f"hangar stopped watching after repeated errors ({error})",
+}
+
+
+def stopped(why: Why | None) -> str | None:
+    return None if why is None else word(STOPPED, why)
+
+
+def status_note(pr_number: int, stopped_text: str) -> str:
+    """Why auto-fix stopped trying on a PR, in its job's status comment."""
+    return f"**Auto-fix on #{pr_number}:** {stopped_text}"
+
+
+def failures_turn_label(turn: int, max_turns: int, checks: list[str]) -> str:
+    return f"auto-fix turn {turn} of {max_turns}: {', '.join(checks)} failed"
+
+
+def review_turn_label(turn: int, max_turns: int, author: str) -> str:
+    return f"auto-fix turn {turn} of {max_turns}: changes requested by @{author}"
