@@ -211,8 +211,7 @@ async def offer_retry_button(engine: StepContext, run: Run) -> None:
     await upsert_check(engine, ops, run, AGENT_CHECK, current, status="completed",
                        conclusion="action_required", details_url=url,
                        output=render.held_check_output(run),
-                       actions=[{"label": "Push again", "identifier": "retry",
-                                 "description": "Push the commits hangar kept"}])
+                       actions=render.held_actions())
 
 
 async def make_bundle(

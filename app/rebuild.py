@@ -145,7 +145,7 @@ async def recover_pr(engine: StepContext, ops: RepoOps, installation_id: int, re
         outcome="pr", head_sha=head, compare=compare, pr_number=pr["number"],
         verification=verification_from_check(checks.get(VERIFY_NAME)),
         check_ids={f"{n}@{head}": c["id"] for n, c in checks.items()},
-        label="recovered from GitHub",
+        label=render.recovered_label(),
     )
     job = engine.get_job(facts.job_id) or await recovered_job(
         ops, installation_id, repo, pr, facts)

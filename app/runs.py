@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from gidgethub import BadRequest
@@ -21,6 +22,8 @@ from app.environments import environment_for
 from app.ghops import RepoOps, read_ci
 from app.models import Job, JobState, Run, RunStage, RunState, Verification
 from app.redact import redact, tail
+from app.render import verify as verify_words
+from app.render.reasons import Why
 from app.repoconfig import parse_repo_config
 from app.run_parts import AGENT_CHECK, HOME, REPO, must, prepare_sandbox, upsert_check
 from app.sensitive import sensitive_files
@@ -486,16 +489,11 @@ async def verify(engine: StepContext, run: Run) -> None:
     spec, _ = await environment_for(engine, ops, run.base_branch,
                                     (run.compare or {}).get("base_sha"))
     if spec.verify is None:
-        verification = Verification(
-            command="", head_sha=head, passed=None,
-            error=f"the environment `{spec.name}` has no verify command",
-            fix=f"add `verify: {{command: ...}}` to the environment `{spec.name}`, then press "
-                "**Verify again** (or comment `/hangar verify`)")
+        verification = Verification(command="", head_sha=head, passed=None,
+                                    **trouble(Why(VerifyTrouble.NO_VERIFY_COMMAND, env=spec.name)))
     else:
-        await upsert_check(
-            engine, ops, run, VERIFY_CHECK, head, status="in_progress",
-            output={"title": "Verifying", "summary": f"`{spec.verify.command}` on `{head[:7]}` "
-                                                     "in a clean sandbox"})
+        await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="in_progress",
+                           output=verify_words.verifying_output(spec.verify.command, head))
         verification = await verify_in_clean_sandbox(engine, run, job, spec, head)
     run = engine.patch_run(run.id, verification=verification)
     # The PR's body first: once the check says completed, everything says the same.
@@ -520,12 +518,21 @@ def verify_conclusion(v: Verification) -> str:
 
 
 def verify_actions(v: Verification) -> list[dict]:
-    actions = [{"label": "Verify again", "description": "Run verification again",
-                "identifier": "verify"}]
-    if v.passed is False:
-        actions.append({"label": "Fix with hangar", "description": "Start an auto-fix turn",
-                        "identifier": "autofix"})
-    return actions
+    return verify_words.verify_actions(v.passed)
+
+
+class VerifyTrouble(StrEnum):
+    """Why verification did not run, or did not finish (worded by render.verify)."""
+
+    NO_VERIFY_COMMAND = "no_verify_command"
+    SANDBOX_FAILED = "sandbox_failed"
+    INSTALL_FAILED = "install_failed"
+    TIMED_OUT = "timed_out"
+
+
+def trouble(why: Why) -> dict[str, str | None]:
+    """A Verification's `error` and `fix`, as render words them."""
+    return {"error": verify_words.error(why), "fix": verify_words.fix(why)}
 
 
 async def verify_in_clean_sandbox(
@@ -549,9 +556,7 @@ async def _verify(
                                    checkout=["git", "checkout", "-q", "--detach", head_sha])
     except Exception as exc:
         return Verification(command=command, head_sha=head_sha, passed=None,
-                            error=f"could not prepare the sandbox: {exc}"[:500],
-                            fix="check the environment's provider and image (`hangar doctor`), "
-                                "then press **Verify again**")
+                            **trouble(Why(VerifyTrouble.SANDBOX_FAILED, error=exc)))
     try:
         # The verify command runs the agent's code: it gets no git credential at all, and
         # the web only through the egress proxy, as the agent did.
@@ -565,9 +570,8 @@ async def _verify(
                 return Verification(
                     command=command, head_sha=head_sha, passed=None, attempts=0,
                     exit_code=setup.exit_code, output_tail=redact(tail(setup.output)),
-                    error="the install step failed",
-                    fix="fix the environment's `install` step (its output is below), then press "
-                        "**Verify again**", duration_s=time.time() - started)
+                    **trouble(Why(VerifyTrouble.INSTALL_FAILED)),
+                    duration_s=time.time() - started)
         attempts, outputs, result = 0, [], None
         for _ in range(1 + spec.verify.retries):
             attempts += 1
@@ -577,7 +581,8 @@ async def _verify(
             if result.exit_code == 0:
                 break
         passed = result.exit_code == 0
-        error = (f"timed out after {spec.verify.timeout_minutes:g} minutes"
+        error = (verify_words.error(Why(VerifyTrouble.TIMED_OUT,
+                                        minutes=spec.verify.timeout_minutes))
                  if result.timed_out else None)
         return Verification(
             command=command, head_sha=head_sha, passed=passed, exit_code=result.exit_code,

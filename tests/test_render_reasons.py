@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from app import autofix, intents, landing
+from app import autofix, intents, landing, runs
 from app.render import autofix as fix_words
 from app.render import landing as land_words
 from app.render import replies
+from app.render import verify as verify_words
 from app.render.reasons import Why, word
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +27,8 @@ TABLES: list[tuple[type[StrEnum], dict]] = [
     (landing.GateFact, land_words.GATE_FACTS),
     (intents.Answer, replies.ANSWERS),
     (autofix.Stop, fix_words.STOPPED),
+    (runs.VerifyTrouble, verify_words.ERRORS),
+    (runs.VerifyTrouble, verify_words.FIXES),
 ]
 
 
@@ -87,6 +90,11 @@ SHA = "a" * 40
                             why=Why(autofix.Stop.OFF)),
      "@rita requested changes, but hangar did not start a turn: auto-fix is off for this "
      "pull request"),
+    (verify_words.FIXES, Why(runs.VerifyTrouble.NO_VERIFY_COMMAND, env="python"),
+     "add `verify: {command: ...}` to the environment `python`, then press **Verify again** "
+     "(or comment `/hangar verify`)"),
+    (verify_words.ERRORS, Why(runs.VerifyTrouble.TIMED_OUT, minutes=2.5),
+     "timed out after 2.5 minutes"),
 ])
 def test_sentences_read_as_before(table, why, sentence):
     assert word(table, why) == sentence
@@ -102,8 +110,9 @@ def test_a_code_without_a_sentence_is_an_error_not_silence():
 # Calls whose text reaches GitHub (or a land request's shown reason), and the position of
 # that text among their arguments; and the row fields that are shown as they are stored.
 SPEAKING = {"reply": 2, "upsert_comment": 2, "move": 3, "set_reason": 1}
-SHOWN_FIELDS = ("stopped", "label", "reason")
-CONCERNS = ("app/landing.py", "app/intents.py", "app/autofix.py")
+SHOWN_FIELDS = ("stopped", "label", "reason", "fix", "title", "summary", "description")
+CONCERNS = ("app/landing.py", "app/intents.py", "app/autofix.py", "app/runs.py",
+            "app/publishing.py", "app/rebuild.py", "app/envbuild_steps.py")
 WORDS = re.compile(r"[A-Za-z]+ [A-Za-z]+")  # a marker and a newline are no sentence
 
 

@@ -332,6 +332,17 @@ def held_check_output(run: Run) -> dict:
             "summary": fit_output(summary)}
 
 
+def recovered_label() -> str:
+    """The name of a turn hangar rebuilt from GitHub's records after losing its data."""
+    return "recovered from GitHub"
+
+
+def held_actions() -> list[dict]:
+    """The button on check run `hangar / agent` of a run whose push GitHub did not take."""
+    return [{"label": "Push again", "identifier": "retry",
+             "description": "Push the commits hangar kept"}]
+
+
 def _agent_numbers(run: Run) -> str:
     parts = []
     if run.started_at and run.finished_at:

@@ -1,0 +1,59 @@
+"""Verification's sentences: why it did not run (or ran out of time) and what fixes it,
+check run `hangar / verify` while it runs, and its buttons.
+
+Keys are the values of the jobs-and-runs concern's codes (`app.runs.VerifyTrouble`):
+runs decides, this module words. The facts may quote others' words (an exception's
+text): the status comment and the check run show `error` as data.
+"""
+
+from __future__ import annotations
+
+from app.render.reasons import Sentences, Why, word
+from app.render.text import short
+
+VERIFY_AGAIN = "**Verify again**"
+
+# What went wrong (a Verification's `error`), by `VerifyTrouble` code.
+ERRORS: Sentences = {
+    "no_verify_command": lambda env: f"the environment `{env}` has no verify command",
+    "sandbox_failed": lambda error: f"could not prepare the sandbox: {error}"[:500],
+    "install_failed": lambda: "the install step failed",
+    "timed_out": lambda minutes: f"timed out after {minutes:g} minutes",
+}
+
+# What a person does about it (a Verification's `fix`), by the same code.
+FIXES: Sentences = {
+    "no_verify_command": lambda env: (
+        f"add `verify: {{command: ...}}` to the environment `{env}`, then press {VERIFY_AGAIN} "
+        "(or comment `/hangar verify`)"),
+    "sandbox_failed": lambda error: (
+        f"check the environment's provider and image (`hangar doctor`), then press "
+        f"{VERIFY_AGAIN}"),
+    "install_failed": lambda: (
+        f"fix the environment's `install` step (its output is below), then press "
+        f"{VERIFY_AGAIN}"),
+    "timed_out": lambda minutes: "",
+}
+
+
+def error(why: Why) -> str:
+    return word(ERRORS, why)
+
+
+def fix(why: Why) -> str | None:
+    return word(FIXES, why) or None
+
+
+def verifying_output(command: str, head: str) -> dict:
+    """Check run `hangar / verify` while verification runs."""
+    return {"title": "Verifying", "summary": f"`{command}` on `{short(head)}` in a clean sandbox"}
+
+
+def verify_actions(passed: bool | None) -> list[dict]:
+    """The buttons on check run `hangar / verify`; `identifier` is what the click asks."""
+    actions = [{"label": "Verify again", "description": "Run verification again",
+                "identifier": "verify"}]
+    if passed is False:
+        actions.append({"label": "Fix with hangar", "description": "Start an auto-fix turn",
+                        "identifier": "autofix"})
+    return actions
