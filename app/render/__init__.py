@@ -5,6 +5,11 @@ repository (its words, git's error text, commit subjects, file names, another Ap
 names) is data, never markup: it goes into a code span (`code_span`) or a fenced block
 (`fenced`) that nothing can break out of, with bidi and zero-width characters written out
 (`<U+202E>`) and issue references defused so that no closing keyword closes anything.
+
+Every sentence hangar shows is worded here. Concerns decide and hand over a reason code
+with the facts it names (`render.reasons.Why`); one module per concern words them:
+`render.landing`, `render.replies` (the commands), `render.autofix`, `render.verify`.
+This module words jobs and runs; `render.text` holds the markup-safe pieces.
 """
 
 from __future__ import annotations
