@@ -145,6 +145,15 @@ class HeldWork(BaseModel):
     at: float = Field(default_factory=now)
 
 
+class RunWarning(StrEnum):
+    """A run's warnings, shown in its status (worded by render: the run keeps the words)."""
+
+    RETRYING = "retrying"
+    SESSION_NOT_SAVED = "session_not_saved"
+    STOP_FAILED = "stop_failed"
+    PUBLISH_FAILED = "publish_failed"
+
+
 class Run(BaseModel):
     """One agent turn in one sandbox, then publish → collect → verify."""
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import render
-from app.models import HeldWork, Run, RunStage, changed
+from app.models import HeldWork, Run, RunStage, RunWarning, changed
 from app.redact import redact, tail
+from app.render.reasons import Why
 from app.run_parts import AGENT_CHECK, HARDENED_GIT, REPO, prepare_sandbox, upsert_check
 
 if TYPE_CHECKING:
@@ -105,8 +106,7 @@ async def publish(engine: StepContext, run: Run) -> None:
     except Exception as exc:
         # A lost sandbox: what the agent pushed itself is still on GitHub.
         dirty = False
-        warnings.append(f"could not publish from the sandbox ({exc}); "
-                        "collecting what reached GitHub")
+        warnings.append(render.run_warning(Why(RunWarning.PUBLISH_FAILED, error=exc)))
     if head is not None:
         outcome = await push_with_retries(engine, provider, sb, run, "HEAD", head)
         if not outcome.landed:
@@ -152,8 +152,8 @@ async def push_with_retries(
         if refusal is not None:
             return PushOutcome(landed=False, refused=True, github_says=redact(refusal),
                                attempts=attempts)
-        said = redact(tail(push.output, MAX_WORDS)).strip() or (
-            f"git push exited {push.exit_code} and GitHub's branch does not hold {head[:7]}")
+        said = (redact(tail(push.output, MAX_WORDS)).strip()
+                or render.push_not_taken(push.exit_code, head))
         log.warning("push failed, will retry", extra={"run": run.id, "attempt": attempts})
         if pause is not None:
             await asyncio.sleep(pause)
@@ -310,8 +310,7 @@ async def rescue_commits(engine: StepContext, sb: Any, run: Run) -> bool:
     job = engine.get_job(run.job_id)
     if job is None or await branch_holds(await engine.repo_ops(job.thread), run.branch, head):
         return True
-    outcome = PushOutcome(landed=False, github_says=(
-        "hangar found these commits unpushed when it cleaned up the sandbox"))
+    outcome = PushOutcome(landed=False, github_says=render.found_unpushed())
     await hold(engine, changed(run, **{"sandbox": sb.model_dump()}), sb, head, outcome,
                dirty=run.dirty)
     return False  # hold() destroyed it with the bundle made, or keeps it when too big

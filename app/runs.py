@@ -20,7 +20,7 @@ from app import ghops, render
 from app.egress import egress_env, egress_facts, end_egress, refusals, verify_key
 from app.environments import environment_for
 from app.ghops import RepoOps, read_ci
-from app.models import Job, JobState, Run, RunStage, RunState, Verification
+from app.models import Job, JobState, Run, RunStage, RunState, RunWarning, Verification
 from app.redact import redact, tail
 from app.render import verify as verify_words
 from app.render.reasons import Why
@@ -84,7 +84,8 @@ def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
         return
     delay = min(60.0, 2.0 ** failures)
     engine.patch_run(run_id, stage_failures=failures, retry_at=time.time() + delay,
-                     warnings=[*run.warnings[-4:], f"retrying after: {reason}"])
+                     warnings=[*run.warnings[-4:],
+                               render.run_warning(Why(RunWarning.RETRYING, error=reason))])
 
 
 # -- starting ----------------------------------------------------------------------
@@ -235,7 +236,8 @@ async def save_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> 
     packed = await provider.run(sb, ["tar", "-czf", SESSION_ARCHIVE, "-C", parent, name],
                                 timeout=300)
     if packed.exit_code != 0:
-        return f"the agent's session could not be saved: {redact(tail(packed.output, 300))}"
+        return render.run_warning(Why(RunWarning.SESSION_NOT_SAVED,
+                                      said=redact(tail(packed.output, 300))))
     data = await provider.copy_out(sb, SESSION_ARCHIVE, max_bytes=SESSION_MAX_BYTES)
     path = session_archive(engine, run)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -328,8 +330,8 @@ async def watch_agent(engine: StepContext, run: Run) -> None:
         try:
             await asyncio.wait_for(provider.stop(sb, run.process_id), PROVIDER_CALL_TIMEOUT_S)
         except (TimeoutError, SandboxError, OSError) as exc:
-            run = engine.patch_run(run.id, warnings=[*run.warnings,
-                                                     f"stopping the agent failed: {exc}"])
+            run = engine.patch_run(run.id, warnings=[
+                *run.warnings, render.run_warning(Why(RunWarning.STOP_FAILED, error=exc))])
     if watch.state.value == RunState.LOST.value and watch.reason:
         engine.note(run.job_id, f"{run.id} lost: {watch.reason}")
     exit_code = status.exit_code if status is not None and status.state == "exited" else None
@@ -360,7 +362,7 @@ async def agent_stopped(
     try:
         problem = await save_session(engine, run, sb, harness)
     except Exception as exc:
-        problem = f"the agent's session could not be saved: {exc}"
+        problem = render.run_warning(Why(RunWarning.SESSION_NOT_SAVED, said=exc))
     if problem:
         warnings.append(problem)
     engine.patch_run(

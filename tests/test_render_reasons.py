@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app import autofix, intents, landing, runs
+from app import autofix, intents, landing, models, render, runs
 from app.render import autofix as fix_words
 from app.render import landing as land_words
 from app.render import replies
@@ -29,6 +29,7 @@ TABLES: list[tuple[type[StrEnum], dict]] = [
     (autofix.Stop, fix_words.STOPPED),
     (runs.VerifyTrouble, verify_words.ERRORS),
     (runs.VerifyTrouble, verify_words.FIXES),
+    (models.RunWarning, render.RUN_WARNINGS),
 ]
 
 
@@ -95,6 +96,8 @@ SHA = "a" * 40
      "(or comment `/hangar verify`)"),
     (verify_words.ERRORS, Why(runs.VerifyTrouble.TIMED_OUT, minutes=2.5),
      "timed out after 2.5 minutes"),
+    (render.RUN_WARNINGS, Why(models.RunWarning.PUBLISH_FAILED, error=OSError("gone")),
+     "could not publish from the sandbox (gone); collecting what reached GitHub"),
 ])
 def test_sentences_read_as_before(table, why, sentence):
     assert word(table, why) == sentence
@@ -110,7 +113,8 @@ def test_a_code_without_a_sentence_is_an_error_not_silence():
 # Calls whose text reaches GitHub (or a land request's shown reason), and the position of
 # that text among their arguments; and the row fields that are shown as they are stored.
 SPEAKING = {"reply": 2, "upsert_comment": 2, "move": 3, "set_reason": 1}
-SHOWN_FIELDS = ("stopped", "label", "reason", "fix", "title", "summary", "description")
+SHOWN_FIELDS = ("stopped", "label", "reason", "fix", "title", "summary", "description",
+                "warnings", "github_says")
 CONCERNS = ("app/landing.py", "app/intents.py", "app/autofix.py", "app/runs.py",
             "app/publishing.py", "app/rebuild.py", "app/envbuild_steps.py")
 WORDS = re.compile(r"[A-Za-z]+ [A-Za-z]+")  # a marker and a newline are no sentence

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from app.models import Job, Run, RunStage, RunState, Verification
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
+from app.render.reasons import Sentences, Why, word
 from app.render.replies import fork_pr_reply  # noqa: F401
 from app.render.text import (  # noqa: F401 (callers know them as render.code_span etc.)
     BODY_LIMIT_CHARS,
@@ -340,6 +341,30 @@ def held_check_output(run: Run) -> dict:
 def recovered_label() -> str:
     """The name of a turn hangar rebuilt from GitHub's records after losing its data."""
     return "recovered from GitHub"
+
+
+# A run's warnings, by `RunWarning` code (app.models); the facts are others' words.
+RUN_WARNINGS: Sentences = {
+    "retrying": lambda error: f"retrying after: {error}",
+    "session_not_saved": lambda said: f"the agent's session could not be saved: {said}",
+    "stop_failed": lambda error: f"stopping the agent failed: {error}",
+    "publish_failed": lambda error: (
+        f"could not publish from the sandbox ({error}); collecting what reached GitHub"),
+}
+
+
+def run_warning(why: Why) -> str:
+    return word(RUN_WARNINGS, why)
+
+
+def push_not_taken(exit_code: int, head: str) -> str:
+    """What stands for GitHub's words on a held push when git printed nothing."""
+    return f"git push exited {exit_code} and GitHub's branch does not hold {short(head)}"
+
+
+def found_unpushed() -> str:
+    """What stands for GitHub's words on commits found unpushed at a sandbox's clean-up."""
+    return "hangar found these commits unpushed when it cleaned up the sandbox"
 
 
 def held_actions() -> list[dict]:
