@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
 from aiohttp import web
 from gidgethub import ValidationFailure, sansio
 
@@ -119,7 +121,9 @@ def _decode(content_type: str, body: bytes) -> tuple[str, dict]:
     try:
         if mime == "application/x-www-form-urlencoded":
             raw = parse_qs(raw)["payload"][0]
-        payload = json.loads(raw)
+            payload = _parse_json(raw, raw)
+        else:
+            payload = _parse_json(body, raw)  # orjson reads the bytes without encoding again
     except (ValueError, KeyError, IndexError) as exc:  # ValueError: also a 5,000-digit number
         raise UnreadablePayload(f"the body is not a webhook payload: {exc}", raw) from None
     except RecursionError:
@@ -128,6 +132,17 @@ def _decode(content_type: str, body: bytes) -> tuple[str, dict]:
     if not isinstance(payload, dict):
         raise UnreadablePayload("the body must be a JSON object", raw)
     return raw, payload
+
+
+def _parse_json(data: str | bytes, text: str) -> Any:
+    """orjson reads a payload in a third of the time json takes. The few texts it refuses
+    that json reads (NaN, a lone surrogate escape, 1e400) keep json's verdict, and a body
+    both refuse gets json's words for why. An integer past 64 bits reads as a float: GitHub
+    sends none, and the ids hangar reads are checked as 64-bit integers."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def _reason(status: int, message: str) -> web.Response:

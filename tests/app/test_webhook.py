@@ -91,6 +91,16 @@ async def test_malformed_signed_body_is_400_and_stored_as_failed(client, body, r
     assert (stored.state, stored.error) == ("failed", (await response.json())["message"])
 
 
+@pytest.mark.parametrize("value", [b"NaN", b'"\\ud800"', b"1e400"])
+async def test_json_the_fast_parser_refuses_but_json_reads_is_accepted_as_before(client, value):
+    body = json.dumps(comment_example()).encode()[:-1] + b', "unread": ' + value + b"}"
+    headers = webhook_headers("issue_comment", body, delivery="d-lenient")
+    response = await client.post("/webhook", data=body, headers=headers)
+    assert response.status == 202
+    stored = client.app[STORE].delivery("d-lenient")
+    assert stored.event == "issue_comment" and "unread" in stored.payload
+
+
 def comment_example() -> dict:
     return next(p for e, a, p in webhook_examples() if (e, a) == ("issue_comment", "created"))
 
