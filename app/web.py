@@ -75,12 +75,12 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
     fields = {"delivery_id": delivery_id, "event": event, "repo": delivery.repo}
     if not fresh:
         log.info("duplicate delivery", extra=fields)
-        return "duplicate", web.json_response({"ok": True, "duplicate": True}, status=200)
+        return "duplicate", _answer(_DUPLICATE, 200)
     log.info("delivery stored", extra=fields)
     if event == "ping":
-        return "accepted", web.json_response({"ok": True, "pong": True}, status=200)
+        return "accepted", _answer(_PONG, 200)
     app[DISPATCHER].submit(delivery)
-    return "accepted", web.json_response({"ok": True}, status=202)
+    return "accepted", _answer(_ACCEPTED, 202)
 
 
 class UnsupportedMediaType(ValueError):
@@ -143,6 +143,16 @@ def _parse_json(data: str | bytes, text: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+# The answers every delivery gets, encoded once.
+_ACCEPTED = json.dumps({"ok": True}).encode()
+_PONG = json.dumps({"ok": True, "pong": True}).encode()
+_DUPLICATE = json.dumps({"ok": True, "duplicate": True}).encode()
+
+
+def _answer(body: bytes, status: int) -> web.Response:
+    return web.Response(body=body, status=status, content_type="application/json")
 
 
 def _reason(status: int, message: str) -> web.Response:
