@@ -5,7 +5,7 @@
 
 The scripted model server streams an Anthropic Messages answer of --chunks text deltas
 (about 230 bytes each). Each round starts every process afresh and fetches the answer
-four ways, in turn (the order rotating, so that none always follows another):
+four ways, in turn (in a fresh random order each time, 10 ms apart):
 
 - direct: straight from the model server;
 - gateway: through hangar's model gateway (token check, credential swap, metering);
@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import functools
 import multiprocessing
+import random
 import statistics
 import sys
 import tempfile
@@ -61,6 +62,7 @@ BODY = {"model": "claude-sonnet-4-5", "stream": True, "max_tokens": 1000,
         "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
         "messages": [{"role": "user", "content": "hangar Request: say a lot"}]}
 PATHS = ("direct", "gateway", "http relay", "byte relay")
+SETTLE_S = 0.01  # between fetches, so that each starts with every process idle
 # Per fetch: seconds to the first byte of the answer's body, to its last, and its size.
 Fetch = tuple[float, float, int]
 
@@ -231,11 +233,15 @@ async def one_round(db: Path, token: str, chunks: int, latency_s: float,
             "http relay": (f"{http_relay_url}/v1/messages", {"x-api-key": KEY}),
             "byte relay": (f"{byte_relay_url}/v1/messages", {"x-api-key": KEY})}
         results: dict[str, list[Fetch]] = {name: [] for name in PATHS}
+        order = random.Random(1)
         async with aiohttp.ClientSession() as client:
             for url, headers in targets.values():
                 await fetch(client, url, headers)
-            for i in range(fetches):
-                for name in PATHS[i % len(PATHS):] + PATHS[:i % len(PATHS)]:
+            for _ in range(fetches):
+                # A fresh order each time: a fetch right after a direct one waits for the
+                # model to finish with that one, and no path should always come next.
+                for name in order.sample(PATHS, len(PATHS)):
+                    await asyncio.sleep(SETTLE_S)
                     results[name].append(await fetch(client, *targets[name]))
         return results
     finally:
