@@ -316,6 +316,13 @@ async def main(rounds: int, fetches: int, chunks: int, latency_ms: float,
     print(f"goal (gateway >= {GOAL} of direct, median of rounds [lowest..highest]):")
     for title, paths in figures.items():
         gateway = paths["gateway"]
+        if scenarios[title][0] == 0:
+            # A one-delta answer has no throughput to speak of; its end waits, by design,
+            # for the run's usage to be committed (the run's facts are read once its agent
+            # stops).
+            print(f"  {title}: first byte {_verdict(gateway['ttfb'])}, last byte"
+                  f" {_spread(gateway['throughput'], '.2f')} (waits for the usage commit)")
+            continue
         print(f"  {title}: first byte {_verdict(gateway['ttfb'])},"
               f" throughput {_verdict(gateway['throughput'])}")
     print("floor (what a relay that does nothing adds to the first byte, ms):")
