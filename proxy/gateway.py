@@ -164,9 +164,9 @@ class ModelLedger(SqliteTables):
         """(credential, run id) if `token` is the sandbox's live model token.
 
         A model token dies with the sandbox's git grant too (`proxy_tokens`), so every
-        place that ends a sandbox's access ends its model access as well. A live answer is
-        remembered until this process revokes or replaces any credential of the file (or
-        for CHECKED_FOR_S, for an end written by another process).
+        place that ends a sandbox's access ends its model access as well. A live token is
+        remembered until this process revokes or replaces any credential of the file, and
+        for CHECKED_FOR_S at most (the bound for an end written by another process).
         """
         key = (sandbox_id, token_hash(token))
         revocations = self._revocation_count()  # before the read: a later one forgets it
