@@ -100,7 +100,8 @@ class Dispatcher:
         for handler in self.router.fetch(event):
             # One handler's failure never hides another's.
             try:
-                await handler(event, delivery_id=delivery.id, **self.handler_kwargs)
+                await handler(event, delivery_id=delivery.id, parts=delivery.parts,
+                              **self.handler_kwargs)
             except Exception as exc:
                 self.metrics.handler_errors.inc(handler=handler.__name__)
                 errors.append(f"{handler.__name__}: {exc!r}"[:2000])

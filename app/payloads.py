@@ -7,7 +7,7 @@ and is stored as failed, alone, never in the way of the deliveries stored with i
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -207,16 +207,27 @@ HANDLED: dict[tuple[str, str | None], type[_Part]] = {
 }
 
 
-def check_delivery(event: str, payload: dict[str, Any]) -> Envelope:
-    """The delivery's envelope; ValueError with the reason when hangar cannot read it."""
+def check_delivery(event: str, payload: dict[str, Any]) -> tuple[Envelope, _Part | None]:
+    """The delivery's envelope and the parts its handlers read (None for an event no handler
+    reads); ValueError with the reason when hangar cannot read it."""
     try:
         envelope = Envelope.model_validate(payload)
         model = HANDLED.get((event, envelope.action)) or HANDLED.get((event, None))
-        if model is not None:
-            model.model_validate(payload)
+        parts = model.model_validate(payload) if model is not None else None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors()[:3])
         raise ValueError(
             f"this {event} payload does not have the shape GitHub sends ({problems})") from None
-    return envelope
+    return envelope, parts
+
+
+P = TypeVar("P", bound=_Part)
+
+
+def parts_as(model: type[P], payload: dict[str, Any], parts: _Part | None) -> P:
+    """The payload as `model`: the parts intake checked when it has them (a handler need not
+    validate the payload again), else validated now (a delivery read back from the store)."""
+    if type(parts) is model:
+        return parts
+    return model.model_validate(payload)

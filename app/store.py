@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,6 +90,9 @@ class Delivery:
     payload: dict[str, Any]
     state: str
     error: str | None
+    # What intake validated of the payload (app/payloads.py), kept in memory for the
+    # handlers; never stored, so None for a delivery read back from the database.
+    parts: Any = field(default=None, compare=False, repr=False)
 
 
 class Store:

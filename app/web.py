@@ -62,7 +62,7 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
     except UnreadablePayload as exc:
         return "rejected", await _store_failed(app, event, delivery_id, exc.raw, str(exc))
     try:
-        envelope = check_delivery(event, payload)
+        envelope, parts = check_delivery(event, payload)
     except ValueError as exc:
         return "rejected", await _store_failed(app, event, delivery_id, raw, str(exc))
     delivery = Delivery(
@@ -70,7 +70,7 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
         repo=envelope.repository.full_name if envelope.repository else None,
         installation_id=envelope.installation.id if envelope.installation else None,
         received_at=time.time(), payload=payload,
-        state="ignored" if event == "ping" else "stored", error=None)
+        state="ignored" if event == "ping" else "stored", error=None, parts=parts)
     fresh = await app[WRITER].add(delivery, raw)
     fields = {"delivery_id": delivery_id, "event": event, "repo": delivery.repo}
     if not fresh:

@@ -2,32 +2,32 @@
 
 from gidgethub import routing, sansio
 
-from app.payloads import CheckRunEvent, CheckSuiteEvent
+from app.payloads import CheckRunEvent, CheckSuiteEvent, parts_as
 
 router = routing.Router()
 
 
 @router.register("check_run", action="completed")
-async def finished_check(event: sansio.Event, *, engine, **_) -> None:
-    check = CheckRunEvent.model_validate(event.data)
+async def finished_check(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    check = parts_as(CheckRunEvent, event.data, parts)
     ours = (check.check_run.app or {}).get("id") == engine.settings.app_id
     await engine.record_ci(check.repository.full_name, check.check_run.head_sha,
                            check=check.check_run.name, ours=ours)
 
 
 @router.register("check_run", action="requested_action")
-async def pressed_button(event: sansio.Event, *, engine, **_) -> None:
-    await engine.record_check_action(CheckRunEvent.model_validate(event.data))
+async def pressed_button(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    await engine.record_check_action(parts_as(CheckRunEvent, event.data, parts))
 
 
 @router.register("check_run", action="rerequested")
-async def rerun_requested(event: sansio.Event, *, engine, **_) -> None:
-    await engine.record_check_action(CheckRunEvent.model_validate(event.data))
+async def rerun_requested(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    await engine.record_check_action(parts_as(CheckRunEvent, event.data, parts))
 
 
 @router.register("check_suite", action="completed")
-async def finished_suite(event: sansio.Event, *, engine, **_) -> None:
-    suite = CheckSuiteEvent.model_validate(event.data)
+async def finished_suite(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    suite = parts_as(CheckSuiteEvent, event.data, parts)
     head_sha = suite.check_suite.get("head_sha")
     ours = (suite.check_suite.get("app") or {}).get("id") == engine.settings.app_id
     if head_sha:

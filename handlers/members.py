@@ -5,7 +5,7 @@ import logging
 
 from gidgethub import routing, sansio
 
-from app.payloads import AccessEvent
+from app.payloads import AccessEvent, parts_as
 
 router = routing.Router()
 log = logging.getLogger(__name__)
@@ -16,8 +16,8 @@ log = logging.getLogger(__name__)
 @router.register("organization")
 @router.register("team")
 @router.register("team_add")
-async def access_changed(event: sansio.Event, *, engine, **_) -> None:
-    change = AccessEvent.model_validate(event.data)
+async def access_changed(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    change = parts_as(AccessEvent, event.data, parts)
     dropped = engine.forget_permissions(change.owner)
     log.info("access changed (%s %s): %d cached permission(s) dropped", event.event,
              change.action, dropped, extra={"event": event.event, "owner": change.owner})

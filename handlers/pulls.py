@@ -2,16 +2,16 @@
 
 from gidgethub import routing, sansio
 
-from app.payloads import PullRequestEvent
+from app.payloads import PullRequestEvent, parts_as
 
 router = routing.Router()
 
 
 @router.register("pull_request", action="synchronize")
-async def new_head(event: sansio.Event, *, engine, **_) -> None:
-    await engine.record_pull_request(PullRequestEvent.model_validate(event.data))
+async def new_head(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    await engine.record_pull_request(parts_as(PullRequestEvent, event.data, parts))
 
 
 @router.register("pull_request", action="closed")
-async def closed_pr(event: sansio.Event, *, engine, **_) -> None:
-    await engine.record_pull_request(PullRequestEvent.model_validate(event.data))
+async def closed_pr(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    await engine.record_pull_request(parts_as(PullRequestEvent, event.data, parts))

@@ -3,22 +3,22 @@
 
 from gidgethub import routing, sansio
 
-from app.payloads import PullRequestReviewEvent, ReviewCommentEvent
+from app.payloads import PullRequestReviewEvent, ReviewCommentEvent, parts_as
 
 router = routing.Router()
 
 
 @router.register("pull_request_review", action="submitted")
-async def new_review(event: sansio.Event, *, engine, **_) -> None:
-    await engine.record_review(PullRequestReviewEvent.model_validate(event.data))
+async def new_review(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    await engine.record_review(parts_as(PullRequestReviewEvent, event.data, parts))
 
 
 @router.register("pull_request_review", action="dismissed")
-async def dismissed_review(event: sansio.Event, *, engine, **_) -> None:
-    await engine.record_review(PullRequestReviewEvent.model_validate(event.data))
+async def dismissed_review(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    await engine.record_review(parts_as(PullRequestReviewEvent, event.data, parts))
 
 
 @router.register("pull_request_review_comment", action="created")
-async def new_review_comment(event: sansio.Event, *, engine, **_) -> None:
+async def new_review_comment(event: sansio.Event, *, engine, parts=None, **_) -> None:
     # A `/hangar …` line in a comment on the diff is a command like any other.
-    await engine.record_review_comment(ReviewCommentEvent.model_validate(event.data))
+    await engine.record_review_comment(parts_as(ReviewCommentEvent, event.data, parts))

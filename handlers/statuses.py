@@ -2,13 +2,13 @@
 
 from gidgethub import routing, sansio
 
-from app.payloads import StatusEvent
+from app.payloads import StatusEvent, parts_as
 
 router = routing.Router()
 
 
 @router.register("status")
-async def new_status(event: sansio.Event, *, engine, **_) -> None:
-    status = StatusEvent.model_validate(event.data)
+async def new_status(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    status = parts_as(StatusEvent, event.data, parts)
     if status.state != "pending":
         await engine.record_ci(status.repository.full_name, status.sha)

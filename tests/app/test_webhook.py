@@ -10,8 +10,8 @@ from urllib.parse import urlencode
 import pytest
 
 from app.intake import DeliveryWriter
-from app.keys import DISPATCHER, STORE
-from app.payloads import HANDLED
+from app.keys import DISPATCHER, ENGINE, STORE
+from app.payloads import HANDLED, IssueCommentEvent
 from app.store import Delivery, Store
 from app.wiring import create_app
 from tests.app.conftest import sign, webhook_examples, webhook_headers
@@ -230,6 +230,33 @@ async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
     metrics = await (await client.get("/metrics")).text()
     assert 'hangar_webhook_deliveries_total{result="duplicate"} 2' in metrics
     assert 'hangar_webhook_deliveries_total{result="accepted"} 1' in metrics
+
+
+async def test_a_handler_gets_the_parts_intake_checked_instead_of_validating_again(
+    client, monkeypatch
+):
+    dispatched, recorded = [], []
+    dispatcher = client.app[DISPATCHER]
+    original = dispatcher.dispatch
+
+    async def keeping(delivery):
+        dispatched.append(delivery)
+        return await original(delivery)
+
+    async def record_comment(event):
+        recorded.append(event)
+
+    monkeypatch.setattr(dispatcher, "dispatch", keeping)
+    monkeypatch.setattr(client.app[ENGINE], "record_comment", record_comment)
+    body = json.dumps(comment_example()).encode()
+    response = await client.post(
+        "/webhook", data=body, headers=webhook_headers("issue_comment", body, delivery="d-parts"))
+    assert response.status == 202
+    await wait_for(lambda: recorded)
+    assert isinstance(dispatched[0].parts, IssueCommentEvent)
+    assert recorded == [dispatched[0].parts] and recorded[0] is dispatched[0].parts
+    # Read back from the store (a restart), a delivery has no parts: the handler checks it.
+    assert client.app[STORE].delivery("d-parts").parts is None
 
 
 async def test_restart_dispatches_what_was_stored_but_not_dispatched(aiohttp_client, settings):
