@@ -83,6 +83,7 @@ class LandReason(StrEnum):
     ASKED_TO_LAND = "asked_to_land"
     WITHDRAWN = "withdrawn"
     GAVE_UP = "gave_up"
+    BASE_CHANGED = "base_changed"
     # why a PR's file list is incomplete
     FILES_NOT_ALL_LISTED = "files_not_all_listed"
     TOO_MANY_FILES = "too_many_files"
@@ -100,6 +101,7 @@ class NotCounted(StrEnum):
     NO_WRITE_ACCESS = "no_write_access"
     OTHER_COMMIT = "other_commit"
     DISMISSED = "dismissed"
+    BASE_CHANGED = "base_changed"
 
 
 class GateFact(StrEnum):
@@ -138,6 +140,7 @@ class ReviewRecord(BaseModel):
     state: str  # lowercase, as webhooks send it
     commit_id: str | None = None
     dismissed: bool = False  # dismissed on GitHub (by a person, or a push under dismiss-stale)
+    before_base: str | None = None  # given while the PR went into this base, since changed
     at: float = Field(default_factory=now)
 
 
@@ -235,6 +238,8 @@ def approval_refusal(
         return Why(NotCounted.OTHER_COMMIT, user=user, approved=review.commit_id, head=head_sha)
     if review.dismissed:
         return Why(NotCounted.DISMISSED, user=user)
+    if review.before_base is not None:
+        return Why(NotCounted.BASE_CHANGED, user=user, base=review.before_base)
     return None
 
 
@@ -600,6 +605,8 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
         if moved_from and request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
                                             LandState.MERGING):
             move(engine, request, LandState.QUEUED, Why(LandReason.HEAD_MOVED_TO, head=head))
+    if pr["base"]["ref"] != request.base:
+        await base_changed(engine, ops, request, pr["base"]["ref"])
     # Head against the base as it is now (its ETag makes it free while neither moves): what
     # the base holds, the PR's commits and files, read once for the whole step.
     compare = await ops.compare(request.base, head)
@@ -634,6 +641,23 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     if request.state == LandState.MERGING:
         await merge_shown_if_slow(engine, ops, request, policy)
     await show(engine, ops, request)
+
+
+async def base_changed(
+    engine: StepContext, ops: RepoOps, request: LandRequest, base: str
+) -> None:
+    """The PR was retargeted: it lands into the base GitHub has now, checked against it,
+    and an approval (or acknowledgement) given for the old base says nothing about the new
+    one. Every review GitHub lists now is older than this look, so it lapses."""
+    await sync_reviews(engine, ops, request)
+    old = request.base
+    for review in request.reviews:
+        if review.before_base is None:
+            review.before_base = old
+    request.base, request.ack_sensitive_sha, request.ci_since = base, None, None
+    save(engine, request)
+    if request.state not in RESTARTABLE:
+        move(engine, request, LandState.QUEUED, Why(LandReason.BASE_CHANGED, old=old, new=base))
 
 
 async def sync_reviews(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:

@@ -56,6 +56,7 @@ class RecordingGitHub(GitHubAPI):
     opened: int = 0  # PRs GitHub opened (a refused second one is not counted)
     merged: bool = False
     state: str = "open"
+    base_ref: str = "main"  # the PR's base branch as GitHub has it now
     reviews: list[dict] = field(default_factory=list)
     permissions: dict[str, str] = field(default_factory=dict)
     check_runs: list[dict] = field(default_factory=list)
@@ -168,7 +169,7 @@ class RecordingGitHub(GitHubAPI):
             "merged": self.merged, "merge_commit_sha": MERGED if self.merged else None,
             "changed_files": len(self.files),
             "head": {"sha": self.head, "ref": "hangar/1-abc", "repo": same},
-            "base": {"sha": BASE_SHA, "ref": "main", "repo": same},
+            "base": {"sha": BASE_SHA, "ref": self.base_ref, "repo": same},
         }
 
     def _compare(self, base, head, data, query):

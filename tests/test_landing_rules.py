@@ -60,6 +60,9 @@ def review(user="rita", state="approved", commit_id=HEAD, user_type="User", dism
          "approval was dismissed"),
         ("dismissed by a push: the head is the reason", review(commit_id=OLD, dismissed=True),
          "write", LandPolicy(), "but the head is now"),
+        ("given while the PR went into another base",
+         review().model_copy(update={"before_base": "dev"}), "write", LandPolicy(),
+         "approved it going into `dev`, and its base branch has changed"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )

@@ -90,6 +90,9 @@ LAND_REASONS: Sentences = {
     "new_head": lambda: "the branch has a new head",
     "head_moved_to": lambda head: f"the head moved to `{short(head)}`",
     "checks_again": lambda: "checks completed again",
+    "base_changed": lambda old, new: (
+        f"the base branch changed from {code_span(old)} to {code_span(new)}; approvals given "
+        "before it no longer count"),
     "pr_closed": lambda: "the pull request was closed",
     "asked_to_land": lambda login: f"@{login} asked to land",
     "withdrawn": lambda login: (
@@ -127,6 +130,9 @@ NOT_COUNTED: Sentences = {
         f"@{user} approved `{(approved or 'unknown')[:7]}`, but the head is now `{short(head)}`;"
         " approvals are bound to the exact commit"),
     "dismissed": lambda user: f"@{user}'s approval was dismissed on GitHub",
+    "base_changed": lambda user, base: (
+        f"@{user} approved it going into {code_span(base)}, and its base branch has changed "
+        "since; approve again to land it into the new base"),
 }
 
 # What protects a branch, line by line with the fix for what is missing, by `GateFact`.

@@ -229,3 +229,29 @@ async def test_why_an_approval_does_not_count_is_said_once(step_engine):
     said = [c for c in gh.writes() if "hangar:reply" in str(c.body)]
     assert len(said) == 1, said  # not edited again on every look either
     assert gh.puts() == []
+
+
+async def test_an_approval_given_before_the_base_was_changed_does_not_land_it(step_engine):
+    """Retargeted after the approval: rita approved merging into main, not into release.
+    hangar lands into the base GitHub has now, checked against that base, and only on an
+    approval given after the change."""
+    gh = RecordingGitHub(reviews=list(APPROVED), permissions={"rita": "write"},
+                         check_runs=list(GREEN), rules=list(REQUIRED), rulesets=dict(GATE),
+                         base_ref="release")
+    engine = step_engine(gh)
+    request = rows(engine, gh, LandState.AWAITING_APPROVAL)
+    await landing.advance_land(engine, request.id)
+    after = landing.get(engine, request.id)
+    assert gh.puts() == []
+    assert after.base == "release"
+    assert after.state == LandState.QUEUED, after.reason
+    compares = [c.path for c in gh.calls if "/compare/" in c.path]
+    assert compares and all("/compare/release..." in p for p in compares), compares
+    said = [c["body"] for c in gh.comments.values() if "hangar:reply" in c["body"]]
+    assert len(said) == 1 and "base" in said[0], said
+    # rita approves again, now that she sees it goes into release: it lands there
+    gh.reviews.append({**APPROVED[0], "id": 42})
+    landing.save(engine, landing.get(engine, request.id).model_copy(update={"due_at": 0}))
+    await landing.advance_land(engine, request.id)
+    assert gh.puts() == [(MERGE, {**SQUASH, **gh.puts()[0][1]})]
+    assert landing.get(engine, request.id).state == LandState.LANDED
