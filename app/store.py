@@ -34,6 +34,13 @@ CREATE TABLE IF NOT EXISTS deliveries (
     dispatched_at REAL
 );
 CREATE INDEX IF NOT EXISTS deliveries_state ON deliveries(state, received_at);
+-- A delivery's payload beside its row, not in it: recording the delivery's outcome then
+-- rewrites a row of a hundred bytes, not the payload's pages. Rows stored before this
+-- table keep their payload in deliveries.payload; newer rows leave it empty.
+CREATE TABLE IF NOT EXISTS delivery_payloads (
+    id TEXT PRIMARY KEY,
+    payload TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS rows (
     kind TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -171,19 +178,20 @@ class Store:
             known = {row[0] for row in db.execute(
                 f"SELECT id FROM deliveries WHERE id IN ({','.join('?' * len(ids))})", ids)
             } if ids else set()
-            fresh, rows = [], []
+            fresh, rows, payloads = [], [], []
             for d, raw in items:
                 new = d.id not in known
                 known.add(d.id)
                 fresh.append(new)
                 if new:
                     rows.append((d.id, d.event, d.action, d.repo, d.installation_id,
-                                 d.received_at, raw if raw is not None else json.dumps(d.payload),
-                                 d.state, d.error))
+                                 d.received_at, d.state, d.error))
+                    payloads.append((d.id, raw if raw is not None else json.dumps(d.payload)))
             db.executemany(
                 "INSERT INTO deliveries"
                 " (id, event, action, repo, installation_id, received_at, payload, state, error)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                " VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)", rows)
+            db.executemany("INSERT INTO delivery_payloads (id, payload) VALUES (?, ?)", payloads)
             if outcomes:
                 at = time.time()
                 db.executemany(
@@ -194,16 +202,14 @@ class Store:
     def pending_deliveries(self, limit: int = 100) -> list[Delivery]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT * FROM deliveries WHERE state = 'stored' ORDER BY received_at LIMIT ?",
+                _DELIVERY_ROWS + " WHERE d.state = 'stored' ORDER BY d.received_at LIMIT ?",
                 (limit,),
             ).fetchall()
         return [_delivery(r) for r in rows]
 
     def delivery(self, delivery_id: str) -> Delivery | None:
         with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM deliveries WHERE id = ?", (delivery_id,)
-            ).fetchone()
+            row = self._db.execute(_DELIVERY_ROWS + " WHERE d.id = ?", (delivery_id,)).fetchone()
         return _delivery(row) if row else None
 
     def count_deliveries(self, state: str | None = None) -> int:
@@ -294,6 +300,13 @@ class Store:
                 "SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
             ).fetchall()
         return [dict(r) for r in rows]
+
+
+# A delivery with its payload from beside it or, stored before there was a beside, from it.
+_DELIVERY_ROWS = (
+    "SELECT d.id, d.event, d.action, d.repo, d.installation_id, d.received_at, d.state,"
+    " d.error, coalesce(p.payload, d.payload) AS payload"
+    " FROM deliveries d LEFT JOIN delivery_payloads p ON p.id = d.id")
 
 
 def _delivery(row: sqlite3.Row) -> Delivery:

@@ -1,0 +1,42 @@
+"""Deliveries in the store: payloads kept beside their rows, and rows from before that."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from app.store import Store
+
+
+def test_a_payload_is_kept_beside_its_row_and_outcomes_leave_it_alone(tmp_path):
+    store = Store(tmp_path / "hangar.db")
+    payload = {"action": "created", "comment": {"body": "x" * 20_000}}
+    assert store.add_delivery("d-new", "issue_comment", payload)
+    store.write_deliveries([], [("d-new", "failed", "boom")])
+    delivery = store.delivery("d-new")
+    assert (delivery.state, delivery.error, delivery.payload) == ("failed", "boom", payload)
+    store.close()
+    db = sqlite3.connect(tmp_path / "hangar.db")
+    assert db.execute("SELECT payload FROM deliveries WHERE id = 'd-new'").fetchone() == ("",)
+    (kept,) = db.execute("SELECT payload FROM delivery_payloads WHERE id = 'd-new'").fetchone()
+    assert len(kept) > 20_000
+    db.close()
+
+
+def test_a_delivery_stored_with_its_payload_in_its_row_reads_back_and_is_dispatched(tmp_path):
+    Store(tmp_path / "hangar.db").close()
+    db = sqlite3.connect(tmp_path / "hangar.db")
+    with db:  # as hangar wrote every delivery before payloads moved beside the rows
+        db.execute(
+            "INSERT INTO deliveries (id, event, action, repo, installation_id, received_at,"
+            " payload, state) VALUES ('d-old', 'star', 'created', 'o/r', 1, 1.0,"
+            " '{\"action\": \"created\", \"starred_at\": null}', 'stored')")
+    db.close()
+    store = Store(tmp_path / "hangar.db")
+    store.add_delivery("d-new", "star", {"action": "deleted"}, received_at=2.0)
+    pending = store.pending_deliveries()
+    assert [(d.id, d.payload["action"]) for d in pending] == [
+        ("d-old", "created"), ("d-new", "deleted")]
+    store.write_deliveries([], [("d-old", "dispatched", None)])
+    assert store.delivery("d-old").payload == {"action": "created", "starred_at": None}
+    assert store.count_deliveries("stored") == 1
+    store.close()
