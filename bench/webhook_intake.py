@@ -5,7 +5,9 @@ Prints deliveries per second at full speed (64 in flight) and p50/p99 acknowledg
 latency at a fixed 200 deliveries/s, for both, and hangar's ratio to the bare endpoint.
 Rounds alternate between the two so that a noisy machine hurts both alike; the ratio is
 taken within each round (hangar's run against the bare run right after it) and reported
-as the median over rounds with its spread.
+as the median over rounds with its spread. On Linux it also prints each server's CPU time
+per delivery at full speed (all its threads): on a machine other work shares, that
+moves much less than throughput does.
 
     .venv/bin/python bench/webhook_intake.py [--deliveries 3000] [--rounds 5]
 """
@@ -179,6 +181,15 @@ async def fixed_rate(url: str, body: bytes, rate: float, seconds: float) -> list
     return latencies
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, all threads) a process has used, where /proc tells."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
@@ -196,7 +207,7 @@ def main() -> None:
     EVENT[0] = args.event
     body = payload(args.event)
     results: dict[str, dict[str, list[float]]] = {
-        name: {"throughput": [], "latency": []} for name in ("hangar", "bare")
+        name: {"throughput": [], "latency": [], "cpu": []} for name in ("hangar", "bare")
     }
     with tempfile.TemporaryDirectory() as tmp:
         hangar, hangar_port = start_hangar(Path(tmp))
@@ -208,11 +219,16 @@ def main() -> None:
             }
             for name in urls:  # warm up both
                 asyncio.run(full_speed(urls[name], body, 200))
+            pids = {"hangar": hangar.pid, "bare": bare.pid}
             for _ in range(args.rounds):
                 for name, url in urls.items():
+                    before = cpu_seconds(pids[name])
                     results[name]["throughput"].append(
                         asyncio.run(full_speed(url, body, args.deliveries))
                     )
+                    after = cpu_seconds(pids[name])
+                    if before is not None and after is not None:
+                        results[name]["cpu"].append((after - before) / args.deliveries)
                     results[name]["latency"] += asyncio.run(
                         fixed_rate(url, body, args.rate, args.seconds)
                     )
@@ -223,8 +239,9 @@ def main() -> None:
     for name, r in results.items():
         tput = statistics.median(r["throughput"])
         p50, p99 = pct(r["latency"], 50) * 1000, pct(r["latency"], 99) * 1000
+        cpu = f";  {statistics.median(r['cpu']) * 1e6:4.0f} us CPU each" if r["cpu"] else ""
         print(f"{name:7s} {tput:8.0f} deliveries/s at full speed;  at {args.rate:g}/s: "
-              f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms")
+              f"p50 {p50:6.2f} ms  p99 {p99:6.2f} ms{cpu}")
     ratios = [h / b for h, b in zip(results["hangar"]["throughput"],
                                     results["bare"]["throughput"], strict=True)]
     ratio = statistics.median(ratios)
@@ -235,6 +252,11 @@ def main() -> None:
         f"{max(ratios):.2f} (target >= 0.70); "
         f"hangar p99 at {args.rate:g}/s: {p99:.1f} ms (target < 25 ms)"
     )
+    if results["hangar"]["cpu"] and results["bare"]["cpu"]:
+        cpu_ratio = statistics.median(results["bare"]["cpu"]) / statistics.median(
+            results["hangar"]["cpu"])
+        print(f"ratio bare/hangar CPU per delivery: {cpu_ratio:.2f} (the throughput ratio "
+              "a server that is CPU-bound on its own core would reach)")
 
 
 if __name__ == "__main__":
