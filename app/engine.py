@@ -1,9 +1,11 @@
 """The engine: durable rows advanced one idempotent step at a time.
 
 Handlers record intents and wake the engine. The reconcile loop looks at every active
-row and runs at most one step per row at a time; a step reads the row fresh, acts, and
-writes back only the fields it changed. A restart resumes every unfinished row, and a
-slow poll catches what a missed webhook would have said.
+row when something may have changed a due time (a row written, a step ended, a wake),
+runs each due row's step, at most one per row at a time, and sleeps until the next due
+time; a step reads the row fresh, acts, and writes back only the fields it changed. A
+restart resumes every unfinished row, and a slow poll catches what a missed webhook
+would have said.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,7 +48,7 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
-TICK_S = 1.0
+NEVER = math.inf  # a row due only when a wake names it (and once at the engine's start)
 MAX_STEP_FAILURES = 5  # a row whose step raised this many times in a row ends with the error
 BACKOFF_MAX_S = 300.0
 # A command is acted on, and an approval counted, with a permission at most this old;
@@ -81,7 +84,7 @@ class StepContext(Protocol):
     rebuilding: bool
     command_actions: dict[str, CommandAction]  # each `/hangar` command's action
 
-    def wake(self) -> None: ...
+    def wake(self, *row_ids: str) -> None: ...
     def note(self, row_id: str, what: str) -> None: ...
     def lock(self, key: str) -> asyncio.Lock: ...
     def provider(self, name: str) -> Provider: ...
@@ -128,27 +131,28 @@ Step = Callable[["Engine", str], Awaitable[None]]
 CommandAction = Callable[["Engine", RepoOps, Intent], Awaitable[str]]
 
 
-def always(_row: Any, _now: float) -> bool:
-    return True
+def only_when_woken(_row: Any) -> float:
+    return NEVER
 
 
 @dataclass(frozen=True)
 class RowKind:
     """One kind of row the engine advances, as its concern declares it: the table, the
-    row model, when a row is due, the step that advances it, and what ends a row whose
-    step failed too often. The engine knows concerns only through these."""
+    row model, when a row is next due, the step that advances it, and what ends a row
+    whose step failed too often. The engine knows concerns only through these."""
 
     kind: str  # the metrics label and the log field
     table: str
     model: type[BaseModel]
     step: Step
-    due: Callable[[Any, float], bool] = always
+    # When the row is next due, read from the row: a time, 0 for now, or NEVER for only
+    # when a wake names it (`engine.wake(row_id)`).
+    next_at: Callable[[Any], float] = only_when_woken
     give_up: Callable[[Engine, str, str], None] | None = None
     # A run counts its failures in its own row instead of the engine's backoff.
     counts_failures: Callable[[Engine, str, Exception], None] | None = None
     # Commands wait for a rebuild: "not opened by hangar" must not answer its own PR.
     waits_for_rebuild: bool = False
-    looks_again: bool = False  # the next step may be due at once: look now
 
 
 @dataclass(frozen=True)
@@ -196,11 +200,16 @@ class Engine:
         self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
         self._pinned_configs: LRUCache[tuple[str, str], str | None] = LRUCache(1024)
         self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._woken: set[str] = set()  # rows a wake named: due at once, once
+        self._look_at = 0.0  # when the loop looks next, unless woken before
+        self._looked = False  # the first look also takes the rows due only when woken
         self._tasks: dict[str, asyncio.Task] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         # A row whose step raised is held back: (failures in a row, not before).
         self._failures: dict[str, tuple[int, float]] = {}
         self.kinds: dict[str, RowKind] = {}
+        self._kinds_by_table: dict[str, RowKind] = {}
         self.command_actions: dict[str, CommandAction] = {}
         self.chores: list[Chore] = []
         self._chores_due: dict[str, float] = {}
@@ -212,6 +221,7 @@ class Engine:
         self.rebuilding = rebuild_pending(settings.data_dir)
         self._stopping = False
         self._loop_task: asyncio.Task | None = None
+        store.listeners.append(self._row_written)
 
     # -- registration: what the composition root (app/wiring.py) tells the engine --------
 
@@ -220,6 +230,7 @@ class Engine:
             if kind.kind in self.kinds:
                 raise ValueError(f"row kind {kind.kind!r} is registered twice")
             self.kinds[kind.kind] = kind
+            self._kinds_by_table[kind.table] = kind
 
     def on_command(self, actions: dict[str, CommandAction]) -> None:
         for name, action in actions.items():
@@ -275,7 +286,8 @@ class Engine:
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> asyncio.Task:
-        self._loop_task = asyncio.get_running_loop().create_task(self._loop(), name="engine")
+        self._loop = asyncio.get_running_loop()
+        self._loop_task = self._loop.create_task(self._loop_forever(), name="engine")
         return self._loop_task
 
     async def stop(self) -> None:
@@ -290,10 +302,25 @@ class Engine:
             for task in still:
                 task.cancel()
 
-    def wake(self) -> None:
-        self._wake.set()
+    def wake(self, *row_ids: str) -> None:
+        """Look at the due times again now; the rows named are due at once (once)."""
+        self._woken.update(row_ids)
+        loop = self._loop
+        if loop is None or _running_loop() is loop:
+            self._wake.set()
+        else:  # a write from another thread
+            loop.call_soon_threadsafe(self._wake.set)
 
-    async def _loop(self) -> None:
+    def _row_written(self, table: str, row_id: str, model: BaseModel | None) -> None:
+        """A row was written: if it is now due before the loop's next look, look now. A
+        row whose step is running is looked at when the step ends."""
+        kind = self._kinds_by_table.get(table)
+        if kind is None or model is None or self._running(row_id):
+            return
+        if max(kind.next_at(model), self.held_until(row_id)) < self._look_at:
+            self.wake()
+
+    async def _loop_forever(self) -> None:
         for what, run in self._at_start:
             try:
                 await run(self)
@@ -302,32 +329,60 @@ class Engine:
         while not self._stopping:
             self._wake.clear()
             try:
-                self._schedule_due()
+                look_at = self._schedule_due()
             except Exception:
                 log.exception("engine scheduling failed")
+                look_at = time.time() + self.settings.step_backoff_seconds
+            self._look_at = look_at
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=TICK_S)
+                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, look_at - time.time()))
             except TimeoutError:
                 pass
 
-    def _schedule_due(self) -> None:
+    def _schedule_due(self) -> float:
+        """Start the step of every due row and chore; when the next one is due (at the
+        latest after the safety poll, which sees writes no wake told of)."""
+        self.metrics.engine_looks.inc()
         now = time.time()
+        soonest = now + self.settings.engine_safety_poll_seconds
         for chore in self.chores:
-            if chore.wanted(self) and now >= self._chores_due.get(chore.kind, 0.0):
+            if not chore.wanted(self):
+                continue
+            if now >= self._chores_due.get(chore.kind, 0.0):
                 self._chores_due[chore.kind] = now + chore.every(self)
                 self._schedule(chore.kind, chore.kind, _chore_step(chore), "app")
+            soonest = min(soonest, self._chores_due[chore.kind])
+        # Wakes are kept in memory: at the start, the rows only a wake makes due are due.
+        first, self._looked = not self._looked, True
+        woken, self._woken = self._woken, set()
         for kind in self.kinds.values():
             if kind.waits_for_rebuild and self.rebuilding:
-                continue
+                continue  # the end of the rebuild wakes the engine
             for row in self.store.all(kind.table, kind.model, active=True):
-                if kind.due(row, now):
+                at = kind.next_at(row)
+                if row.id in woken or (first and at == NEVER):
+                    at = 0.0
+                if self._running(row.id):
+                    if row.id in woken:
+                        self._woken.add(row.id)  # woken while its step ran: due after it
+                    continue
+                at = max(at, self.held_until(row.id))
+                if at <= now:
                     self._schedule(row.id, kind.kind, kind.step, row.id)
+                    continue
+                if row.id in woken:
+                    self._woken.add(row.id)  # held back after a failure: due when it ends
+                soonest = min(soonest, at)
+        return soonest
+
+    def _running(self, key: str) -> bool:
+        task = self._tasks.get(key)
+        return task is not None and not task.done()
 
     def _schedule(
         self, key: str, kind: str, step: Callable[[Engine, str], Awaitable[None]], row_id: str
     ) -> None:
-        task = self._tasks.get(key)
-        if task is not None and not task.done():
+        if self._running(key):
             return
         if self.held_until(key) > time.time():
             return  # backing off after a failure
@@ -354,10 +409,8 @@ class Engine:
             self._failures.pop(key, None)
             for hook in self._after_step.get(kind, ()):
                 hook(self, row_id)
-        registered = self.kinds.get(kind)
-        if registered is not None and registered.looks_again:
-            # The next step may be due at once (a new run, the next stage): look now.
-            # Run steps that must wait (the watch interval, a backoff) set retry_at.
+        finally:
+            # The row's next due time (the next stage, a wait, a backoff) is seen at once.
             self.wake()
 
     def _back_off(self, kind: str, row_id: str, key: str, exc: Exception) -> None:
@@ -590,6 +643,13 @@ class Engine:
     async def record_check_action(self, event: CheckRunEvent) -> None:
         self._tell("check_action", event)
         self.wake()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _chore_step(chore: Chore) -> Step:

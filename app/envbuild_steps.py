@@ -162,7 +162,7 @@ def maybe_queue(engine: StepContext, key: BuildKey, spec: Any, *, installation_i
         asked_by=asked_by, installation_id=installation_id, clone_url=clone_url,
         default_branch=default_branch, spec=spec.model_dump(),
     )
-    engine.wake()
+    engine.wake(row.id)
     return row.id
 
 
@@ -205,7 +205,7 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
         engine.store, key, image_id=key.image_id, install=spec.install, reason="asked",
         asked_by=who, installation_id=installation["id"], clone_url=info["clone_url"],
         default_branch=info["default_branch"], spec=spec.model_dump())
-    engine.wake()
+    engine.wake(row.id)
     return row
 
 
@@ -217,7 +217,7 @@ async def advance_build(engine: StepContext, build_id: str) -> None:
         # Only a restart leaves a build running with no step on it: run it again.
         await _destroy_leftovers(engine, row)
     elif not build_slot_free(engine, row):
-        return  # a finishing build wakes the engine
+        return  # a finishing build wakes the queued ones
     row = changed(row, **{"state": BuildState.running})
     envbuilds.save(engine.store, row)
     try:
@@ -229,7 +229,9 @@ async def advance_build(engine: StepContext, build_id: str) -> None:
         await _finish(engine, row, ok=False, error=f"hangar could not run the build: {exc}")
     else:
         await _finish(engine, row, ok=True, image=ref, commit=commit, log=output)
-    engine.wake()
+    # Its slot is free: the queued builds look again.
+    engine.wake(*(r.id for r in engine.store.all(envbuilds.BUILD, EnvBuildRow, active=True)
+                  if r.state is BuildState.queued))
 
 
 async def _finish(engine: StepContext, row: EnvBuildRow, **outcome: Any) -> None:
@@ -389,5 +391,5 @@ async def rebuild_stale(engine: StepContext) -> list[str]:
             default_branch=build.default_branch, spec=spec.model_dump())
         queued.append(row.id)
     if queued:
-        engine.wake()
+        engine.wake(*queued)
     return queued

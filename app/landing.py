@@ -580,10 +580,13 @@ async def advance_land(engine: StepContext, request_id: str) -> None:
     finally:
         request = get(engine, request_id)
         if (request is not None and request.active
-                and request.state in (LandState.UPDATING, LandState.MERGING)
-                and request.due_at > time.time() + 2):
-            request.due_at = time.time() + 2  # GitHub is mid-change: look again soon
-            save(engine, request)
+                and request.state in (LandState.UPDATING, LandState.MERGING)):
+            # GitHub is mid-change: look again when it has moved the head (its push wakes
+            # the row) or patience runs out; else at once (after a failure, its backoff).
+            due = request.updated_at_ask + UPDATE_PATIENCE_S if asked_update(request) else 0
+            if request.due_at > due:
+                request.due_at = due
+                save(engine, request)
 
 
 async def land_step(engine: StepContext, request: LandRequest) -> None:
@@ -822,8 +825,7 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
     if compare["behind_by"] == 0:
         request.updated_from = None
         return move(engine, request, LandState.WAITING_CI, None)
-    if (request.updated_from == request.head_sha
-            and time.time() - request.updated_at_ask < UPDATE_PATIENCE_S):
+    if asked_update(request):
         set_reason(request, Why(LandReason.UPDATE_PENDING))
         save(engine, request)
         return None
@@ -846,6 +848,12 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
     save(engine, request)
     engine.note(request.job_id, f"land #{request.pr_number}: updating the branch from "
                                 f"{request.base}")
+
+
+def asked_update(request: LandRequest) -> bool:
+    """hangar asked GitHub to update this head, and GitHub may still be at it."""
+    return (request.state == LandState.UPDATING and request.updated_from == request.head_sha
+            and time.time() - request.updated_at_ask < UPDATE_PATIENCE_S)
 
 
 def update_refused(request: LandRequest, message: str) -> Why:

@@ -81,6 +81,9 @@ class Metrics:
         self.engine_step_errors = Counter(
             "hangar_engine_step_errors_total", "Engine steps that raised, by kind."
         )
+        self.engine_looks = Counter(
+            "hangar_engine_looks_total", "Times the engine looked over its rows' due times."
+        )
 
     def render(self) -> str:
         parts = [
@@ -90,6 +93,7 @@ class Metrics:
             self.github_requests,
             self.engine_steps,
             self.engine_step_errors,
+            self.engine_looks,
         ]
         return "\n".join(line for p in parts for line in p.render()) + "\n"
 

@@ -81,6 +81,7 @@ def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
         engine.patch_run(run_id, stage=RunStage.ERROR, error=reason, stage_failures=failures,
                          finished_at=run.finished_at or time.time())
         engine.note(run.job_id, f"{run.id} failed: {reason}")
+        engine.wake(run.job_id)
         return
     delay = min(60.0, 2.0 ** failures)
     engine.patch_run(run_id, stage_failures=failures, retry_at=time.time() + delay,
@@ -597,6 +598,13 @@ async def _verify(
 
 
 # -- the job and its status comment ------------------------------------------------
+
+
+def wake_job(engine: StepContext, run_id: str) -> None:
+    """After a run's step: a finished run may be its job's last, so the job looks."""
+    run = engine.get_run(run_id)
+    if run is not None and run.finished:
+        engine.wake(run.job_id)
 
 
 async def advance_job(engine: StepContext, job_id: str) -> None:

@@ -31,6 +31,7 @@ from app import (
 from app import web as webhook
 from app.dispatch import Dispatcher
 from app.engine import (
+    NEVER,
     REBUILD_RETRY_S,
     Chore,
     CommandAction,
@@ -112,17 +113,20 @@ def register_concerns(engine: Engine) -> None:
                            wanted=lambda engine: engine.rebuilding))
     engine.register(
         RowKind("intent", "intent", Intent, intents.process_intent,
-                due=lambda row, now: row.retry_at <= now, give_up=give_up_intent,
-                waits_for_rebuild=True, looks_again=True),
-        RowKind("run", "run", Run, runs.advance_run, due=lambda row, now: row.retry_at <= now,
-                counts_failures=runs.note_failure, looks_again=True),
-        RowKind("job", "job", Job, runs.advance_job, give_up=give_up_job),
+                next_at=lambda row: row.retry_at, give_up=give_up_intent,
+                waits_for_rebuild=True),
+        RowKind("run", "run", Run, runs.advance_run, next_at=lambda row: row.retry_at,
+                counts_failures=runs.note_failure),
+        # A job waits for its runs (a finished run wakes it) and its folded status edit.
+        RowKind("job", "job", Job, runs.advance_job,
+                next_at=lambda row: row.status_due_at or NEVER, give_up=give_up_job),
         RowKind("land", "land", landing.LandRequest, landing.advance_land,
-                due=lambda row, now: row.due_at <= now, give_up=landing.give_up),
+                next_at=lambda row: row.due_at, give_up=landing.give_up),
         RowKind("autofix", "autofix", autofix.AutofixRow, autofix.advance_autofix,
-                due=lambda row, now: row.due_at <= now, give_up=autofix.give_up),
+                next_at=lambda row: row.due_at, give_up=autofix.give_up),
+        # A build waits for a slot: a queued build, and the end of one, wake the queued.
         RowKind("envbuild", envbuilds.BUILD, envbuilds.EnvBuildRow,
-                envbuild_steps.advance_build),
+                envbuild_steps.advance_build, next_at=lambda _row: NEVER),
     )
     engine.add_chore(Chore("redelivery", redelivery.catch_up,
                            every=lambda engine: engine.settings.redelivery_interval_seconds))
@@ -132,6 +136,8 @@ def register_concerns(engine: Engine) -> None:
     engine.after_step("run", intents.wake_waiting)
     # The end of a verified turn is when auto-fix looks at the head's CI.
     engine.after_step("run", autofix.after_run_step)
+    # A finished run may be its job's last: the job looks at its runs.
+    engine.after_step("run", runs.wake_job)
     engine.listen("review", landing.record_review)
     engine.listen("review", autofix.on_review)
     engine.listen("pull_request", landing.record_pull_request)

@@ -54,7 +54,7 @@ async def test_a_due_row_of_a_registered_kind_is_scheduled_and_others_wait(engin
         taken.append(row_id)
 
     engine.register(RowKind("intent", "intent", Intent, step,
-                            due=lambda row, now: row.retry_at <= now))
+                            next_at=lambda row: row.retry_at))
     engine.save_intent(Intent(id="due-0", thread=THREAD, comment_id=0, author="mona",
                               command="status"))
     engine.save_intent(Intent(id="later-0", thread=THREAD, comment_id=0, author="mona",

@@ -46,7 +46,7 @@ async def test_at_startup_a_build_of_an_older_image_is_built_again_once(tmp_path
 
     store = Store(tmp_path / "hangar.db")
     woken = []
-    engine = SimpleNamespace(store=store, wake=lambda: woken.append(1), envs={
+    engine = SimpleNamespace(store=store, wake=lambda *rows: woken.extend(rows), envs={
         "python": EnvSpec(name="python", provider="local", image="img-2", install="true")})
     key = BuildKey(repo="acme/a", environment="python", provider="local", image_id="img-1",
                    config_digest="c", lockfiles=(("uv.lock", "abc"),))
@@ -58,7 +58,7 @@ async def test_at_startup_a_build_of_an_older_image_is_built_again_once(tmp_path
         again = envbuilds.find(store, queued)
         assert (again.reason, again.image_id, again.version) == ("startup", "img-2", 2)
         assert [tuple(p) for p in again.lockfiles] == [("uv.lock", "abc")]
-        assert woken
+        assert woken == [queued]  # the new build is due at once
         assert await envbuild_steps.rebuild_stale(engine) == []  # already queued
         # The same image as the active build's: nothing to do.
         engine.envs["python"] = engine.envs["python"].model_copy(update={"image": "img-1"})
