@@ -198,7 +198,7 @@ async def cancel(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     stopped = 0
     for run in engine.runs_of(job.id):
         if not run.finished and run.state in (RunState.QUEUED, RunState.RUNNING):
-            engine.patch_run(run.id, cancel_requested=True)
+            engine.patch_run(run.id, cancel_requested=True, retry_at=0.0)  # stop it now
             stopped += 1
     engine.note(job.id, f"@{intent.author} cancelled {stopped} running turn(s)")
     if not stopped:

@@ -82,6 +82,7 @@ def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
                          finished_at=run.finished_at or time.time())
         engine.note(run.job_id, f"{run.id} failed: {reason}")
         engine.wake(run.job_id)
+        wake_queued(engine)  # its slot or its place in the queue is free
         return
     delay = min(60.0, 2.0 ** failures)
     engine.patch_run(run_id, stage_failures=failures, retry_at=time.time() + delay,
@@ -110,6 +111,12 @@ def queue_positions(engine: StepContext) -> dict[str, int]:
     return places
 
 
+def wake_queued(engine: StepContext) -> None:
+    """A slot or a place in a queue came free: the queued runs look again (and their
+    status comments say their new place)."""
+    engine.wake(*(r.id for r in engine.active_runs() if r.state == RunState.QUEUED))
+
+
 def slot_free(engine: StepContext, run: Run) -> bool:
     key = credential_key(run)
     running = [r for r in engine.active_runs()
@@ -123,6 +130,7 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     if run.cancel_requested:
         engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
                          outcome="cancelled", finished_at=time.time())
+        wake_queued(engine)  # a place in the queue came free
         return
     if run.kind == "verify":
         return
@@ -141,10 +149,13 @@ async def start_agent(engine: StepContext, run: Run) -> None:
         engine.patch_run(run.id, retry_at=reset_at)
         return
     if not slot_free(engine, run):
-        engine.patch_run(run.id, retry_at=time.time() + 1.0)
+        # A slot, or a place nearer the front, coming free wakes the run (wake_queued);
+        # the slow poll takes it again in case that word is lost.
+        engine.patch_run(run.id, retry_at=time.time() + engine.settings.poll_interval_seconds)
         return
     # Take the slot before the next await, so no other step counts it free.
     run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time())
+    wake_queued(engine)  # the runs behind it move up
     from sandbox.envspec import EnvSpec
 
     spec = EnvSpec.model_validate(run.env)
@@ -370,6 +381,7 @@ async def agent_stopped(
         run.id, state=state, exit_code=exit_code if exit_code is not None else -1,
         finished_at=time.time(), agent=agent, stage=RunStage.PUBLISHING, warnings=warnings,
     )
+    wake_queued(engine)  # its slot is free
     engine.note(run.job_id, f"{run.id} agent {state.value}"
                 + (f" with code {exit_code}" if exit_code is not None else ""))
 

@@ -225,3 +225,32 @@ async def test_a_job_is_stepped_when_its_run_finishes_not_while_it_runs(settings
         engine._loop_task.cancel()
         engine.store.close()
 
+
+async def test_a_run_waiting_for_a_slot_is_woken_when_the_slot_frees_not_polled(step_engine):
+    from types import SimpleNamespace
+
+    from app import runs
+    from sandbox.envspec import EnvSpec
+    from sandbox.provider import SandboxError
+
+    class NoLog:
+        async def copy_out(self, *_args, **_kwargs):
+            raise SandboxError("no agent log")
+
+    engine = step_engine(None, provider=NoLog(), max_concurrent_agents=1)
+    env = EnvSpec(name="default", harness="script", agent_script="true").model_dump()
+    job = engine.save_job(Job(thread=THREAD, requested_by="mona", prompt="fix it", title="t",
+                              body="", clone_url="", base_branch="main"))
+    first = engine.save_run(Run(job_id=job.id, branch="hangar/1", base_branch="main", env=env,
+                                state=RunState.RUNNING, queued_at=1.0))
+    second = engine.save_run(Run(job_id=job.id, branch="hangar/2", base_branch="main", env=env,
+                                 queued_at=2.0))
+    woken: list[str] = []
+    engine.wake = lambda *rows: woken.extend(rows)
+    await runs.start_agent(engine, second)
+    # No slot: it waits for the word that one came free (the slow poll is the fallback).
+    waits = engine.get_run(second.id).retry_at - time.time()
+    assert waits > engine.settings.poll_interval_seconds - 5
+    assert woken == []
+    await runs.agent_stopped(engine, first, SimpleNamespace(provider="local"), RunState.EXITED, 0)
+    assert woken == [second.id]
