@@ -101,6 +101,7 @@ class NotCounted(StrEnum):
     NO_WRITE_ACCESS = "no_write_access"
     OTHER_COMMIT = "other_commit"
     DISMISSED = "dismissed"
+    PUSHER_UNKNOWN = "pusher_unknown"
     BASE_CHANGED = "base_changed"
 
 
@@ -728,7 +729,7 @@ async def who_made(engine: StepContext, ops: RepoOps, request: LandRequest,
               if r.pr_number == request.pr_number and r.requested_by not in (None, "hangar")}
     makers, unknown = await read_commit_makers(ops, request, compare)
     return {"askers": askers, "makers": {*pushers(engine, request), *makers},
-            "makers_unknown": unknown}
+            "makers_unknown": unknown or pusher_unknown(engine, request)}
 
 
 def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
@@ -747,6 +748,24 @@ def pushers(engine: StepContext, request: LandRequest) -> list[str]:
     row = engine.store.get("autofix", autofix_row_id(request.repo, request.pr_number),
                            AutofixRow)
     return row.pushers if row else []
+
+
+def pusher_unknown(engine: StepContext, request: LandRequest) -> Why | None:
+    """Why the head's pusher is not known yet, or None: hangar's agent pushed it, or
+    GitHub's push event (synchronize) named who did. A commit's author and committer can
+    be anyone's; only the event names the pusher, and it may come after an approval."""
+    head = request.head_sha
+    if head is None:
+        return None
+    row = engine.store.get("autofix", autofix_row_id(request.repo, request.pr_number),
+                           AutofixRow)
+    if row is not None and head in row.pushed_heads:
+        return None
+    # A verification's head is whatever the branch held: it says nothing of who pushed.
+    if any(r.head_sha == head for r in engine.runs_of(request.job_id)
+           if r.pr_number == request.pr_number and r.kind != "verify"):
+        return None
+    return Why(NotCounted.PUSHER_UNKNOWN, head=head)
 
 
 async def closing_commits(ops: RepoOps, request: LandRequest) -> list[tuple[str, str]]:
@@ -811,6 +830,8 @@ async def explain_reviews(
     for review, why in verdicts:
         if why is None or review.id in request.explained:
             continue
+        if isinstance(why, Why) and why.code == NotCounted.PUSHER_UNKNOWN:
+            continue  # the push event comes within seconds: not said in a lasting reply
         marker = reply_marker(f"review-{review.id}")
         await ops.upsert_comment(request.pr_number, marker, words.review_not_counted(marker, why))
         request.explained.append(review.id)

@@ -130,6 +130,9 @@ NOT_COUNTED: Sentences = {
         f"@{user} approved `{(approved or 'unknown')[:7]}`, but the head is now `{short(head)}`;"
         " approvals are bound to the exact commit"),
     "dismissed": lambda user: f"@{user}'s approval was dismissed on GitHub",
+    "pusher_unknown": lambda head: (
+        f"GitHub has not yet said who pushed `{short(head)}`, and nobody approves their own "
+        "push; the approval counts once GitHub's push event names someone else"),
     "base_changed": lambda user, base: (
         f"@{user} approved it going into {code_span(base)}, and its base branch has changed "
         "since; approve again to land it into the new base"),

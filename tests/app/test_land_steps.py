@@ -255,3 +255,40 @@ async def test_an_approval_given_before_the_base_was_changed_does_not_land_it(st
     await landing.advance_land(engine, request.id)
     assert gh.puts() == [(MERGE, {**SQUASH, **gh.puts()[0][1]})]
     assert landing.get(engine, request.id).state == LandState.LANDED
+
+
+async def test_an_approval_of_a_push_whose_pusher_github_has_not_named_yet_waits(step_engine):
+    """Webhook disorder: rita pushes a commit made to look like the agent's (no GitHub
+    account behind its author or committer) and approves it before GitHub's push event
+    names her. Her approval must not land it; once the event names her it never counts,
+    and someone else's approval of her push does."""
+    from app import autofix
+
+    pushed = "e" * 40
+    gh = RecordingGitHub(head=pushed, reviews=[{**APPROVED[0], "commit_id": pushed}],
+                         permissions={"rita": "write", "sam": "write"},
+                         check_runs=[check("ci / test", "success", head_sha=pushed),
+                                     check("hangar / verify", "success", app_id=OWN_APP,
+                                           run_id=501, head_sha=pushed)],
+                         rules=list(REQUIRED), rulesets=dict(GATE))
+    engine = step_engine(gh)
+    request = rows(engine, gh, LandState.QUEUED)
+
+    async def look() -> LandRequest:
+        landing.save(engine, landing.get(engine, request.id).model_copy(update={"due_at": 0}))
+        await landing.advance_land(engine, request.id)
+        return landing.get(engine, request.id)
+
+    after = await look()
+    assert gh.puts() == [] and after.state == LandState.QUEUED, after.reason
+    # GitHub's synchronize event arrives: rita pushed it
+    job = engine.get_job(request.job_id)
+    row = autofix.ensure_row(engine, job, PR_NUMBER)
+    autofix.patch(engine, row.id, pushed_heads=[pushed], pushers=["rita"])
+    after = await look()
+    assert gh.puts() == [] and after.state == LandState.QUEUED, after.reason
+    gh.reviews.append({**APPROVED[0], "id": 43, "commit_id": pushed,
+                       "user": {"login": "sam", "type": "User"}})
+    after = await look()
+    assert [what for what, _ in gh.puts()] == [MERGE], after.reason
+    assert gh.puts()[0][1]["sha"] == pushed
