@@ -638,7 +638,11 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
         await update(engine, ops, request, compare)
     if request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL):
         policy = with_protection(policy, await read_protection(ops, request.base))
-    if request.state == LandState.WAITING_CI:
+    if request.state == LandState.WAITING_CI or (
+            request.state == LandState.AWAITING_APPROVAL
+            and len(approved) >= policy.required_approvals):
+        # What passed while it waited for a person may have failed since (a re-run, a
+        # "Verify again"): read once more in the step that would merge.
         await wait_for_ci(engine, ops, request, policy)
     if request.state == LandState.AWAITING_APPROVAL:
         await await_approval(engine, ops, request, policy, approved, compare)
@@ -923,10 +927,15 @@ async def wait_for_ci(
             return move(engine, request, LandState.CI_FAILED, Why(
                 LandReason.CHECK_LATE, check=late, running=late in results.outcomes,
                 head=request.head_sha, minutes=policy.ci_timeout_minutes))
+        if request.state == LandState.AWAITING_APPROVAL:  # a check runs again
+            return move(engine, request, LandState.WAITING_CI,
+                        Why(LandReason.WAITING_FOR_CHECKS, checks=names))
         set_reason(request, Why(LandReason.WAITING_FOR_CHECKS, checks=names))
         save(engine, request)
         return None
-    move(engine, request, LandState.AWAITING_APPROVAL, None)
+    if request.state != LandState.AWAITING_APPROVAL:
+        request.ci_since = None  # a later re-run of a check is waited for afresh
+        move(engine, request, LandState.AWAITING_APPROVAL, None)
 
 
 async def ensure_verified(engine: StepContext, request: LandRequest) -> None:

@@ -93,6 +93,15 @@ CASES = [
     Case("another App's `hangar / verify` is no pass of hangar's own",
          checks=[GREEN[0], check("hangar / verify", "success")],
          ends=LandState.WAITING_CI, reason="waiting for hangar / verify"),
+    Case("checks passed, then hangar's verification failed on the same head before the "
+         "approval came: ci_failed, and no merge",
+         state=LandState.AWAITING_APPROVAL,
+         checks=[GREEN[0], check("hangar / verify", "failure", app_id=OWN_APP, run_id=501)],
+         ends=LandState.CI_FAILED, reason="hangar / verify"),
+    Case("checks passed, then a required check was run again and is still running: "
+         "waiting for it, and no merge",
+         state=LandState.AWAITING_APPROVAL, checks=[check("ci / test", None), GREEN[1]],
+         ends=LandState.WAITING_CI, reason="waiting for ci / test"),
     Case("no approval: nothing moves",
          reviews=[], ends=LandState.QUEUED, reason="waiting for 1 approval(s) of `aaaaaaa`"),
     Case("an approval of an older head does not count, and hangar says why once",
