@@ -7,6 +7,7 @@ pydantic models kept as JSON next to the few columns the engine queries by.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -105,7 +107,10 @@ class Delivery:
 class Store:
     """A thin, synchronous store; every call is one short transaction."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, checkpoint_every: float | None = None):
+        """`checkpoint_every` (seconds): copy the WAL back into the database on a thread of
+        its own that often, instead of in whichever commit fills the WAL (SQLite's way, the
+        default): a commit then never waits for that copy and its two fsyncs."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
@@ -115,6 +120,14 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
+        self._checkpointer: threading.Thread | None = None
+        self._stop_checkpoints = threading.Event()
+        if checkpoint_every is not None:
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
+            self._checkpointer = threading.Thread(
+                target=self._checkpoints, args=(checkpoint_every,), name="hangar-checkpoint",
+                daemon=True)
+            self._checkpointer.start()
         # Called after a row is written or noted, with (kind, id, model or None); the API's
         # event stream listens here. A listener must be quick and must not raise.
         self.listeners: list[Callable[[str, str, BaseModel | None], None]] = []
@@ -124,8 +137,24 @@ class Store:
             listener(kind, row_id, model)
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._stop_checkpoints.set()
+            self._checkpointer.join(timeout=30)
         with self._lock:
             self._db.close()
+
+    def _checkpoints(self, every: float) -> None:
+        # Its own connection: a PASSIVE checkpoint waits for no reader or writer, and the
+        # page copying and fsyncs run without the GIL, beside the event loop.
+        db = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            while not self._stop_checkpoints.wait(every):
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error:
+                    log.exception("a WAL checkpoint failed; the next one tries again")
+        finally:
+            db.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

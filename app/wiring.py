@@ -64,6 +64,9 @@ from app.setup_pages import mount_configured
 from app.store import Store
 from handlers import router
 
+# How often the serving store copies its WAL back into the database, off every commit.
+CHECKPOINT_EVERY_S = 0.5
+
 
 def create_app(settings: Settings) -> web.Application:
     """Build hangar's application; everything it holds starts and stops with it."""
@@ -153,7 +156,7 @@ def register_concerns(engine: Engine) -> None:
 async def _store(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app[STORE] = Store(settings.db_path)
+    app[STORE] = Store(settings.db_path, checkpoint_every=CHECKPOINT_EVERY_S)
     app[WRITER] = DeliveryWriter(app[STORE])
     yield
     app[WRITER].close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from app.store import Store
 
@@ -39,4 +40,24 @@ def test_a_delivery_stored_with_its_payload_in_its_row_reads_back_and_is_dispatc
     store.write_deliveries([], [("d-old", "dispatched", None)])
     assert store.delivery("d-old").payload == {"action": "created", "starred_at": None}
     assert store.count_deliveries("stored") == 1
+    store.close()
+
+
+def test_a_serving_store_checkpoints_on_its_own_thread_and_never_in_a_commit(tmp_path):
+    path = tmp_path / "hangar.db"
+    payload = {"action": "created", "comment": {"body": "x" * 20_000}}
+    store = Store(path, checkpoint_every=3600)  # none comes while the test runs
+    for n in range(200):  # some 1,200 WAL pages: past the 1,000 where a commit would copy
+        store.add_delivery(f"d-{n}", "issue_comment", payload)
+    assert path.stat().st_size < 1_000_000  # still all in the WAL
+    store.close()
+
+    store = Store(path, checkpoint_every=0.05)
+    for n in range(200, 400):
+        store.add_delivery(f"d-{n}", "issue_comment", payload)
+    deadline = time.monotonic() + 10
+    while path.stat().st_size < 8_000_000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.stat().st_size >= 8_000_000  # both hundreds copied back, the store still open
+    assert store.delivery("d-399").payload == payload
     store.close()
