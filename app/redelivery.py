@@ -6,10 +6,14 @@ Every `redelivery_interval_seconds` hangar lists its App's recent deliveries
 stored — while hangar was down, say, or unreachable. A delivery is asked for at most
 MAX_ASKS times. GitHub keeps deliveries for three days; hangar looks back as far as
 `redelivery_window_hours`.
+
+Deliveries hangar has handled are forgotten after `delivery_retention_days`
+(`forget_old_deliveries`), so that their payloads do not fill the database.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import datetime
@@ -25,6 +29,7 @@ log = logging.getLogger(__name__)
 MAX_ASKS = 3
 PAGE = 100
 MAX_PAGES = 20
+FORGET_BATCH = 5_000  # deliveries deleted in one transaction
 
 
 class Asked(BaseModel):
@@ -83,3 +88,19 @@ async def catch_up(engine: StepContext) -> int:
         log.info("asked GitHub to redeliver a missed %s delivery", delivery.get("event"),
                  extra={"delivery_id": delivery["guid"], "event": delivery.get("event")})
     return asked
+
+
+async def forget_old_deliveries(engine: StepContext) -> int:
+    """Delete handled deliveries older than the retention, a batch at a time off the
+    event loop; how many."""
+    before = time.time() - engine.settings.delivery_retention_days * 86_400
+    forgotten = 0
+    while True:
+        batch = await asyncio.to_thread(engine.store.forget_deliveries, before, FORGET_BATCH)
+        forgotten += batch
+        if batch < FORGET_BATCH:
+            break
+    if forgotten:
+        log.info("forgot %d deliveries older than %g days", forgotten,
+                 engine.settings.delivery_retention_days)
+    return forgotten

@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     # How often hangar asks GitHub for deliveries it missed, and how far back.
     redelivery_interval_seconds: float = Field(300.0, gt=0)
     redelivery_window_hours: float = Field(24.0, gt=0, le=72)
+    # Deliveries handled (dispatched or failed) are forgotten after this many days: their
+    # payloads are what fills the database. Never sooner than GitHub's own three days, in
+    # which a delivery can be asked for again; one not yet handled is never forgotten.
+    delivery_retention_days: float = Field(14.0, ge=3)
     # GitHub asks for about a second between content-creating calls of one installation.
     github_write_spacing_seconds: float = Field(1.0, ge=0)
     # A status comment is edited at most once in this many seconds; the edits between

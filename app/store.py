@@ -236,6 +236,17 @@ class Store:
             ).fetchall()
         return [_delivery(r) for r in rows]
 
+    def forget_deliveries(self, received_before: float, limit: int) -> int:
+        """Delete up to `limit` handled deliveries received before that time, payloads
+        included; how many. One not yet dispatched ('stored') is kept whatever its age."""
+        chosen = ("SELECT id FROM deliveries WHERE received_at < ? AND state != 'stored'"
+                  " ORDER BY received_at LIMIT ?")
+        with self._tx() as db:
+            db.execute(f"DELETE FROM delivery_payloads WHERE id IN ({chosen})",
+                       (received_before, limit))
+            return db.execute(f"DELETE FROM deliveries WHERE id IN ({chosen})",
+                              (received_before, limit)).rowcount
+
     def delivery(self, delivery_id: str) -> Delivery | None:
         with self._lock:
             row = self._db.execute(_DELIVERY_ROWS + " WHERE d.id = ?", (delivery_id,)).fetchone()

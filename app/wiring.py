@@ -67,6 +67,9 @@ from handlers import router
 # How often the serving store copies its WAL back into the database, off every commit.
 CHECKPOINT_EVERY_S = 0.5
 
+# How often handled deliveries past their retention are deleted.
+DELIVERY_RETENTION_EVERY_S = 3600.0
+
 
 def create_app(settings: Settings) -> web.Application:
     """Build hangar's application; everything it holds starts and stops with it."""
@@ -133,6 +136,8 @@ def register_concerns(engine: Engine) -> None:
     )
     engine.add_chore(Chore("redelivery", redelivery.catch_up,
                            every=lambda engine: engine.settings.redelivery_interval_seconds))
+    engine.add_chore(Chore("forget deliveries", redelivery.forget_old_deliveries,
+                           every=lambda _engine: DELIVERY_RETENTION_EVERY_S))
     engine.at_start("reaping orphan sandboxes", runs.reap_orphans)
     engine.at_start("queueing stale environment builds", envbuild_steps.rebuild_stale)
     # A finished run step may free what a waiting command asked for.

@@ -60,4 +60,47 @@ def test_a_serving_store_checkpoints_on_its_own_thread_and_never_in_a_commit(tmp
         time.sleep(0.05)
     assert path.stat().st_size >= 8_000_000  # both hundreds copied back, the store still open
     assert store.delivery("d-399").payload == payload
+
+
+def test_handled_deliveries_past_the_retention_are_forgotten_and_pending_ones_kept(tmp_path):
+    store = Store(tmp_path / "hangar.db")
+    day = 86_400.0
+    for delivery_id, age_days in (("old-done", 20), ("old-failed", 15), ("old-pending", 30),
+                                  ("new-done", 1)):
+        store.add_delivery(delivery_id, "issue_comment", {"action": "created"},
+                           received_at=100 * day - age_days * day)
+    store.write_deliveries([], [("old-done", "dispatched", None), ("old-failed", "failed", "x"),
+                                ("new-done", "dispatched", None)])
+    assert store.forget_deliveries(100 * day - 14 * day, limit=10) == 2
+    assert [d for d in ("old-done", "old-failed", "old-pending", "new-done")
+            if store.delivery(d) is not None] == ["old-pending", "new-done"]
+    assert store.forget_deliveries(100 * day - 14 * day, limit=10) == 0
+    store.close()
+    db = sqlite3.connect(tmp_path / "hangar.db")
+    assert sorted(r[0] for r in db.execute("SELECT id FROM delivery_payloads")) == [
+        "new-done", "old-pending"]
+    db.close()
+
+
+async def test_the_chore_forgets_in_batches_until_none_is_left(tmp_path, settings, monkeypatch):
+    from types import SimpleNamespace
+
+    from app import redelivery
+
+    store = Store(tmp_path / "hangar.db")
+    long_ago = time.time() - (settings.delivery_retention_days + 1) * 86_400
+    for n in range(12):
+        store.add_delivery(f"d{n}", "push", {}, received_at=long_ago + n)
+    store.write_deliveries([], [(f"d{n}", "dispatched", None) for n in range(12)])
+    store.add_delivery("today", "push", {})
+    store.write_deliveries([], [("today", "dispatched", None)])
+    calls = []
+    real = store.forget_deliveries
+    monkeypatch.setattr(store, "forget_deliveries",
+                        lambda before, limit: calls.append(limit) or real(before, limit))
+    monkeypatch.setattr(redelivery, "FORGET_BATCH", 5)
+    forgotten = await redelivery.forget_old_deliveries(SimpleNamespace(settings=settings,
+                                                                       store=store))
+    assert (forgotten, calls) == (12, [5, 5, 5])
+    assert store.count_deliveries() == 1
     store.close()
