@@ -4,6 +4,10 @@ The store tells `Changes` of every row it writes and every timeline note. Each b
 `Change` with a sequence number, kept in a ring; waiters (the API's long waits, the
 event stream, the MCP server's waiting tools) are woken by the change itself, never by
 a timer. A client that says "after N" gets everything since N that the ring still holds.
+
+Numbers start, in each process, above any an earlier process gave (at its start time in
+microseconds), so a client that comes back after a restart with an old number is told
+it missed changes instead of waiting, silently, for the new count to pass its number.
 """
 
 from __future__ import annotations
@@ -52,7 +56,9 @@ class Changes:
         self._loop = loop
         self._thread = threading.get_ident()
         self._ring: deque[Change] = deque(maxlen=keep)
-        self._seq = 0
+        # Below 2**53, so a JSON client reads it exactly.
+        self._first = time.time_ns() // 1000
+        self._seq = self._first
         self._arrived = asyncio.Event()
         self.closed = False
 
@@ -86,8 +92,9 @@ class Changes:
         return [c for c in self._ring if c.seq > after and match(c)]
 
     def missed(self, after: int) -> bool:
-        """Whether changes after `after` have already left the ring."""
-        return bool(self._ring) and self._ring[0].seq > after + 1
+        """Whether changes after `after` are not all here: they left the ring, or `after`
+        is from before this process (a restart) and what came between is unknown."""
+        return after < self._first or (bool(self._ring) and self._ring[0].seq > after + 1)
 
     async def wait(
         self, after: int, match: Callable[[Change], bool], timeout: float

@@ -115,3 +115,18 @@ async def test_waiters_wake_on_the_change_not_a_timer(tmp_path):
         store.note("job-3", f"line {i}")
     assert changes.missed(after) and not changes.missed(changes.seq - 1)
     assert await changes.wait(changes.seq, lambda c: True, 0.01) == []
+
+
+async def test_a_number_from_before_a_restart_is_missed_not_waited_past(tmp_path):
+    loop = asyncio.get_running_loop()
+    before = Changes(loop)
+    before.record("note", "job-1", None)
+    before.record("note", "job-1", None)
+    old = before.seq
+    after_restart = Changes(loop)  # a new process: nothing of the old ring is here
+    assert after_restart.seq > old
+    assert after_restart.missed(old)  # said at once, before any new change
+    after_restart.record("note", "job-1", None)
+    assert after_restart.missed(old) and not after_restart.missed(after_restart.seq - 1)
+    assert [c.seq for c in after_restart.since(old)] == [after_restart.seq]
+    assert after_restart.seq < 2**53
