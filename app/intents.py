@@ -213,14 +213,17 @@ async def verify_again(engine: StepContext, ops: RepoOps, intent: Intent) -> str
     return request_verification(engine, job, intent.thread.number)
 
 
-def request_verification(engine: StepContext, job: Job, pr_number: int) -> str:
+def request_verification(engine: StepContext, job: Job, pr_number: int,
+                         base: str | None = None) -> str:
+    """A verification of the PR's head (`base`: the branch whose environment verifies it,
+    when it is no longer the one the turns had: the PR was retargeted)."""
     runs = [r for r in engine.runs_of(job.id) if r.pr_number == pr_number]
     if any(not r.finished for r in runs):
         return "a turn is still running; it verifies when it finishes"
     last = max(runs, key=lambda r: r.turn)
     engine.save_run(Run(
         job_id=job.id, attempt=last.attempt, turn=last.turn, kind="verify",
-        base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
+        base_branch=base or last.base_branch, base_sha=last.base_sha, branch=last.branch,
         pr_number=pr_number, state=RunState.EXITED, stage=RunStage.COLLECTING,
         agent=last.agent,
     ))

@@ -23,7 +23,15 @@ from pydantic import BaseModel, Field
 from app import ci, render
 from app.engine import PrNotes
 from app.ghops import read_ci
-from app.models import AutofixRow, Intent, Job, JobState, autofix_row_id, now
+from app.models import (
+    AutofixRow,
+    Intent,
+    Job,
+    JobState,
+    Verification,
+    autofix_row_id,
+    now,
+)
 from app.render import landing as words
 from app.render.reasons import Why
 from app.repoconfig import CONFIG_PATH, LandPolicy, parse_repo_config
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LAND_CHECK = "hangar / land"
+VERIFY_CHECK = "hangar / verify"
 
 
 class LandState(StrEnum):
@@ -905,11 +914,14 @@ async def wait_for_ci(
 ) -> None:
     rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{request.base}")
     required = list(dict.fromkeys([*required_from_rules(rules), *policy.required_checks]))
-    if policy.require_verification and "hangar / verify" not in required:
-        required.append("hangar / verify")
-    await ensure_verified(engine, request)
+    if policy.require_verification and VERIFY_CHECK not in required:
+        required.append(VERIFY_CHECK)
+    verified = ensure_verified(engine, request)
     check_runs, statuses = await read_ci(ops, request.head_sha)
     results = ci.read(check_runs, statuses, own_app_id=engine.settings.app_id)
+    if VERIFY_CHECK in required:
+        results.outcomes[VERIFY_CHECK] = verification_outcome(
+            results.outcomes.get(VERIFY_CHECK), verified)
     if set(results.impostors) - set(request.impostors):
         request.impostors = list(dict.fromkeys([*request.impostors, *results.impostors]))
         save(engine, request)
@@ -938,18 +950,36 @@ async def wait_for_ci(
         move(engine, request, LandState.AWAITING_APPROVAL, None)
 
 
-async def ensure_verified(engine: StepContext, request: LandRequest) -> None:
-    """hangar's own verification must have run on exactly this head."""
+def ensure_verified(engine: StepContext, request: LandRequest) -> Verification | None:
+    """hangar's latest verification of exactly this head with the environment of the base
+    it lands into; None while there is none (one is asked for when nothing runs)."""
     from app.intents import request_verification
 
     runs = [r for r in engine.runs_of(request.job_id) if r.pr_number == request.pr_number]
     # Every turn (auto-fix ones too) verifies its own head on its way to done.
-    if any(r.head_sha == request.head_sha for r in runs):
-        return
-    if any(not r.finished for r in runs):
-        return
+    here = [r for r in runs if r.head_sha == request.head_sha and r.base_branch == request.base]
+    done = [r.verification for r in here
+            if r.verification is not None and r.verification.head_sha == request.head_sha]
+    if done:
+        return max(done, key=lambda v: v.at)
+    if here or any(not r.finished for r in runs):
+        return None
     job = engine.get_job(request.job_id)
-    request_verification(engine, job, request.pr_number)
+    request_verification(engine, job, request.pr_number, base=request.base)
+    return None
+
+
+def verification_outcome(check: ci.Outcome | None, verified: Verification | None) -> ci.Outcome:
+    """`hangar / verify` as landing counts it: its check run on the head, and hangar's own
+    record of a verification of that head against the PR's base now (a check run from a
+    verification against a base the PR has since left says nothing of this one)."""
+    if check in (ci.Outcome.FAILED, ci.Outcome.BLOCKED):
+        return check
+    if verified is None:
+        return ci.Outcome.PENDING
+    if verified.passed is not True:
+        return ci.Outcome.FAILED if verified.passed is False else ci.Outcome.BLOCKED
+    return check or ci.Outcome.PENDING
 
 
 async def await_approval(

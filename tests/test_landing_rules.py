@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.ci import Outcome
 from app.ghops import RepoOps, same_repository
 from app.landing import (
     LandState,
@@ -16,7 +17,9 @@ from app.landing import (
     gate_report,
     land_check_status,
     required_from_rules,
+    verification_outcome,
 )
+from app.models import Verification
 from app.repoconfig import LandPolicy
 from app.sensitive import UNSEEN, sensitive_files, sensitive_names
 
@@ -525,3 +528,19 @@ async def test_commit_makers_are_the_people_github_links_to_each_commit():
     gh = RecordingGitHub({url: (200, "application/json", [commit("a", None)] * 250)})
     makers, unknown = await commit_makers(RepoOps(gh, "acme/widgets"), request)
     assert makers == set() and "250 or more commits" in unknown
+
+
+@pytest.mark.parametrize(("check", "passed", "expected"), [
+    (Outcome.PASSED, True, Outcome.PASSED),
+    (Outcome.PASSED, None, Outcome.BLOCKED),  # hangar's record: it could not run
+    (Outcome.PASSED, False, Outcome.FAILED),
+    (Outcome.PASSED, "none", Outcome.PENDING),  # no verification of this head and base yet
+    (None, True, Outcome.PENDING),  # the check run has not reached GitHub yet
+    (Outcome.PENDING, True, Outcome.PENDING),
+    (Outcome.FAILED, True, Outcome.FAILED),
+    (Outcome.BLOCKED, "none", Outcome.BLOCKED),
+])
+def test_hangar_verify_counts_only_with_hangars_own_record_of_it(check, passed, expected):
+    verified = None if passed == "none" else Verification(command="pytest", head_sha=HEAD,
+                                                          passed=passed)
+    assert verification_outcome(check, verified) == expected

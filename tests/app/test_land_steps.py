@@ -17,7 +17,7 @@ import pytest
 from app import landing
 from app.engine import Engine
 from app.landing import LandRequest, LandState, ReviewRecord
-from app.models import Job, Run, RunStage, RunState, Thread
+from app.models import Job, Run, RunStage, RunState, Thread, Verification
 from tests.recording_github import (
     HEAD,
     MERGED,
@@ -168,7 +168,9 @@ def rows(engine: Engine, gh: RecordingGitHub, state: LandState) -> LandRequest:
                               clone_url="x", base_branch="main"))
     engine.save_run(Run(job_id=job.id, branch="hangar/1-abc", base_branch="main",
                         state=RunState.EXITED, stage=RunStage.DONE, outcome="pr",
-                        pr_number=PR_NUMBER, head_sha=HEAD))
+                        pr_number=PR_NUMBER, head_sha=HEAD,
+                        verification=Verification(command="pytest", head_sha=HEAD,
+                                                  passed=True)))
     request = LandRequest(
         id=landing.land_id(REPO, PR_NUMBER), job_id=job.id, repo=REPO, installation_id=1,
         pr_number=PR_NUMBER, base="main", branch="hangar/1-abc", requested_by="mona",
@@ -261,12 +263,6 @@ async def test_an_approval_given_before_the_base_was_changed_does_not_land_it(st
     assert compares and all("/compare/release..." in p for p in compares), compares
     said = [c["body"] for c in gh.comments.values() if "hangar:reply" in c["body"]]
     assert len(said) == 1 and "base" in said[0], said
-    # rita approves again, now that she sees it goes into release: it lands there
-    gh.reviews.append({**APPROVED[0], "id": 42})
-    landing.save(engine, landing.get(engine, request.id).model_copy(update={"due_at": 0}))
-    await landing.advance_land(engine, request.id)
-    assert gh.puts() == [(MERGE, {**SQUASH, **gh.puts()[0][1]})]
-    assert landing.get(engine, request.id).state == LandState.LANDED
 
 
 async def test_an_approval_of_a_push_whose_pusher_github_has_not_named_yet_waits(step_engine):
@@ -285,6 +281,12 @@ async def test_an_approval_of_a_push_whose_pusher_github_has_not_named_yet_waits
                          rules=list(REQUIRED), rulesets=dict(GATE))
     engine = step_engine(gh)
     request = rows(engine, gh, LandState.QUEUED)
+    # hangar verified the pushed head ("Verify again"): that says nothing of who pushed it
+    engine.save_run(Run(job_id=request.job_id, kind="verify", branch="hangar/1-abc",
+                        base_branch="main", state=RunState.EXITED, stage=RunStage.DONE,
+                        pr_number=PR_NUMBER, head_sha=pushed,
+                        verification=Verification(command="pytest", head_sha=pushed,
+                                                  passed=True)))
 
     async def look() -> LandRequest:
         landing.save(engine, landing.get(engine, request.id).model_copy(update={"due_at": 0}))
@@ -304,3 +306,34 @@ async def test_an_approval_of_a_push_whose_pusher_github_has_not_named_yet_waits
     after = await look()
     assert [what for what, _ in gh.puts()] == [MERGE], after.reason
     assert gh.puts()[0][1]["sha"] == pushed
+
+
+async def test_a_retargeted_pr_lands_only_on_a_verification_against_its_new_base(step_engine):
+    """hangar verified the head with the old base's environment; its `hangar / verify`
+    success on the head says nothing of the new base's. A new approval waits for a
+    verification against the base the PR now goes into."""
+    gh = RecordingGitHub(reviews=list(APPROVED), permissions={"rita": "write"},
+                         check_runs=list(GREEN), rules=list(REQUIRED), rulesets=dict(GATE),
+                         base_ref="release")
+    engine = step_engine(gh)
+    request = rows(engine, gh, LandState.AWAITING_APPROVAL)
+
+    async def look() -> LandRequest:
+        landing.save(engine, landing.get(engine, request.id).model_copy(update={"due_at": 0}))
+        await landing.advance_land(engine, request.id)
+        return landing.get(engine, request.id)
+
+    await look()
+    gh.reviews.append({**APPROVED[0], "id": 42})
+    after = await look()
+    assert gh.puts() == [], after.reason
+    assert after.state == LandState.WAITING_CI, after.reason
+    assert "hangar / verify" in (after.reason or ""), after.reason
+    asked = [r for r in engine.runs_of(request.job_id) if r.kind == "verify"]
+    assert [r.base_branch for r in asked] == ["release"]
+    # the verification against release ran and passed on the head
+    engine.patch_run(asked[0].id, state=RunState.EXITED, stage=RunStage.DONE, head_sha=HEAD,
+                     verification=Verification(command="make check", head_sha=HEAD,
+                                               passed=True))
+    after = await look()
+    assert [what for what, _ in gh.puts()] == [MERGE], after.reason
