@@ -277,6 +277,15 @@ class Driver:
 
         self._call(close)
 
+    def retarget_pr(self, repo: str, number: int, base: str, as_user: str) -> None:
+        """A person changing the pull request's base branch (an `edited` event follows)."""
+        def retarget() -> None:
+            target = self._repo(repo)
+            self._hub.edit_pull(target, self._hub.pull(target, number), {"base": base},
+                                self._as(as_user))
+
+        self._call(retarget)
+
     def review(
         self,
         repo: str,

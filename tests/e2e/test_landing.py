@@ -253,6 +253,36 @@ def test_whoever_asked_for_a_follow_up_turn_may_not_approve_it(world):
     assert merge_calls(world, number) == []
 
 
+def test_an_approval_given_before_the_base_was_changed_does_not_land_it(world):
+    protect(world, checks=("ci / lint",))  # main waits for a check that never reports
+    world.hub.push_files(world.repo, "release", {"RELEASE.md": "release\n"}, "Branch release",
+                         as_user=world.maintainer, base="main", bypass_rules=True)
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    number, head = pr["number"], pr["head"]["sha"]
+    approve(world, number, sha=head)  # rita approves it going into main
+    wait_until(lambda: says(world, number, "waiting for ci / lint"), 60, "the wait for CI")
+    world.hub.retarget_pr(world.repo, number, "release", as_user=world.maintainer)
+
+    why = wait_until(lambda: explanations(world, number), 60, "the explanation")
+    assert "@rita approved it going into `main`, and its base branch has changed" in why[0]
+    assert unmerged(world, number) and merge_calls(world, number) == []
+    # rita approves again, for release: hangar brings the branch up to date with release
+    # and verifies it there; the new head needs her approval too
+    approve(world, number, sha=head)
+
+    def updated() -> dict | None:
+        now = pr_now(world, number)
+        return now if now["head"]["sha"] != head and says(
+            world, number, "waiting for 1 approval(s)") else None
+
+    now = wait_until(updated, 90, "the branch brought up to date with release")
+    approve(world, number, sha=now["head"]["sha"])
+    wait_until(lambda: landed(world, number), 90, f"the PR to land ({land_line(world, number)})")
+    assert pr_now(world, number)["base"]["ref"] == "release"
+
+
 def test_revoked_write_access_is_seen_at_once(world):
     protect(world, checks=())
     world.start_hangar()
