@@ -2,7 +2,7 @@
 
 A new database (a lost one, a new volume, a fresh install of an App with history) is
 filled from GitHub before hangar acts on commands: each open pull request hangar opened
-(the marker in its body, on a branch of the same repository, opened by a bot) comes back
+(the marker in its body, on a branch of the same repository, opened by its own bot) comes back
 as a job with its run, its status comments, its check runs and, when someone approved
 it, the land request the approval implies. Each PR is recovered once; a rebuild cut
 short is simply run again.
@@ -98,34 +98,41 @@ async def rebuild_from_github(engine: StepContext) -> Recovered:
     found = Recovered()
     gh = await engine.auth.client_for_app()
     jwt = engine.auth.jwt()
+    # GitHub names an App's bot account `<slug>[bot]`: only its PRs are hangar's.
+    bot_login = f"{(await gh.getitem('/app', jwt=jwt))['slug']}[bot]"
     async for installation in gh.getiter("/app/installations", jwt=jwt):
         client = await engine.auth.client(installation["id"])
         async for repo in client.getiter("/installation/repositories",
                                          iterable_key="repositories"):
             ops = RepoOps(client, repo["full_name"])
             async for pr in client.getiter(f"{ops.base}/pulls?state=open&per_page=100"):
-                await recover_pr(engine, ops, installation["id"], repo, pr, found)
+                await recover_pr(engine, ops, installation["id"], repo, pr, found,
+                                 bot_login=bot_login)
     log.info("rebuilt from GitHub", extra={"prs": len(found.prs),
                                             "land_requests": len(found.land_requests)})
     return found
 
 
-def opened_by_hangar(pr: dict, facts: PrFacts | None) -> bool:
+def opened_by_hangar(pr: dict, facts: PrFacts | None, *, bot_login: str) -> bool:
+    """hangar's marker in the body, opened by hangar's own bot (any App, or a person, can
+    copy the marker), on a branch of the same repository."""
     head = pr.get("head") or {}
     base = pr.get("base") or {}
+    user = pr.get("user") or {}
     return (facts is not None and head.get("ref") == facts.branch
-            and (pr.get("user") or {}).get("type") == "Bot"
+            and user.get("type") == "Bot"
+            and (user.get("login") or "").lower() == bot_login.lower()
             and (head.get("repo") or {}).get("full_name") == (base.get("repo") or {}).get(
                 "full_name"))
 
 
 async def recover_pr(engine: StepContext, ops: RepoOps, installation_id: int, repo: dict,
-                     pr: dict, found: Recovered) -> None:
+                     pr: dict, found: Recovered, *, bot_login: str) -> None:
     from app.intents import job_for_pr
 
     facts = read_pr_body(pr.get("body"))
     name = f"{ops.full_name}#{pr['number']}"
-    if not opened_by_hangar(pr, facts):
+    if not opened_by_hangar(pr, facts, bot_login=bot_login):
         return
     if job_for_pr(engine, ops.full_name, pr["number"]) is not None:
         found.skipped.append(name)

@@ -16,7 +16,7 @@ import pytest
 from app import render
 from app.datadir import backup_database, check_history, traces_of_a_database
 from app.models import Job, Run, Thread
-from app.rebuild import read_pr_body, verification_from_check
+from app.rebuild import opened_by_hangar, read_pr_body, verification_from_check
 from app.settings import Settings, SettingsError
 from app.store import Store
 
@@ -147,3 +147,21 @@ def test_verification_from_check(conclusion, passed):
              "output": {"summary": "x\n\n- command: `make test`\n- commit: `abc`"}}
     v = verification_from_check(check)
     assert v.passed is passed and v.command == "make test" and v.head_sha == "abc"
+
+
+@pytest.mark.parametrize(("user", "head_repo", "ours"), [
+    ({"login": "hangar[bot]", "type": "Bot"}, "o/r", True),
+    # another App (or a person) copying hangar's marker into its PR body is not hangar
+    ({"login": "mallory-app[bot]", "type": "Bot"}, "o/r", False),
+    ({"login": "mallory", "type": "User"}, "o/r", False),
+    ({"login": "hangar[bot]", "type": "Bot"}, "mallory/r", False),  # a fork's branch
+])
+def test_only_a_pr_hangars_own_bot_opened_is_recovered_as_hangars(user, head_repo, ours):
+    job = Job(id="job-0a1b2c3d", thread=Thread(repo="o/r", number=7, installation_id=1),
+              requested_by="mona", prompt="fix it", clone_url="", base_branch="main")
+    run = Run(job_id=job.id, branch="hangar/7-0a1b", base_branch="main")
+    body = render.pr_body(job, run)
+    pr = {"user": user, "body": body,
+          "head": {"ref": "hangar/7-0a1b", "repo": {"full_name": head_repo}},
+          "base": {"ref": "main", "repo": {"full_name": "o/r"}}}
+    assert opened_by_hangar(pr, read_pr_body(body), bot_login="hangar[bot]") is ours
