@@ -5,6 +5,10 @@ A token is shown once and stored as its SHA-256 (a row of kind `api_token`). Sco
 (ask to land, cancel a land request), `admin` (tokens, the audit trail, environment
 builds; it holds every other scope too). No scope approves anything: approval stays a
 person's review in GitHub. `HANGAR_API_TOKEN` is an admin token named `operator`.
+
+A token may act for a GitHub login (`--login`): work it asks for is then that person's,
+so, as with a `/hangar` comment of theirs, their approval does not count for it. A token
+without one asks as `api`, and every writer's approval counts.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ TOKEN_KIND = "api_token"
 TOKEN_PREFIX = "hgt_"
 OPERATOR = "operator"  # the name HANGAR_API_TOKEN goes by in the audit trail
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+# GitHub's rule for a login: letters, digits and single inner hyphens, at most 39.
+LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}")
 
 
 class AccessError(ValueError):
@@ -49,6 +55,7 @@ class ApiToken(BaseModel):
     token_hash: str  # sha256 of the secret; the secret itself is never stored
     scopes: list[Scope]
     created_by: str
+    login: str | None = None  # the GitHub login whose asks these are, when one is named
     created_at: float = Field(default_factory=time.time)
     revoked_at: float | None = None
     revoked_by: str | None = None
@@ -60,6 +67,7 @@ class Principal:
 
     name: str
     scopes: frozenset[str]
+    login: str | None = None  # the GitHub login the token acts for
 
     def allows(self, scope: str) -> bool:
         return scope in self.scopes or "admin" in self.scopes
@@ -67,6 +75,11 @@ class Principal:
     @property
     def who(self) -> str:
         return f"token:{self.name}"
+
+    @property
+    def asker(self) -> str:
+        """Who asked, for the approval rules: the token's login, else `api`."""
+        return self.login or "api"
 
 
 def parse_scopes(text: str) -> list[Scope]:
@@ -83,7 +96,8 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def create_token(store: Store, name: str, scopes: list[Scope], *, who: str) -> str:
+def create_token(store: Store, name: str, scopes: list[Scope], *, who: str,
+                 login: str | None = None) -> str:
     """Make a token and return its secret, which is shown this once and never again."""
     if not _NAME.fullmatch(name):
         raise AccessError(f"a token name is 1-63 lowercase letters, digits, `.`, `_` or `-`, "
@@ -96,10 +110,15 @@ def create_token(store: Store, name: str, scopes: list[Scope], *, who: str) -> s
                           f"(`hangar token revoke {name}`) or choose another name")
     if not scopes:
         raise AccessError("a token needs at least one scope: " + ", ".join(SCOPES))
+    if login is not None and not LOGIN.fullmatch(login):
+        raise AccessError(f"a GitHub login is letters, digits and single hyphens, at most 39 "
+                          f"(e.g. `mona`); got {login!r}")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(name=name, token_hash=digest(secret), scopes=scopes, created_by=who)
+    token = ApiToken(name=name, token_hash=digest(secret), scopes=scopes, created_by=who,
+                     login=login)
     store.put(TOKEN_KIND, name, token, active=True)
-    store.audit(who, "token.create", name, f"scopes {','.join(scopes)}")
+    store.audit(who, "token.create", name,
+                f"scopes {','.join(scopes)}" + (f", for @{login}" if login else ""))
     return secret
 
 
@@ -129,7 +148,7 @@ def authenticate(store: Store, settings: Settings, authorization: str) -> Princi
     wanted = digest(secret)
     for token in store.all(TOKEN_KIND, ApiToken, active=True):
         if hmac.compare_digest(token.token_hash, wanted):
-            return Principal(token.name, frozenset(token.scopes))
+            return Principal(token.name, frozenset(token.scopes), token.login)
     return None
 
 
@@ -147,7 +166,7 @@ def tokens_table(tokens: list[ApiToken]) -> str:
         state = "revoked" if t.revoked_at else "live"
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.created_at))
         lines.append(f"{t.name:<24} {state:<8} {','.join(t.scopes):<24} created {when} UTC "
-                     f"by {t.created_by}")
+                     f"by {t.created_by}" + (f", asks as @{t.login}" if t.login else ""))
     return "\n".join(lines)
 
 
@@ -157,6 +176,9 @@ def add_token_arguments(parser: argparse.ArgumentParser) -> None:
     create.add_argument("name", metavar="NAME")
     create.add_argument("--scope", required=True, metavar="SCOPES",
                         help=f"comma-separated, of {', '.join(SCOPES)}")
+    create.add_argument("--login", metavar="LOGIN",
+                        help="the GitHub login whose asks these are: their approval then does "
+                             "not count for the work the token starts")
     sub.add_parser("list", help="tokens, their scopes, live or revoked (never secrets)")
     sub.add_parser("revoke", help="revoke a token at once").add_argument("name", metavar="NAME")
 
@@ -167,7 +189,8 @@ def token_command(args: argparse.Namespace, settings: Settings) -> int:
     who = f"cli:{getpass.getuser()}"
     try:
         if args.token_command == "create":
-            secret = create_token(store, args.name, parse_scopes(args.scope), who=who)
+            secret = create_token(store, args.name, parse_scopes(args.scope), who=who,
+                                  login=args.login)
             print(secret)
             print(f"hangar: token {args.name!r} made; this is the only time its secret is "
                   "shown. Send it as `Authorization: Bearer <token>`.", file=sys.stderr)

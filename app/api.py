@@ -97,6 +97,8 @@ class NewToken(Body):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
     scopes: list[Scope] = Field(min_length=1)
+    login: str | None = Field(None, description="the GitHub login whose asks these are: "
+                              "their approval then does not count for the work it starts")
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"name": "orchestrator", "scopes": ["read", "operate", "land"]}]})
 
@@ -513,7 +515,7 @@ def _ask(call: Call, job: Job, command: str, *, pr: int | None, args: dict | Non
     thread = job.thread if pr is None else Thread(
         repo=job.thread.repo, number=pr, installation_id=job.thread.installation_id, is_pr=True)
     intent = Intent(id=f"api-{uuid.uuid4().hex[:12]}", thread=thread, comment_id=0,
-                    author="api", author_type="Api", command=command,
+                    author=call.principal.asker, author_type="Api", command=command,
                     args={**(args or {}), "job": job.id})
     call.engine.save_intent(intent)
     call.engine.wake()
@@ -562,7 +564,8 @@ async def start_job(call: Call) -> web.Response:
         raise ApiError(422, "give an issue number; a follow-up turn on a hangar PR is "
                             "POST /api/jobs/{job_id}/turns")
     intent = Intent(
-        id=f"api-{uuid.uuid4().hex[:12]}", comment_id=0, author="api", author_type="Api",
+        id=f"api-{uuid.uuid4().hex[:12]}", comment_id=0, author=call.principal.asker,
+        author_type="Api",
         thread=Thread(repo=body.repo, number=body.issue, installation_id=installation["id"]),
         command="run" if body.attempts == 1 else "try",
         args={"prompt": body.prompt, "n": body.attempts},
@@ -649,11 +652,12 @@ async def list_tokens(call: Call) -> web.Response:
 async def create_token(call: Call) -> web.Response:
     try:
         secret = access.create_token(call.store, call.body.name, call.body.scopes,
-                                     who=call.principal.who)
+                                     who=call.principal.who, login=call.body.login)
     except access.AccessError as exc:
         raise ApiError(409, str(exc)) from None
     call.audited = True  # by access.create_token, as from the CLI
-    return ok({"name": call.body.name, "scopes": call.body.scopes, "token": secret}, status=201)
+    return ok({"name": call.body.name, "scopes": call.body.scopes, "login": call.body.login,
+               "token": secret}, status=201)
 
 
 @route("DELETE", "/api/tokens/{name}", "admin", "Revoke a named token", action="token.revoke")

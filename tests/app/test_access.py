@@ -130,3 +130,16 @@ async def test_a_number_from_before_a_restart_is_missed_not_waited_past(tmp_path
     assert after_restart.missed(old) and not after_restart.missed(after_restart.seq - 1)
     assert [c.seq for c in after_restart.since(old)] == [after_restart.seq]
     assert after_restart.seq < 2**53
+
+
+def test_a_token_may_act_for_a_github_login(tmp_path, settings):
+    store = Store(tmp_path / "hangar.db")
+    secret = access.create_token(store, "mona-bot", ["operate"], who="cli:root", login="mona-lisa")
+    plain = access.create_token(store, "plain", ["operate"], who="cli:root")
+    mona = access.authenticate(store, settings, f"Bearer {secret}")
+    assert (mona.login, mona.asker) == ("mona-lisa", "mona-lisa")
+    assert access.authenticate(store, settings, f"Bearer {plain}").asker == "api"
+    assert "asks as @mona-lisa" in access.tokens_table(access.list_tokens(store))
+    for bad in ("-mona", "mona--lisa", "mona lisa", "m" * 40, "mona-"):
+        with pytest.raises(AccessError, match="GitHub login"):
+            access.create_token(store, f"t{len(bad)}", ["read"], who="cli:root", login=bad)

@@ -75,6 +75,25 @@ def test_start_follow_and_list_a_job(served):
     assert counts["turns"] == 1 and counts["running"] == 0 and counts["max_concurrent"] == 3
 
 
+def test_a_token_that_acts_for_a_login_asks_as_that_person(served):
+    world = served
+    status, made = call(world, "POST", "/api/tokens", {
+        "name": "mona-bot", "scopes": ["read", "operate"], "login": world.maintainer})
+    assert status == 201 and made["login"] == world.maintainer
+    status, answer = call(world, "POST", "/api/tokens", {
+        "name": "bad-login", "scopes": ["read"], "login": "-not a login-"})
+    assert status == 409 and "GitHub login" in answer["error"]
+    issue = world.hub.create_issue(world.repo, "add() is wrong", "", as_user=world.maintainer)
+    status, started = call(world, "POST", "/api/jobs", {
+        "repo": world.repo, "issue": issue, "prompt": "fix the test"}, made["token"])
+    assert status == 202
+    wait_until(lambda: world.verified(issue), 60, "a verified PR")
+    view = call(world, "GET", f"/api/jobs/{started['job']}", token=made["token"])[1]
+    # Her ask, as if she had commented: her own approval will not count for this work.
+    assert view["job"]["requested_by"] == world.maintainer
+    assert {r["requested_by"] for r in view["runs"]} == {world.maintainer}
+
+
 @pytest.mark.parametrize(
     ("body", "token", "status", "reason"),
     [
