@@ -373,10 +373,12 @@ def turn_running(engine: StepContext, job: Job, pr_number: int) -> bool:
 
 
 def known_head(engine: StepContext, job: Job, row: AutofixRow, head: str) -> bool:
-    """hangar made this head (a turn, a verification) or GitHub said who pushed it."""
+    """hangar's turn made this head, or GitHub said who pushed it. A verification is not
+    hangar's word: it records the head it found on the branch, which may be a person's."""
     fresh = get_row(engine, row.id) or row
     return head in fresh.pushed_heads or any(
-        r.head_sha == head for r in engine.runs_of(job.id) if r.pr_number == row.pr_number)
+        r.head_sha == head for r in engine.runs_of(job.id)
+        if r.pr_number == row.pr_number and r.kind != "verify")
 
 
 def merging(engine: StepContext, row: AutofixRow) -> bool:

@@ -36,6 +36,7 @@ class Case:
     row: dict[str, Any] = field(default_factory=dict)  # AutofixRow fields
     github: dict[str, Any] = field(default_factory=dict)  # RecordingGitHub fields
     head_by_hangar: bool = True  # the head is one hangar's turn made
+    verified_head: bool = False  # a `/hangar verify` ran on the head (and recorded it)
     turn_running: bool = False
     merging: bool = False
     # what the step does: the label of the turn it starts, or a fragment of why not
@@ -72,6 +73,11 @@ CASES = [
          row={"last_human_push_at": time.time() - 60, "pushed_heads": [HEAD]},
          head_by_hangar=False, stopped="someone pushed"),
     Case("a head nobody said was pushed: wait for GitHub's word first", head_by_hangar=False),
+    Case("a head hangar only verified, before GitHub's word of its push: wait for it",
+         head_by_hangar=False, verified_head=True),
+    Case("a head hangar only verified, its push event never came: a person's push",
+         row={"unknown_heads": {HEAD: time.time() - autofix.PUSH_WORD_GRACE_S - 1}},
+         head_by_hangar=False, verified_head=True, stopped="someone pushed"),
     Case("the PR was closed: the row ends", github={"state": "closed"}),
 ]
 
@@ -85,6 +91,11 @@ async def rows(engine, gh: RecordingGitHub, case: Case) -> AutofixRow:
         state=RunState.RUNNING if case.turn_running else RunState.EXITED,
         stage=RunStage.PENDING if case.turn_running else RunStage.DONE, outcome="pr",
         head_sha=HEAD if case.head_by_hangar else "e" * 40))
+    if case.verified_head:  # a verification records the head it found, whoever pushed it
+        engine.save_run(Run(
+            job_id=job.id, kind="verify", branch="hangar/1-abc", base_branch="main",
+            pr_number=PR_NUMBER, state=RunState.EXITED, stage=RunStage.DONE, outcome="pr",
+            head_sha=HEAD))
     if case.merging:
         engine.store.put("land", land_id(REPO, PR_NUMBER), LandRequest(
             id=land_id(REPO, PR_NUMBER), job_id=job.id, repo=REPO, installation_id=1,
