@@ -235,6 +235,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
                result: dict[str, Any], model_endpoints: dict[str, dict[str, str]]) -> bool:
+    from app import logs
     from app.service import ServiceThread
     from app.settings import Settings
     from fakehub.testing import running_fakehub
@@ -262,6 +263,9 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
             status_edit_interval_seconds=2,
         )
         say(f"hangar demo: fakehub at {hub.base_url}, hangar at http://127.0.0.1:{port}")
+        # hangar's own log setup, before anything else (the MCP library) sets up its own
+        # at INFO: the demo's terminal shows the timeline, and only warnings besides.
+        logs.configure(settings.log_level)
         with ServiceThread(settings):
             timeline = Timeline(quiet=args.json)
             issue = hub.create_issue(repo, "add() gives the wrong answer",

@@ -36,6 +36,9 @@ def demo(*args: str, cwd: Path) -> dict:
                            "150", "--data-dir", str(cwd / "demo"), *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # The terminal shows the timeline; hangar's and its libraries' routine lines stay out.
+    assert "delivery stored" not in proc.stderr and "session manager" not in proc.stderr, \
+        proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
