@@ -115,8 +115,7 @@ def test_a_code_without_a_sentence_is_an_error_not_silence():
 SPEAKING = {"reply": 2, "upsert_comment": 2, "move": 3, "set_reason": 1}
 SHOWN_FIELDS = ("stopped", "label", "reason", "fix", "title", "summary", "description",
                 "warnings", "github_says")
-CONCERNS = ("app/landing.py", "app/intents.py", "app/autofix.py", "app/runs.py",
-            "app/publishing.py", "app/rebuild.py", "app/envbuild_steps.py")
+CONCERNS = ("landing", "intents", "autofix", "runs", "publishing", "rebuild", "envbuild_steps")
 WORDS = re.compile(r"[A-Za-z]+ [A-Za-z]+")  # a marker and a newline are no sentence
 
 
@@ -164,6 +163,23 @@ async def cancel(engine, ops, intent, request):
         "reply", "move", "upsert_comment", "a shown field", "a shown field"]
 
 
-@pytest.mark.parametrize("path", CONCERNS)
+def concern_files(names: tuple[str, ...]) -> list[Path]:
+    """Each concern's source: its module app/<name>.py, or every module in its folder."""
+    files = []
+    for name in names:
+        module = ROOT / "app" / f"{name}.py"
+        found = [module] if module.exists() else sorted((ROOT / "app" / name).rglob("*.py"))
+        assert found, f"concern {name} has neither app/{name}.py nor a folder app/{name}/"
+        files.extend(found)
+    return files
+
+
+def test_a_concern_in_a_folder_is_read_file_by_file():
+    assert {p.relative_to(ROOT).as_posix() for p in concern_files(("landing",))} >= {
+        "app/landing/__init__.py", "app/landing/steps.py"}
+
+
+@pytest.mark.parametrize("path", concern_files(CONCERNS),
+                         ids=lambda path: path.relative_to(ROOT).as_posix())
 def test_concerns_hand_no_sentence_of_their_own_to_github(path):
-    assert sentences_handed_over((ROOT / path).read_text()) == []
+    assert sentences_handed_over(path.read_text()) == []

@@ -60,10 +60,18 @@ def test_the_reader_sees_reads_and_calls():
         == {"wake", "store"}
 
 
+def sources_of(module: str) -> list[Path]:
+    """app/<module>.py, or every file of the folder app/<module>/ when it is a package."""
+    path = APP / f"{module}.py"
+    found = [path] if path.exists() else sorted((APP / module).rglob("*.py"))
+    assert found, f"no app/{module}.py nor folder app/{module}/"
+    return found
+
+
 @pytest.mark.parametrize("module", STEP_MODULES)
 def test_a_step_uses_only_what_its_context_offers(module):
     attributes, methods = _members(StepContext)
-    used = used_of_the_context((APP / f"{module}.py").read_text())
+    used = set().union(*(used_of_the_context(p.read_text()) for p in sources_of(module)))
     assert sorted(used - attributes - set(methods)) == [], (
-        f"app/{module}.py uses these of the engine that StepContext does not name: add "
+        f"app/{module} uses these of the engine that StepContext does not name: add "
         "them to StepContext (app/engine.py) if a step may use them")
