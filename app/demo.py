@@ -13,7 +13,6 @@ hangar's model gateway: a real CLI at work without a key.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -22,7 +21,6 @@ import re
 import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -158,28 +156,11 @@ def agent_cli(name: str) -> Path:
 @contextlib.contextmanager
 def scripted_model(api_key: str | None = None) -> Iterator[Any]:
     """fakehub's scripted model (the demo's fix, then a documented follow-up) on its own
-    thread and loop, on loopback. Yields the ModelServer; its URL is `.url`."""
-    from aiohttp import web
+    thread and loop, on loopback. Yields the ModelThread: `.url`, and `.model.requests`."""
+    from fakehub.model import ModelServer, ModelThread, fix_calc_script
 
-    from fakehub.model import ModelServer, fix_calc_script
-
-    model = ModelServer(fix_calc_script(api_key=api_key))
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True, name="scripted-model").start()
-    runner = web.AppRunner(model.app(), access_log=None)
-    port = free_port()
-
-    async def start() -> None:
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-
-    asyncio.run_coroutine_threadsafe(start(), loop).result(10)
-    model.url = f"http://127.0.0.1:{port}"
-    try:
-        yield model
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
+    with ModelThread(ModelServer(fix_calc_script(api_key=api_key))) as served:
+        yield served
 
 
 class Timeline:
@@ -222,7 +203,7 @@ def run_demo(args: argparse.Namespace) -> int:
             say(f"hangar demo: the real {args.agent} CLI, with a scripted model at {model.url}")
         ok = _run_world(args, workdir, port, say, result, model_endpoints)
         if args.agent != "script":
-            result["model_requests"] = len(model.requests)
+            result["model_requests"] = len(model.model.requests)
     if args.json:
         print(json.dumps(result))
     else:

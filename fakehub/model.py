@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -356,6 +357,54 @@ class ModelServer:
         return [{"type": "function_call", "id": f"fc_scripted_{n:04d}",
                  "call_id": f"call_scripted_{n:04d}", "name": name,
                  "arguments": json.dumps(arguments), "status": "completed"}]
+
+
+class ModelThread:
+    """A ModelServer on loopback, served from its own thread and event loop, for callers
+    that are not async (a script, a sync test, the demo). `with ModelThread(model) as
+    served:` starts it; `served.url` is its address; leaving the block stops it."""
+
+    def __init__(self, model: ModelServer, port: int = 0):
+        self.model = model
+        self.port = port  # 0: the kernel picks one while binding, so nothing takes it first
+        self._loop = asyncio.new_event_loop()
+        self._runner = web.AppRunner(model.app(), access_log=None)
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="scripted-model")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ModelThread:
+        self._thread.start()
+        try:
+            self._call(self._start())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    async def _start(self) -> None:
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self.port = self._runner.addresses[0][1]
+
+    def stop(self) -> None:
+        """Closes the listener and its connections, then ends the loop and its thread."""
+        try:
+            self._call(self._runner.cleanup())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            if not self._thread.is_alive():
+                self._loop.close()
+
+    def _call(self, coroutine: Any) -> None:
+        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)
 
 
 # ---- conversation reading ---------------------------------------------------------

@@ -17,7 +17,6 @@ Usage: scripts/capture-agent-fixtures.py [claude|codex ...]
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -26,16 +25,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from aiohttp import web  # noqa: E402
-
 from app.demo import SAMPLE_REPO  # noqa: E402
-from fakehub.model import Fault, ModelServer, fix_calc_script  # noqa: E402
+from fakehub.model import Fault, ModelServer, ModelThread, fix_calc_script  # noqa: E402
 from sandbox.harness import ClaudeHarness, CodexHarness, ModelRoute  # noqa: E402
 from sandbox.provider import WORKSPACE  # noqa: E402
 
@@ -49,22 +45,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class Server:
-    """The scripted model on its own loop and thread."""
-
-    def __init__(self, model: ModelServer):
-        self.model = model
-        self.port = free_port()
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    async def _start(self) -> None:
-        runner = web.AppRunner(self.model.app(), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", self.port).start()
 
 
 def checkout(scratch: Path) -> Path:
@@ -121,30 +101,30 @@ def capture(name: str) -> dict[str, str]:
     follow = "hangar Request for turn 2 (on the open PR): document add()"
 
     model = ModelServer(fix_calc_script(api_key=KEY))
-    server = Server(model)
-    route = ModelRoute(f"http://127.0.0.1:{server.port}", KEY)
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch = Path(tmp)
-        checkout(scratch)
-        logs["ok"] = run_turn(harness, scratch, route, prompt, turn=1, session_id=None)
-        logs["ok-turn2"] = run_turn(harness, scratch, route, follow, turn=2,
-                                    session_id=session_of(harness, logs["ok"]))
-        shutil.rmtree(scratch / "workspace" / "home")
-        (scratch / "workspace" / "home").mkdir()
-        logs["resume-failed"] = run_turn(harness, scratch, route, follow, turn=2,
-                                         session_id=session_of(harness, logs["ok"]))
-    cases = {
-        "rate-limit": (route, Fault(429, "This request would exceed your rate limit.",
-                                    retry_after_s=1)),
-        "refused-key": (ModelRoute(route.base_url, "sk-wrong-key"), None),
-        "unreachable": (ModelRoute(f"http://127.0.0.1:{free_port()}", KEY), None),
-    }
-    for case, (case_route, fault) in cases.items():
-        model.script.fault = fault
+    with ModelThread(model) as served:
+        route = ModelRoute(served.url, KEY)
         with tempfile.TemporaryDirectory() as tmp:
             scratch = Path(tmp)
             checkout(scratch)
-            logs[case] = run_turn(harness, scratch, case_route, prompt, turn=1, session_id=None)
+            logs["ok"] = run_turn(harness, scratch, route, prompt, turn=1, session_id=None)
+            logs["ok-turn2"] = run_turn(harness, scratch, route, follow, turn=2,
+                                        session_id=session_of(harness, logs["ok"]))
+            shutil.rmtree(scratch / "workspace" / "home")
+            (scratch / "workspace" / "home").mkdir()
+            logs["resume-failed"] = run_turn(harness, scratch, route, follow, turn=2,
+                                             session_id=session_of(harness, logs["ok"]))
+        cases = {
+            "rate-limit": (route, Fault(429, "This request would exceed your rate limit.",
+                                        retry_after_s=1)),
+            "refused-key": (ModelRoute(route.base_url, "sk-wrong-key"), None),
+            "unreachable": (ModelRoute(f"http://127.0.0.1:{free_port()}", KEY), None),
+        }
+        for case, (case_route, fault) in cases.items():
+            model.script.fault = fault
+            with tempfile.TemporaryDirectory() as tmp:
+                scratch = Path(tmp)
+                checkout(scratch)
+                logs[case] = run_turn(harness, scratch, case_route, prompt, turn=1, session_id=None)
     return logs
 
 

@@ -7,16 +7,13 @@ a follow-up on the PR resumes the first turn's session and adds a commit.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
-from fakehub.model import Fault, ModelServer, Step, fix_calc_script
-from tests.e2e.conftest import free_port, wait_until
+from fakehub.model import Fault, ModelServer, ModelThread, Step, fix_calc_script
+from tests.e2e.conftest import wait_until
 
 # The real CLIs through the gateway: 10-40 s a case.
 pytestmark = pytest.mark.slow
@@ -34,30 +31,6 @@ KEY_PROBE = (
 )
 
 
-class ModelThread:
-    """The scripted model server on its own loop and thread, on loopback."""
-
-    def __init__(self, model: ModelServer):
-        self.model = model
-        self.port = free_port()
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    async def _start(self) -> None:
-        self.runner = web.AppRunner(self.model.app(), access_log=None)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
 def need_cli(cli: str) -> str:
     path = AGENT_BIN / cli
     if not path.exists():
@@ -73,11 +46,10 @@ def model(monkeypatch):
     # process's environment and command line, its files. The command holds the key
     # reversed, so that it does not find itself.
     script.scenes[-1].steps.insert(0, Step(run=KEY_PROBE))
-    thread = ModelThread(ModelServer(script))
     for name in CREDENTIALS.values():
         monkeypatch.setenv(name, REAL_KEY)
-    yield thread
-    thread.stop()
+    with ModelThread(ModelServer(script)) as served:
+        yield served
 
 
 def start(world, model, cli: str, *, base_url: str | None = None,
