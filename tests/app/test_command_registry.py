@@ -31,7 +31,7 @@ def _recorded_commands() -> set[str]:
     """The command names hangar's own code records intents with: `Intent(command=…)`
     and the API's `_ask(call, job, "…")`."""
     found = set()
-    for path in APP.glob("*.py"):
+    for path in APP.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue
