@@ -1,6 +1,47 @@
-"""Auto-fix: the concern's face. Code outside this folder imports only from here."""
+"""Auto-fix turns: when CI fails on a hangar PR, hangar tries to fix it, within a bound.
 
-from app.autofix.steps import (
+Per PR one durable row says what was tried. A turn starts only when every check suite
+and status on the PR's current head has finished and one failed; it carries the failures'
+evidence. It never starts while another turn runs, never past `autofix.max_turns`, never
+when the failure repeats the previous turn's, never while a human pushed recently, and
+never while the PR is being merged. When hangar stops trying it says why.
+
+This file is the concern's face: code outside this folder imports auto-fix only from
+here. Inside, each file holds one kind of thing, and imports its siblings by their own
+paths (never this face), in this order: rules ← rows ← steps ← intake, commands.
+
+- rules.py: the pure decisions and texts built from data (why a turn may not start, the
+  same-failure signature, the turn prompts) and the concern's constants.
+- rows.py: the auto-fix row (`AutofixRow`, kept in app.models) and its persistence.
+- steps.py: the steps with I/O: the row's step, the turns it starts, the evidence read
+  from GitHub, the status notes.
+- intake.py: what auto-fix does when the engine records an event or ends a run step.
+- commands.py: `/hangar autofix on|off`, the "Fix with hangar" button, review turns.
+"""
+
+from app.autofix.commands import handle_command
+from app.autofix.intake import (
+    after_run_step,
+    on_ci,
+    on_pull_request,
+    on_review,
+    record_change_request,
+    record_ci,
+    record_closed,
+    record_push,
+)
+from app.autofix.rows import (
+    AutofixRow,
+    autofix_row_id,
+    ensure_row,
+    get_row,
+    give_up,
+    judged,
+    patch,
+    row_id,
+    save,
+)
+from app.autofix.rules import (
     EVIDENCE_CHARS,
     IGNORED_CHECKS,
     MAX_JUDGED,
@@ -10,46 +51,30 @@ from app.autofix.steps import (
     SIGNATURE_LINES,
     TRUNCATED,
     VERIFY_CHECK,
-    AutofixRow,
     Failure,
     Stop,
-    actions_log_tail,
-    advance_autofix,
-    after_run_step,
-    annotations,
-    autofix_row_id,
-    collect_failures,
-    ensure_row,
     failing_lines,
     failure_signature,
+    normalize_line,
+    prompt_for_failures,
+    prompt_for_review,
+    stop_reason,
+    why_not,
+)
+from app.autofix.steps import (
+    actions_log_tail,
+    advance_autofix,
+    annotations,
+    collect_failures,
     fix_now,
-    get_row,
-    give_up,
-    handle_command,
-    judged,
     known_head,
     last_turn,
     merging,
-    normalize_line,
-    on_ci,
-    on_pull_request,
-    on_review,
-    patch,
-    prompt_for_failures,
-    prompt_for_review,
-    record_change_request,
-    record_ci,
-    record_closed,
-    record_push,
     review_turn,
-    row_id,
-    save,
     show,
     start_followup_now,
     status_notes,
-    stop_reason,
     turn_running,
-    why_not,
 )
 
 __all__ = [
