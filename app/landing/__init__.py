@@ -5,91 +5,114 @@ A land request is a durable row per PR:
 queued → updating → waiting_ci → awaiting_approval → merging → landed, or conflict,
 ci_failed, rejected, cancelled, failed — each with a reason and an append-only history.
 GitHub decides what may merge; hangar only ever asks it, with the approved head pinned.
+
+The whole concern lives in this folder, one kind of thing a file:
+
+- rows.py      the land request row and its persistence: states, reviews, save/get/move
+- rules.py     the pure decisions: does an approval count, what the checks and the
+               branch's rules say, what GitHub's answer to a merge means; reason codes
+- intake.py    what an event recorded by the engine does to a row: note it, wake it
+- steps.py     the state machine's steps, with GitHub's I/O: update, wait for CI, await
+               approval, merge, give up; and what they show (check run `hangar / land`,
+               the notes in the status comment)
+- commands.py  `/hangar land` and `/hangar land cancel`
+
+This file is the concern's face: code outside the folder imports from here only (the
+import-graph test holds it to that). It re-exports every name the single module it grew
+from offered, so no import of `app.landing` had to change.
 """
 
-from app.landing.steps import (
+from app.landing.commands import (
+    cancel,
+    handle_command,
+)
+from app.landing.intake import (
+    job_for_pr,
+    record_ci,
+    record_pull_request,
+    record_review,
+)
+from app.landing.rows import (
     FINAL,
     IN_FLIGHT,
+    RESTARTABLE,
+    LandRequest,
+    LandState,
+    ReviewRecord,
+    RowChanged,
+    ensure_request,
+    get,
+    land_id,
+    move,
+    save,
+    set_reason,
+)
+from app.landing.rules import (
     LAND_CHECK,
     MAX_PR_COMMITS,
     MERGE_METHODS,
     PR_FILES,
-    RESTARTABLE,
-    SHOW_MERGING_AFTER_S,
     UPDATE_PATIENCE_S,
     VERIFY_CHECK,
-    BaseMoved,
     GateFact,
     LandReason,
-    LandRequest,
-    LandState,
     NotCounted,
-    ReviewRecord,
-    RowChanged,
-    advance_land,
-    allowed_methods,
     approval_refusal,
     approval_verdict,
     approvals_wanted,
     asked_update,
-    await_approval,
-    base_changed,
     bypassing_rulesets,
-    cancel,
     checks_verdict,
-    closing_commits,
     closing_references,
-    commit_makers,
     compare_makers,
-    conflicting_files,
-    ensure_request,
-    ensure_verified,
-    explain_reviews,
     file_list_gap,
     file_list_shortfall,
     gate_facts,
     gate_report,
-    get,
-    give_up,
-    handle_command,
-    head_moved,
-    job_for_pr,
     land_check_status,
-    land_id,
+    merge_answer,
+    one_line,
+    required_from_protection,
+    required_from_rules,
+    stopped_by_checks,
+    update_refused,
+    verification_outcome,
+    with_protection,
+)
+from app.landing.steps import (
+    SHOW_MERGING_AFTER_S,
+    BaseMoved,
+    advance_land,
+    allowed_methods,
+    await_approval,
+    base_changed,
+    closing_commits,
+    commit_makers,
+    conflicting_files,
+    ensure_verified,
+    explain_reviews,
+    give_up,
+    head_moved,
     land_step,
     landed,
     lane_taken,
     merge,
-    merge_answer,
     merge_shown_if_slow,
-    move,
-    one_line,
     pusher_unknown,
     pushers,
     read_commit_makers,
     read_gate,
     read_protection,
     read_rules,
-    record_ci,
-    record_pull_request,
-    record_review,
-    required_from_protection,
-    required_from_rules,
     review_verdicts,
-    save,
     sensitive_on_pr,
-    set_reason,
     show,
     show_check,
     status_notes,
-    stopped_by_checks,
     sync_reviews,
     update,
-    update_refused,
-    verification_outcome,
     wait_for_ci,
     who_made,
-    with_protection,
 )
 
 __all__ = [

@@ -1,0 +1,147 @@
+"""The land request: one durable row per PR, its states, the reviews it records, and how
+it is read and written (a step holding a stale copy stops; every move is in its history)."""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from app.models import Job, now
+from app.render import landing as words
+from app.render.reasons import Why
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+
+class LandState(StrEnum):
+    QUEUED = "queued"
+    UPDATING = "updating"
+    WAITING_CI = "waiting_ci"
+    AWAITING_APPROVAL = "awaiting_approval"
+    MERGING = "merging"
+    LANDED = "landed"
+    CONFLICT = "conflict"
+    CI_FAILED = "ci_failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+# The lane: one request per (repo, base) at a time brings its branch up to date, waits
+# for its checks and merges. Waiting for a person's approval does not hold the lane.
+IN_FLIGHT = (LandState.UPDATING, LandState.WAITING_CI, LandState.MERGING)
+FINAL = (LandState.LANDED, LandState.CANCELLED)
+# States a new approval, push or `/hangar land` may start again from.
+RESTARTABLE = (LandState.CONFLICT, LandState.CI_FAILED, LandState.REJECTED, LandState.FAILED)
+
+
+class ReviewRecord(BaseModel):
+    id: int
+    user: str
+    user_type: str = "User"
+    state: str  # lowercase, as webhooks send it
+    commit_id: str | None = None
+    dismissed: bool = False  # dismissed on GitHub (by a person, or a push under dismiss-stale)
+    before_base: str | None = None  # given while the PR went into this base, since changed
+    at: float = Field(default_factory=now)
+
+
+class LandRequest(BaseModel):
+    id: str
+    job_id: str
+    repo: str
+    installation_id: int
+    pr_number: int
+    base: str
+    branch: str
+    requested_by: str
+    state: LandState = LandState.QUEUED
+    reason: str | None = None  # worded by render from reason_code and its facts
+    reason_code: str | None = None  # a LandReason (None on rows older than the codes)
+    head_sha: str | None = None
+    wished: bool = False  # someone commented `/hangar land`
+    ack_sensitive_sha: str | None = None
+    reviews: list[ReviewRecord] = []
+    explained: list[int] = []  # reviews whose not counting was already said
+    merge_sha: str | None = None
+    ci_since: float | None = None
+    updated_from: str | None = None  # the head hangar asked GitHub to update
+    updated_at_ask: float = 0.0
+    history: list[dict[str, Any]] = []
+    due_at: float = 0.0  # the engine's next look; events set it to now
+    problems: list[str] = []  # what is wrong in .github/hangar.yml (defaults apply)
+    impostors: list[str] = []  # others' checks under hangar's names, set aside (said once)
+    shown: str | None = None  # what check run `hangar / land` last said, to skip no-op edits
+    check_ids: dict[str, int] = {}  # head sha → id of check run `hangar / land` on it
+    # Heads whose land check run is being created: after a crash it may exist already.
+    check_posting: list[str] = []
+    version: int = 0  # bumped by every save; a step holding an older copy stops
+    updated_at: float = Field(default_factory=now)
+
+    @property
+    def active(self) -> bool:
+        return self.state not in FINAL
+
+
+def land_id(repo: str, pr_number: int) -> str:
+    return f"land-{repo.replace('/', '-')}-{pr_number}"
+
+
+def ensure_request(engine: StepContext, job: Job, pr_number: int) -> LandRequest:
+    request_id = land_id(job.thread.repo, pr_number)
+    existing = engine.store.get("land", request_id, LandRequest)
+    if existing:
+        return existing
+    run = next(r for r in engine.runs_of(job.id) if r.pr_number == pr_number)
+    request = LandRequest(
+        id=request_id, job_id=job.id, repo=job.thread.repo,
+        installation_id=job.thread.installation_id, pr_number=pr_number,
+        base=run.base_branch, branch=run.branch, requested_by=job.requested_by,
+    )
+    save(engine, request)
+    return request
+
+
+class RowChanged(Exception):
+    """The row changed under a step (a review, a push, `/hangar land cancel`): the step
+    stops and the next one starts from the fresh row."""
+
+
+def save(engine: StepContext, request: LandRequest) -> LandRequest:
+    """Write the row, unless someone else wrote it since this copy was read.
+
+    Intake (events, commands) reads and writes without awaiting in between, so only a
+    step that awaited GitHub can hold a stale copy; it must not undo what arrived."""
+    stored = get(engine, request.id)
+    if stored is not None and stored.version != request.version:
+        raise RowChanged(request.id)
+    request.version += 1
+    request.updated_at = time.time()
+    engine.store.put("land", request.id, request, active=request.active)
+    return request
+
+
+def get(engine: StepContext, request_id: str) -> LandRequest | None:
+    return engine.store.get("land", request_id, LandRequest)
+
+
+def move(engine: StepContext, request: LandRequest, state: LandState, why: Why | None) -> None:
+    reason = words.reason(why)
+    if request.state == state and request.reason == reason:
+        return
+    request.history.append({"at": time.time(), "state": state.value, "reason": reason})
+    request.state = state
+    set_reason(request, why)
+    save(engine, request)
+    engine.note(request.job_id, f"land #{request.pr_number}: {state.value}"
+                + (f" ({reason})" if reason else ""))
+
+
+def set_reason(request: LandRequest, why: Why | None) -> None:
+    """Why the request stands where it stands: its code, and render's words for it."""
+    request.reason_code = None if why is None else str(why.code)
+    request.reason = words.reason(why)
