@@ -214,3 +214,66 @@ def test_the_list_of_known_wrong_imports_only_shrinks():
     graph = import_graph()
     gone = sorted((a, b) for a, b in KNOWN if b not in graph.get(a, ()))
     assert not gone, f"these imports are gone: take them off KNOWN: {gone}"
+
+
+# -- a concern in a folder is entered through its face -----------------------------------
+# A concern that is a package (app/landing/, …) keeps its files to itself: any module
+# outside it, the composition root too, imports the package (its __init__, the face),
+# never one of its files, so the files can be split or merged without a change elsewhere.
+# Inside the folder, files import each other by their full path, never the face.
+
+
+def concern_packages(root: Path = ROOT) -> set[str]:
+    """The packages under app/ with modules of their own that are concerns: those whose
+    layer lies between the handlers and the engine (render, say, is no concern)."""
+    names = [name for name, _ in LAYERS]
+    above, below = names.index("handlers"), names.index("engine")
+    found = set()
+    for folder in (root / "app").iterdir():
+        files = {p.name for p in folder.glob("*.py")} if folder.is_dir() else set()
+        if "__init__.py" in files and len(files) > 1:
+            package = f"app.{folder.name}"
+            if above < layer_of(package) < below:
+                found.add(package)
+    return found
+
+
+def side_doors(graph: dict[str, set[str]], packages: Iterable[str]) -> set[tuple[str, str]]:
+    """(importer, file) for each import of a concern package's file from outside it."""
+    def inside(module: str, package: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    return {(a, b) for a, targets in graph.items() for b in targets for package in packages
+            if inside(b, package) and b != package and not inside(a, package)}
+
+
+@pytest.mark.parametrize(("graph", "expected"), [
+    ({"app.api": {"app.landing"}}, set()),  # through the face
+    ({"app.api": {"app.landing.rows"}}, {("app.api", "app.landing.rows")}),
+    ({"app.wiring": {"app.landing.steps"}}, {("app.wiring", "app.landing.steps")}),
+    ({"app.landing": {"app.landing.rows"}}, set()),  # the face gathers its files
+    ({"app.landing.steps": {"app.landing.rows"}}, set()),  # files of one folder
+    ({"app.landing.steps": {"app.autofix.rows"}}, {("app.landing.steps", "app.autofix.rows")}),
+    ({"app.landings": {"app.landing.rows"}}, {("app.landings", "app.landing.rows")}),
+    ({"app.api": {"app.render.landing"}}, set()),  # not a concern package
+])
+def test_the_face_rule_catches_an_import_of_a_concerns_file(graph, expected):
+    assert side_doors(graph, {"app.landing", "app.autofix"}) == expected
+
+
+def test_concern_packages_are_found_not_listed(tmp_path):
+    for path in ("app/__init__.py", "app/landing/__init__.py", "app/landing/rows.py",
+                 "app/render/__init__.py", "app/render/landing.py", "app/runs.py",
+                 "app/autofix/__init__.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    # render is a package but no concern; a package with no files of its own has no doors
+    assert concern_packages(tmp_path) == {"app.landing"}
+    assert "app.landing" in concern_packages()
+
+
+def test_a_concern_package_is_imported_only_through_its_face():
+    wrong = sorted(side_doors(import_graph(), concern_packages()))
+    assert not wrong, "imports of a concern's file from outside its folder (import the " \
+                      "package, and re-export the name from its __init__):\n" + "\n".join(
+                          f"  {a} imports {b}" for a, b in wrong)
