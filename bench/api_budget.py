@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.service import ServiceThread
 from app.settings import Settings
+from bench.world import REPO, hangar_on_fakehub
 from fakehub.testing import running_fakehub
 from tests.conftest import hangar_permissions
-from tests.e2e.conftest import FIX_AGENT, REPO_FILES, VERIFY, free_port
+from tests.e2e.conftest import REPO_FILES
 
-REPO = "acme/widgets"
 FAST_POLL_S = 2.0
 ALLOWANCE = 5000
 
@@ -103,27 +103,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         with running_fakehub(tmp / "fakehub") as hub:
-            port = free_port()
-            app = hub.create_app(name="hangar", webhook_url=f"http://127.0.0.1:{port}/webhook",
-                                 permissions=hangar_permissions())
-            for login in ("acme", "mona", "rita"):
-                hub.create_user(login)
-            hub.create_repo("acme", "widgets", dict(REPO_FILES))
-            hub.grant(REPO, "mona", "write")
-            hub.grant(REPO, "rita", "write")
-            hub.install(app.id, "acme", [REPO])
+            app, settings = hangar_on_fakehub(hub, tmp, writers=("mona", "rita"),
+                                              permissions=hangar_permissions())
             hub.protect(REPO, checks=())
-            envs = tmp / "envs"
-            envs.mkdir()
-            (envs / "default.yaml").write_text(
-                "name: default\nprovider: local\nharness: script\n"
-                "agent_script: |\n" + "".join(f"  {line}\n" for line in FIX_AGENT.splitlines())
-                + f"verify: {{command: '{VERIFY}', retries: 0}}\n")
-            settings = Settings(
-                app_id=app.id, private_key_file=app.private_key_path,
-                webhook_secret=app.webhook_secret, data_dir=tmp / "hangar",
-                github_url=hub.api_url, port=port, envs_dir=envs, log_level="WARNING",
-                run_watch_interval_seconds=0.5)
             with ServiceThread(settings):  # the default slow poll: events drive the job
                 # 1. one job, comment → landed
                 hub.reset_api_calls()

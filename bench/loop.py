@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.service import ServiceThread
-from app.settings import Settings
+from bench.world import REPO, hangar_on_fakehub
 from fakehub.testing import running_fakehub
-from tests.e2e.conftest import FIX_AGENT, REPO_FILES, VERIFY, free_port
+from tests.e2e.conftest import FIX_AGENT, REPO_FILES, VERIFY
 
 STAGES = ("eyes", "running", "pr", "verified")
 
@@ -87,31 +87,13 @@ def main() -> None:
         tmp = Path(tmp_name)
         floors = [floor(tmp) for _ in range(3)]
         with running_fakehub(tmp / "fakehub") as hub:
-            port = free_port()
-            app = hub.create_app(name="hangar", webhook_url=f"http://127.0.0.1:{port}/webhook")
-            for login in ("acme", "mona"):
-                hub.create_user(login)
-            repo = "acme/widgets"
-            hub.create_repo("acme", "widgets", dict(REPO_FILES))
-            hub.grant(repo, "mona", "write")
-            hub.install(app.id, "acme", [repo])
-            envs = tmp / "envs"
-            envs.mkdir()
-            (envs / "default.yaml").write_text(
-                "name: default\nprovider: local\nharness: script\n"
-                "agent_script: |\n" + "".join(f"  {line}\n" for line in FIX_AGENT.splitlines())
-                + f"verify: {{command: '{VERIFY}', retries: 0}}\n")
-            settings = Settings(
-                app_id=app.id, private_key_file=app.private_key_path,
-                webhook_secret=app.webhook_secret, data_dir=tmp / "hangar",
-                github_url=hub.api_url, port=port, envs_dir=envs, log_level="WARNING",
-                run_watch_interval_seconds=0.5)
+            app, settings = hangar_on_fakehub(hub, tmp)
             with ServiceThread(settings):
                 results = []
                 calls_per_job = []
                 for n in range(args.jobs):
                     hub.reset_api_calls()
-                    results.append(one_job(hub, repo, n))
+                    results.append(one_job(hub, REPO, n))
                     time.sleep(1.5)  # let the last status edits land before counting
                     calls_per_job.append(hub.api_calls(app.id))
     floor_s = statistics.median(floors)
