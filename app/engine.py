@@ -103,6 +103,7 @@ class StepContext(Protocol):
     def runs_of(self, job_id: str) -> list[Run]: ...
     def active_runs(self) -> list[Run]: ...
     def pr_status(self, repo: str, pr_numbers: list[int]) -> PrStatus: ...
+    async def runs_ended(self, job: Job) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ class PrStatus:
 
 # What a concern says about a PR: (engine, repository, PR number) -> its notes.
 StatusNotes = Callable[["Engine", str, int], PrNotes]
+# What a concern does once every run of a job has finished, before the job ends.
+RunsEnded = Callable[["Engine", Job], Awaitable[None]]
 
 
 Step = Callable[["Engine", str], Awaitable[None]]
@@ -217,6 +220,7 @@ class Engine:
         self._after_step: dict[str, list[Callable[[Engine, str], None]]] = {}
         self._listeners: dict[str, list[Callable[..., None]]] = {}
         self._status_notes: list[StatusNotes] = []
+        self._runs_ended: list[RunsEnded] = []
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir)
         self._stopping = False
@@ -267,6 +271,15 @@ class Engine:
             if any(one.landed for one in said):
                 landed.append(number)
         return PrStatus(notes, landed)
+
+    def when_runs_end(self, hook: RunsEnded) -> None:
+        """Await hook(engine, job) when every run of an active job has finished, before
+        the job ends (fan-out ranks the attempts of `/hangar try N` there)."""
+        self._runs_ended.append(hook)
+
+    async def runs_ended(self, job: Job) -> None:
+        for hook in self._runs_ended:
+            await hook(self, job)
 
     def _tell(self, event: str, *args: Any, **kwargs: Any) -> None:
         """Every listener hears the event, whatever another's failure; the first failure

@@ -1,4 +1,7 @@
-"""Acting on `/hangar` commands: who may, the 👀 reaction, and what each command starts.
+"""Acting on `/hangar` commands: what every command shares. Who may use a command is
+checked once, from its declaration (app.commands); then the 👀 reaction, the command's
+action (each concern owns its own: app/wiring.py composes them), one reply per comment,
+and the rows a command starts (a job and its runs, a turn on a PR, a verification).
 
 An intent is processed once. Each action it takes is safe to repeat after a crash: the
 job id comes from the intent id, replies carry a marker, reactions are idempotent.
@@ -87,7 +90,7 @@ async def reply(ops: RepoOps, intent: Intent, said: Why | str, *,
     await ops.upsert_comment(intent.thread.number, marker, f"{marker}\n{text}")
 
 
-# -- commands ----------------------------------------------------------------------
+# -- what every command shares ------------------------------------------------------
 
 
 async def usage(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
@@ -101,6 +104,11 @@ async def show_help(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     return "help reply"
 
 
+# The commands this concern answers itself; every other concern registers its own
+# (app/wiring.py composes them).
+ACTIONS = {"usage": usage, "help": show_help}
+
+
 async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Job | None:
     """The job that owns the PR this intent was written on; else a reply saying why not."""
     job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
@@ -110,30 +118,6 @@ async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Jo
                     else Why(Answer.FORK_PR, pr=pr, default_branch=intent.default_branch))
     return job
 
-
-
-async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    if intent.thread.is_pr:
-        job = await hangar_pr_job(engine, ops, intent)
-        if job is None:
-            return "not a hangar PR"
-        outcome = await start_followup(engine, job, intent.thread.number,
-                                       intent.args["prompt"], kind="followup",
-                                       requested_by=intent.author)
-        if outcome == BUSY:
-            # Said once, and kept: the turn starts when the running one ends.
-            if not intent.waiting:
-                await reply(ops, intent, Why(Answer.TURN_WAITS), key=f"waiting-{intent.id}")
-            return DEFERRED
-        return outcome
-    return start_job(engine, intent, intent.args["prompt"], attempts=1)
-
-
-async def try_attempts(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    if intent.thread.is_pr:
-        await reply(ops, intent, Why(Answer.TRY_ON_PR))
-        return "try on a PR"
-    return start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
 
 
 def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int) -> str:
@@ -189,30 +173,6 @@ async def start_followup(
     return f"{kind} {run.id}"
 
 
-async def cancel(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
-                                                      intent.thread.number)
-    if job is None:
-        await reply(ops, intent, Why(Answer.NOTHING_TO_CANCEL))
-        return "nothing to cancel"
-    stopped = 0
-    for run in engine.runs_of(job.id):
-        if not run.finished and run.state in (RunState.QUEUED, RunState.RUNNING):
-            engine.patch_run(run.id, cancel_requested=True, retry_at=0.0)  # stop it now
-            stopped += 1
-    engine.note(job.id, f"@{intent.author} cancelled {stopped} running turn(s)")
-    if not stopped:
-        await reply(ops, intent, Why(Answer.ALREADY_STOPPED))
-    return f"cancel requested for {stopped} run(s)"
-
-
-async def verify_again(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    job = await hangar_pr_job(engine, ops, intent)
-    if job is None:
-        return "not a hangar PR"
-    return request_verification(engine, job, intent.thread.number)
-
-
 def request_verification(engine: StepContext, job: Job, pr_number: int,
                          base: str | None = None) -> str:
     """A verification of the PR's head (`base`: the branch whose environment verifies it,
@@ -231,73 +191,6 @@ def request_verification(engine: StepContext, job: Job, pr_number: int,
         engine.patch_job(job.id, state=JobState.ACTIVE)
     return "verification requested"
 
-
-async def retry_push(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    """Push again the commits of runs whose push GitHub did not take."""
-    from app import publishing
-
-    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
-    held = [r for r in engine.runs_of(job.id) if r.stage == RunStage.HELD] if job else []
-    if not held:
-        await reply(ops, intent, Why(Answer.NOTHING_HELD))
-        return "nothing held"
-    for run in held:
-        publishing.request_retry(engine, run)
-        engine.note(run.job_id, f"@{intent.author} asked to push {run.id} again")
-    return f"retrying the push of {len(held)} run(s)"
-
-
-async def status(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
-    if job is None:
-        await reply(ops, intent, Why(Answer.NO_WORK_YET))
-        return "no job"
-    from app import runs
-
-    await runs.refresh_status(engine, job.id, force=True)
-    return "status refreshed"
-
-
-async def pick(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    """Keep one attempt of `/hangar try N`: close the other attempts' pull requests."""
-    job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
-                                                      intent.thread.number)
-    n = intent.args["n"]
-    if job is None or job.attempts < 2:
-        await reply(ops, intent, Why(Answer.NOTHING_TO_PICK))
-        return "nothing to pick from"
-    latest = {r.attempt: r for r in render.latest_turns(engine.runs_of(job.id))}
-    chosen = latest.get(n)
-    if chosen is None or chosen.pr_number is None:
-        have = [a for a, r in sorted(latest.items()) if r.pr_number]
-        await reply(ops, intent, Why(Answer.NO_SUCH_ATTEMPT, n=n, have=have))
-        return "no such attempt"
-    for attempt, run in latest.items():
-        if attempt != n and run.pr_number:
-            marker = render.reply_marker(f"picked-{job.id}")
-            closed = Why(Answer.PICKED_ANOTHER, login=intent.author, n=n, pr=chosen.pr_number)
-            await ops.upsert_comment(run.pr_number, marker,
-                                     f"{marker}\n{replies.answer(closed)}")
-            await ops.update_pr(run.pr_number, state="closed")
-    engine.patch_job(job.id, winner=n)
-    from app import runs
-
-    await runs.refresh_status(engine, job.id)
-    return f"picked attempt {n}"
-
-
-# This concern's commands; landing and auto-fix register theirs (app/wiring.py).
-ACTIONS = {
-    "usage": usage,
-    "help": show_help,
-    "run": run_agent,
-    "try": try_attempts,
-    "cancel": cancel,
-    "verify": verify_again,
-    "status": status,
-    "retry": retry_push,
-    "pick": pick,
-}
 
 BUSY = "a turn is already running on this PR"
 DEFERRED = "deferred"

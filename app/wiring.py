@@ -19,6 +19,7 @@ from app import (
     autofix,
     envbuild_steps,
     envbuilds,
+    fanout,
     fleet,
     intents,
     landing,
@@ -103,6 +104,8 @@ def command_actions() -> dict[str, CommandAction]:
     """Every command's action, by the concern that owns it."""
     return {
         **intents.ACTIONS,
+        **runs.ACTIONS,
+        **fanout.ACTIONS,
         "land": landing.handle_command,
         "land_cancel": landing.handle_command,
         "autofix": autofix.handle_command,
@@ -146,6 +149,8 @@ def register_concerns(engine: Engine) -> None:
     engine.after_step("run", autofix.after_run_step)
     # A finished run may be its job's last: the job looks at its runs.
     engine.after_step("run", runs.wake_job)
+    # Once every attempt of `/hangar try N` has finished, fan-out ranks them.
+    engine.when_runs_end(fanout.rank_attempts)
     engine.listen("review", landing.record_review)
     engine.listen("review", autofix.on_review)
     engine.listen("pull_request", landing.record_pull_request)

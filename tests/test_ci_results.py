@@ -7,8 +7,8 @@ import pytest
 
 from app import ci
 from app.ci import Outcome
+from app.fanout import ci_verdict
 from app.landing import checks_verdict
-from app.ranking import ci_verdict
 from tests.github_reference import openapi
 
 OWN, OTHER = 7, 8

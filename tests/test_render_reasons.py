@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import re
 from enum import StrEnum
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,7 @@ from app.render import landing as land_words
 from app.render import replies
 from app.render import verify as verify_words
 from app.render.reasons import Why, word
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.sources import ROOT, app_files
 
 # (a concern's codes, render's table for them)
 TABLES: list[tuple[type[StrEnum], dict]] = [
@@ -115,7 +113,9 @@ def test_a_code_without_a_sentence_is_an_error_not_silence():
 SPEAKING = {"reply": 2, "upsert_comment": 2, "move": 3, "set_reason": 1}
 SHOWN_FIELDS = ("stopped", "label", "reason", "fix", "title", "summary", "description",
                 "warnings", "github_says")
-CONCERNS = ("landing", "intents", "autofix", "runs", "publishing", "rebuild", "envbuild_steps")
+CONCERNS = ("landing", "intents", "autofix", "runs", "fanout", "rebuild", "envbuild_steps")
+CONCERN_FILES = [path.relative_to(ROOT).as_posix() for name in CONCERNS
+                 for path in app_files(name)]
 WORDS = re.compile(r"[A-Za-z]+ [A-Za-z]+")  # a marker and a newline are no sentence
 
 
@@ -163,23 +163,11 @@ async def cancel(engine, ops, intent, request):
         "reply", "move", "upsert_comment", "a shown field", "a shown field"]
 
 
-def concern_files(names: tuple[str, ...]) -> list[Path]:
-    """Each concern's source: its module app/<name>.py, or every module in its folder."""
-    files = []
-    for name in names:
-        module = ROOT / "app" / f"{name}.py"
-        found = [module] if module.exists() else sorted((ROOT / "app" / name).rglob("*.py"))
-        assert found, f"concern {name} has neither app/{name}.py nor a folder app/{name}/"
-        files.extend(found)
-    return files
+def test_the_guard_reads_every_file_of_a_concern_folder():
+    assert {"app/landing/steps.py", "app/runs/verify.py", "app/fanout/commands.py"} <= set(
+        CONCERN_FILES)
 
 
-def test_a_concern_in_a_folder_is_read_file_by_file():
-    assert {p.relative_to(ROOT).as_posix() for p in concern_files(("landing",))} >= {
-        "app/landing/__init__.py", "app/landing/steps.py"}
-
-
-@pytest.mark.parametrize("path", concern_files(CONCERNS),
-                         ids=lambda path: path.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", CONCERN_FILES)
 def test_concerns_hand_no_sentence_of_their_own_to_github(path):
-    assert sentences_handed_over(path.read_text()) == []
+    assert sentences_handed_over((ROOT / path).read_text()) == []

@@ -72,7 +72,7 @@ async def test_starting_from_a_build_runs_its_steps_in_one_exec_and_names_the_on
         tmp_path):
     import shutil
 
-    from app.run_parts import must_each
+    from app.runs import must_each
     from sandbox.envspec import EnvSpec
     from sandbox.providers.local import LocalProvider
 

@@ -32,10 +32,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("concern: rebuild", ("app.rebuild",)),
     ("concern: auto-fix", ("app.autofix",)),
     ("concern: landing", ("app.landing",)),
-    ("concern: commands", ("app.intents",)),
+    ("concern: fan-out", ("app.fanout",)),
     ("concern: jobs and runs", ("app.runs",)),
-    ("jobs and runs: the push", ("app.publishing",)),
-    ("jobs and runs: their sandbox and checks", ("app.run_parts",)),
+    # what every command shares, below the concerns whose commands use it
+    ("commands", ("app.intents",)),
     ("concern: environment builds", ("app.envbuild_steps", "app.envbuilds",
                                      "app.environments")),
     ("concern: redelivery", ("app.redelivery",)),
@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # which changed files are sensitive: a pure rule on the proxy's path matcher
     ("path rules", ("app.sensitive",)),
     ("clients", ("app.github", "app.ghops", "sandbox", "proxy")),
-    ("rules", ("app.ranking", "app.ci")),
+    ("rules", ("app.ci",)),
     ("render", ("app.render",)),
     ("foundation", ("app.models", "app.settings", "app.store", "app.payloads", "app.metrics",
                     "app.logs", "app.changes", "app.datadir", "app.redact", "app.commands",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.publishing import push_refusal
+from app.runs import push_refusal
 
 PUSH_PROTECTION = """\
 remote: error: GH013: Repository rule violations found for refs/heads/hangar/1-ab12.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.fanout import ci_verdict, rank
 from app.models import Run, RunStage, Verification
-from app.ranking import ci_verdict, rank
 
 
 def attempt(n: int, *, passed=True, flaky=False, lines=10, pr=True, finished=100.0) -> Run:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app import runs
+from app import render, runs
 from app.engine import Engine
 from app.metrics import Metrics
 from app.models import Job, JobState, Run, RunStage, RunState, Thread
@@ -83,7 +83,7 @@ async def test_stages_in_quick_succession_make_one_edit_with_the_last(engine):
     await runs.advance_job(engine, job.id)
     await runs.advance_job(engine, job.id)
     assert len(engine.ops.writes) == 2
-    last = runs.render.status_comment(engine.get_job(job.id), engine.runs_of(job.id))
+    last = render.status_comment(engine.get_job(job.id), engine.runs_of(job.id))
     assert engine.ops.writes[-1] == (7, last)
     assert engine.get_job(job.id).status_due_at == 0
 

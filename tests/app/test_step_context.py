@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-from pathlib import Path
 
 import pytest
 
 from app.engine import Engine, StepContext
 from app.metrics import Metrics
 from app.store import Store
+from tests.sources import app_files
 
 
 def _members(protocol: type) -> tuple[set[str], dict[str, object]]:
@@ -42,10 +42,9 @@ def test_the_engine_offers_every_method_of_the_step_context_with_its_shape():
         assert offered_parameters[:len(declared_parameters)] == declared_parameters, name
 
 
-APP = Path(__file__).resolve().parents[2] / "app"
 # The modules whose functions are steps, or helpers steps call with their context.
-STEP_MODULES = ("intents", "runs", "landing", "autofix", "publishing", "run_parts", "rebuild",
-                "redelivery", "envbuild_steps", "envbuilds", "environments", "egress")
+STEP_MODULES = ("intents", "runs", "landing", "autofix", "fanout", "rebuild", "redelivery",
+                "envbuild_steps", "envbuilds", "environments", "egress")
 
 
 def used_of_the_context(source: str) -> set[str]:
@@ -60,18 +59,10 @@ def test_the_reader_sees_reads_and_calls():
         == {"wake", "store"}
 
 
-def sources_of(module: str) -> list[Path]:
-    """app/<module>.py, or every file of the folder app/<module>/ when it is a package."""
-    path = APP / f"{module}.py"
-    found = [path] if path.exists() else sorted((APP / module).rglob("*.py"))
-    assert found, f"no app/{module}.py nor folder app/{module}/"
-    return found
-
-
 @pytest.mark.parametrize("module", STEP_MODULES)
 def test_a_step_uses_only_what_its_context_offers(module):
     attributes, methods = _members(StepContext)
-    used = set().union(*(used_of_the_context(p.read_text()) for p in sources_of(module)))
+    used = set().union(*(used_of_the_context(path.read_text()) for path in app_files(module)))
     assert sorted(used - attributes - set(methods)) == [], (
         f"app/{module} uses these of the engine that StepContext does not name: add "
         "them to StepContext (app/engine.py) if a step may use them")

@@ -21,7 +21,7 @@ from app import render
 from app.models import HeldWork, Run, RunStage, RunWarning, changed
 from app.redact import redact, tail
 from app.render.reasons import Why
-from app.run_parts import AGENT_CHECK, HARDENED_GIT, REPO, prepare_sandbox, upsert_check
+from app.runs.sandbox import AGENT_CHECK, HARDENED_GIT, REPO, prepare_sandbox, upsert_check
 
 if TYPE_CHECKING:
     from app.engine import StepContext

@@ -1,6 +1,6 @@
-"""What a run's steps share, below both the run's life (app.runs) and its push
-(app.publishing): its sandbox made with the repository checked out, the commands that must
-succeed in it, and its check runs on GitHub."""
+"""What a run's steps share, below both its turn (app.runs.agent, app.runs.verify) and its
+push (app.runs.publishing): its sandbox made with the repository checked out, the commands
+that must succeed in it, and its check runs on GitHub."""
 
 from __future__ import annotations
 

@@ -1,0 +1,296 @@
+"""The agent's turn: its sandbox started with the prompt, the model route and the
+previous turn's session; watched until it stops; what it said and did recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from app import render
+from app.egress import egress_env, egress_facts
+from app.environments import environment_for
+from app.ghops import RepoOps
+from app.models import Job, Run, RunStage, RunState, RunWarning
+from app.redact import redact, tail
+from app.render.reasons import Why
+from app.runs.queue import model_paused_until, slot_free, wake_queued
+from app.runs.sandbox import REPO, must, prepare_sandbox
+from sandbox.provider import SandboxError
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+log = logging.getLogger(__name__)
+
+AGENT_LOG = "/workspace/.hangar/agent.log"
+# observe, stop and reading the log: past this a sandbox's call fails its run, not hangar.
+PROVIDER_CALL_TIMEOUT_S = 60
+
+AGENT_PREAMBLE = (
+    "You are working in a git checkout of {repo} on branch {branch}. Make the change "
+    "asked for below and commit it to the current branch with clear commit messages. "
+    "Do not push and do not open a pull request: hangar pushes your branch and opens the "
+    "pull request itself, then verifies it in a clean sandbox with `{verify}`."
+)
+
+async def start_agent(engine: StepContext, run: Run) -> None:
+    if run.cancel_requested:
+        engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
+                         outcome="cancelled", finished_at=time.time())
+        wake_queued(engine)  # a place in the queue came free
+        return
+    if run.kind == "verify":
+        return
+    job = engine.get_job(run.job_id)
+    ops = await engine.repo_ops(job.thread)
+    if not run.env:
+        # The environment says which model credential, and so which queue, a run is in.
+        # Its config is read at the base's commit, so later steps find it read already.
+        spec, problems = await environment_for(engine, ops, job.base_branch,
+                                               await ops.branch_sha(job.base_branch))
+        engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
+        return
+    reset_at = model_paused_until(engine, run)
+    if reset_at is not None:
+        # The credential is near its limit: wait for the reset instead of failing there.
+        engine.patch_run(run.id, retry_at=reset_at)
+        return
+    if not slot_free(engine, run):
+        # A slot, or a place nearer the front, coming free wakes the run (wake_queued);
+        # the slow poll takes it again in case that word is lost.
+        engine.patch_run(run.id, retry_at=time.time() + engine.settings.poll_interval_seconds)
+        return
+    # Take the slot before the next await, so no other step counts it free.
+    run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time())
+    wake_queued(engine)  # the runs behind it move up
+    from sandbox.envspec import EnvSpec
+
+    spec = EnvSpec.model_validate(run.env)
+    if run.base_sha is None:
+        base_sha = await ops.branch_sha(job.base_branch)
+        if base_sha is None:
+            raise RuntimeError(f"the base branch {job.base_branch} does not exist on GitHub")
+        run = engine.patch_run(run.id, base_sha=base_sha)
+    provider = engine.provider(spec.provider)
+    sb = await prepare_sandbox(engine, run, job, spec, role="agent", checkout=checkout_for(run))
+    from sandbox.harness import harness_for
+
+    harness = harness_for(spec)
+    review = await review_context(ops, run) if run.kind == "followup" else ""
+    if run.turn > 1:
+        await restore_session(engine, run, sb, harness)
+    # The agent gets a gateway URL and a token for this sandbox, never the model key.
+    route = model_route(engine, run, sb, spec)
+    argv, env = harness.command(build_prompt(job, run, spec, review), turn=run.turn,
+                                session_id=previous_session(engine, run), model=route)
+    env.update(egress_env(engine, run.id, sb, spec))  # everything else: the egress proxy
+    files = harness.files(route)
+    if files:
+        await provider.copy_in(sb, files, mode=0o755 if spec.harness == "script" else 0o600)
+    process_id = await provider.start(sb, argv, env=env, cwd=REPO, log_path=AGENT_LOG)
+    engine.patch_run(run.id, process_id=process_id, watch={})
+    engine.note(run.job_id, f"{run.id} agent running in {sb.id}")
+
+
+def previous_turn(engine: StepContext, run: Run) -> Run | None:
+    earlier = [r for r in engine.runs_of(run.job_id)
+               if r.attempt == run.attempt and r.turn < run.turn and r.kind != "verify"]
+    return max(earlier, key=lambda r: r.turn) if earlier else None
+
+
+def previous_session(engine: StepContext, run: Run) -> str | None:
+    """The agent session of this attempt's previous turn, for harnesses that resume."""
+    before = previous_turn(engine, run)
+    return before.agent.get("session_id") if before else None
+
+
+def model_route(engine: StepContext, run: Run, sb: Any, spec: Any) -> Any:
+    from proxy.gateway import model_base_url
+    from sandbox.harness import ModelRoute
+
+    if spec.harness == "script" or engine.models is None:
+        return None
+    token = engine.models.issue(sb.id, credential=spec.model_credential_env, run_id=run.id)
+    return ModelRoute(model_base_url(engine.settings.proxy_base_url, sb.id), token)
+
+
+
+def session_archive(engine: StepContext, run: Run) -> Any:
+    return engine.settings.data_dir / "sessions" / f"{run.id}.tgz"
+
+
+SESSION_ARCHIVE = "/workspace/.hangar/session.tgz"
+SESSION_MAX_BYTES = 256 * 2**20
+
+
+async def save_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> str | None:
+    """Keep the CLI's session store from this turn's sandbox; a warning if it cannot."""
+    if not harness.session_dir:
+        return None
+    provider = engine.provider(sb.provider)
+    parent, _, name = harness.session_dir.rpartition("/")
+    packed = await provider.run(sb, ["tar", "-czf", SESSION_ARCHIVE, "-C", parent, name],
+                                timeout=300)
+    if packed.exit_code != 0:
+        return render.run_warning(Why(RunWarning.SESSION_NOT_SAVED,
+                                      said=redact(tail(packed.output, 300))))
+    data = await provider.copy_out(sb, SESSION_ARCHIVE, max_bytes=SESSION_MAX_BYTES)
+    path = session_archive(engine, run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return None
+
+
+async def restore_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> None:
+    """The previous turn's session store in this sandbox, so the agent can resume it.
+
+    Without it the CLI's resume fails, and that turn is reported as failed."""
+    before = previous_turn(engine, run)
+    path = session_archive(engine, before) if before and harness.session_dir else None
+    if path is None or not path.exists():
+        return
+    provider = engine.provider(sb.provider)
+    await provider.copy_in(sb, {SESSION_ARCHIVE: path.read_bytes()}, mode=0o600)
+    parent = harness.session_dir.rpartition("/")[0]
+    await must(provider, sb, ["tar", "-xzf", SESSION_ARCHIVE, "-C", parent],
+               "restoring the agent's session")
+
+
+def checkout_for(run: Run) -> list[str]:
+    if run.turn == 1:
+        return ["git", "checkout", "-q", "-b", run.branch, run.base_sha]
+    return ["git", "checkout", "-q", "-B", run.branch, f"origin/{run.branch}"]
+
+
+def build_prompt(job: Job, run: Run, spec: Any, review: str = "") -> str:
+    verify_cmd = spec.verify.command if spec.verify else "the repository's tests"
+    parts = [
+        AGENT_PREAMBLE.format(repo=job.thread.repo, branch=run.branch, verify=verify_cmd),
+        "",
+        f"Issue #{job.thread.number}: {job.title}",
+        job.body.strip(),
+        "",
+    ]
+    if review:
+        parts += ["Review comments on the pull request so far:", review, ""]
+    parts += ["Request:" if run.turn == 1 else f"Request for turn {run.turn} (on the open PR):",
+              run.prompt]
+    return "\n".join(parts)
+
+
+async def review_context(ops: RepoOps, run: Run, limit: int = 6000) -> str:
+    """The PR's reviews and line comments, oldest first, for a follow-up turn's prompt."""
+    lines = []
+    async for review in ops.gh.getiter(f"{ops.base}/pulls/{run.pr_number}/reviews"):
+        if (review.get("body") or "").strip():
+            lines.append(f"- @{review['user']['login']} ({review['state'].lower()}): "
+                         f"{review['body'].strip()}")
+    async for comment in ops.gh.getiter(f"{ops.base}/pulls/{run.pr_number}/comments"):
+        where = f"{comment.get('path')}:{comment.get('line') or comment.get('original_line')}"
+        lines.append(f"- @{comment['user']['login']} on {where}: {comment['body'].strip()}")
+    return redact("\n".join(lines))[:limit]
+
+
+# -- watching ----------------------------------------------------------------------
+
+
+async def watch_agent(engine: StepContext, run: Run) -> None:
+    from sandbox.provider import Sandbox
+    from sandbox.watch import RunWatch
+
+    if run.process_id is None or run.sandbox is None:
+        # A crash between taking the slot and starting the agent: start again.
+        engine.patch_run(run.id, state=RunState.QUEUED)
+        return
+    provider = engine.provider(run.sandbox["provider"])
+    sb = Sandbox.model_validate(run.sandbox)
+    watch = RunWatch.model_validate(run.watch) if run.watch else RunWatch(
+        started_at=run.started_at or time.time(), max_minutes=run.env.get("max_minutes"))
+    now = time.time()
+    status = None
+    if run.cancel_requested:
+        state = watch.cancel(now)
+    else:
+        try:
+            status = await asyncio.wait_for(provider.observe(sb, run.process_id),
+                                            PROVIDER_CALL_TIMEOUT_S)
+            state = watch.observe(status, now)
+        except (TimeoutError, SandboxError, OSError) as exc:
+            # A sandbox that hangs or breaks its provider's calls loses its own run only.
+            state = watch.fail(now, f"hangar could not observe the agent: {exc or 'timed out'}")
+    engine.patch_run(run.id, watch=watch.model_dump(mode="json"))
+    if state is None:
+        engine.patch_run(run.id, retry_at=now + engine.settings.run_watch_interval_seconds)
+        return
+    if watch.needs_stop:
+        try:
+            await asyncio.wait_for(provider.stop(sb, run.process_id), PROVIDER_CALL_TIMEOUT_S)
+        except (TimeoutError, SandboxError, OSError) as exc:
+            run = engine.patch_run(run.id, warnings=[
+                *run.warnings, render.run_warning(Why(RunWarning.STOP_FAILED, error=exc))])
+    if watch.state.value == RunState.LOST.value and watch.reason:
+        engine.note(run.job_id, f"{run.id} lost: {watch.reason}")
+    exit_code = status.exit_code if status is not None and status.state == "exited" else None
+    await agent_stopped(engine, run, sb, RunState(state.value), exit_code)
+
+
+async def agent_stopped(
+    engine: StepContext, run: Run, sb: Any, state: RunState, exit_code: int | None
+) -> None:
+    from sandbox.envspec import EnvSpec
+    from sandbox.harness import harness_for
+
+    provider = engine.provider(sb.provider)
+    try:
+        log_text = (await asyncio.wait_for(provider.copy_out(sb, AGENT_LOG),
+                                           PROVIDER_CALL_TIMEOUT_S)).decode("utf-8", "replace")
+    except (TimeoutError, SandboxError, OSError) as exc:
+        # Absent, or not a regular file (a FIFO, a link out): the agent's claim is empty.
+        log.warning("agent log unreadable", extra={"run": run.id, "reason": str(exc)})
+        log_text = ""
+    harness = harness_for(EnvSpec.model_validate(run.env))
+    agent = harness.parse(log_text).model_dump()
+    if agent.get("summary"):
+        agent["summary"] = redact(agent["summary"])
+    agent.update(model_facts(engine, run, agent))
+    agent.update(egress_facts(engine, run))
+    warnings = list(run.warnings)
+    try:
+        problem = await save_session(engine, run, sb, harness)
+    except Exception as exc:
+        problem = render.run_warning(Why(RunWarning.SESSION_NOT_SAVED, said=exc))
+    if problem:
+        warnings.append(problem)
+    engine.patch_run(
+        run.id, state=state, exit_code=exit_code if exit_code is not None else -1,
+        finished_at=time.time(), agent=agent, stage=RunStage.PUBLISHING, warnings=warnings,
+    )
+    wake_queued(engine)  # its slot is free
+    engine.note(run.job_id, f"{run.id} agent {state.value}"
+                + (f" with code {exit_code}" if exit_code is not None else ""))
+
+
+def model_facts(engine: StepContext, run: Run, agent: dict) -> dict:
+    """What the gateway saw of this run's model traffic, and when a rate limit resets."""
+    usage = engine.models.usage(run.id) if engine.models is not None else None
+    if usage is None:
+        return {}
+    facts: dict[str, Any] = {"model": {
+        "requests": usage.requests, "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
+        "last_status": usage.last_status, "last_error": usage.last_error}}
+    reset_at = usage.reset_at
+    if reset_at is None:
+        limit = engine.models.limit(usage.credential)
+        reset_at = limit.reset_at if limit else None
+    facts["model"]["reset_at"] = reset_at
+    if agent.get("failure") is None and usage.last_status in (401, 403, 429, 502):
+        # The CLI gave up without saying why; the gateway knows.
+        from sandbox.harness import classify_failure
+
+        facts["failure"] = classify_failure(usage.last_status, usage.last_error or "")
+        facts["http_status"] = usage.last_status
+        facts["error_message"] = usage.last_error
+    return facts

@@ -1,0 +1,100 @@
+"""The jobs-and-runs concern's `/hangar` commands: run (a job, or a turn on its PR),
+cancel, verify, retry and status. Who may use them, and where, is checked once for every
+command (app.intents.process_intent, from each command's declaration in app.commands)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.ghops import RepoOps
+from app.intents import (
+    BUSY,
+    DEFERRED,
+    Answer,
+    hangar_pr_job,
+    job_for_thread,
+    job_named,
+    reply,
+    request_verification,
+    start_followup,
+    start_job,
+)
+from app.models import Intent, RunStage, RunState
+from app.render.reasons import Why
+from app.runs.jobs import refresh_status
+from app.runs.publishing import request_retry
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+
+async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    if intent.thread.is_pr:
+        job = await hangar_pr_job(engine, ops, intent)
+        if job is None:
+            return "not a hangar PR"
+        outcome = await start_followup(engine, job, intent.thread.number,
+                                       intent.args["prompt"], kind="followup",
+                                       requested_by=intent.author)
+        if outcome == BUSY:
+            # Said once, and kept: the turn starts when the running one ends.
+            if not intent.waiting:
+                await reply(ops, intent, Why(Answer.TURN_WAITS), key=f"waiting-{intent.id}")
+            return DEFERRED
+        return outcome
+    return start_job(engine, intent, intent.args["prompt"], attempts=1)
+
+
+async def cancel(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
+                                                      intent.thread.number)
+    if job is None:
+        await reply(ops, intent, Why(Answer.NOTHING_TO_CANCEL))
+        return "nothing to cancel"
+    stopped = 0
+    for run in engine.runs_of(job.id):
+        if not run.finished and run.state in (RunState.QUEUED, RunState.RUNNING):
+            engine.patch_run(run.id, cancel_requested=True, retry_at=0.0)  # stop it now
+            stopped += 1
+    engine.note(job.id, f"@{intent.author} cancelled {stopped} running turn(s)")
+    if not stopped:
+        await reply(ops, intent, Why(Answer.ALREADY_STOPPED))
+    return f"cancel requested for {stopped} run(s)"
+
+
+async def verify_again(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    job = await hangar_pr_job(engine, ops, intent)
+    if job is None:
+        return "not a hangar PR"
+    return request_verification(engine, job, intent.thread.number)
+
+
+async def retry_push(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    """Push again the commits of runs whose push GitHub did not take."""
+    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    held = [r for r in engine.runs_of(job.id) if r.stage == RunStage.HELD] if job else []
+    if not held:
+        await reply(ops, intent, Why(Answer.NOTHING_HELD))
+        return "nothing held"
+    for run in held:
+        request_retry(engine, run)
+        engine.note(run.job_id, f"@{intent.author} asked to push {run.id} again")
+    return f"retrying the push of {len(held)} run(s)"
+
+
+async def status(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    if job is None:
+        await reply(ops, intent, Why(Answer.NO_WORK_YET))
+        return "no job"
+    await refresh_status(engine, job.id, force=True)
+    return "status refreshed"
+
+
+ACTIONS = {
+    "run": run_agent,
+    "cancel": cancel,
+    "verify": verify_again,
+    "retry": retry_push,
+    "status": status,
+}

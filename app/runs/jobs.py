@@ -1,0 +1,133 @@
+"""A job: the runs one command started, and the one status comment per thread that says
+where they are."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from app import render
+from app.egress import running_refusal_notes
+from app.models import JobState, RunStage
+from app.runs.publishing import rescue_commits
+from app.runs.queue import model_pause_notes, queue_positions
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+log = logging.getLogger(__name__)
+
+
+def wake_job(engine: StepContext, run_id: str) -> None:
+    """After a run's step: a finished run may be its job's last, so the job looks."""
+    run = engine.get_run(run_id)
+    if run is not None and run.finished:
+        engine.wake(run.job_id)
+
+
+async def advance_job(engine: StepContext, job_id: str) -> None:
+    job = engine.get_job(job_id)
+    if job is None:
+        return
+    if job.state != JobState.ACTIVE:
+        if job.status_due_at and job.status_due_at <= time.time():
+            await refresh_status(engine, job_id)  # the edit folded while the job ended
+        return
+    runs = engine.runs_of(job_id)
+    if runs and all(r.finished for r in runs):
+        await engine.runs_ended(job)  # what other concerns do first: fan-out ranks
+        failed = all(r.stage == RunStage.ERROR for r in runs)
+        cancelled = all(r.outcome == "cancelled" for r in runs)
+        state = JobState.FAILED if failed else JobState.CANCELLED if cancelled else JobState.DONE
+        engine.patch_job(job_id, state=state)
+    await refresh_status(engine, job_id)
+
+
+async def refresh_status(engine: StepContext, job_id: str, *, force: bool = False) -> None:
+    """Edit the status comment on the issue and on each PR when what it says changed.
+
+    A comment written less than `status_edit_interval_seconds` ago is not edited again
+    at once: the job's row stays active and the engine makes one edit with whatever is
+    true when the interval is up (a job passes through half a dozen stages in seconds,
+    and every edit is a write GitHub counts). A new comment, and `force`, go at once.
+    """
+    # Steps of the job, its runs and its land request all refresh; one at a time, so a
+    # comment is created once and every later edit finds it.
+    async with engine.lock(f"status:{job_id}"):
+        await _refresh_status(engine, job_id, force=force)
+
+
+async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> None:
+    job = engine.get_job(job_id)
+    if job is None:
+        return
+    runs = engine.runs_of(job_id)
+    prs = sorted({r.pr_number for r in runs if r.pr_number})
+    # A PR's thread gets the comment once a turn on it is over: until then its body and
+    # check runs say what is happening, and the comment would be edited moments later.
+    threads = [job.thread.number, *(n for n in prs if n in job.status_comments
+                                    or n in job.status_posting
+                                    or any(r.finished for r in runs if r.pr_number == n))]
+    said = engine.pr_status(job.thread.repo, prs)  # what landing and auto-fix say
+    notes = [*model_pause_notes(engine, runs), *running_refusal_notes(engine, runs),
+             *said.notes]
+    body = render.status_comment(job, runs, queue=queue_positions(engine), notes=notes,
+                                 landed=said.landed)
+    ops = None
+    interval = engine.settings.status_edit_interval_seconds
+    due = 0.0
+    for number in threads:
+        if not force and job.rendered.get(number) == body:
+            continue
+        next_edit = job.edited_at.get(number, 0.0) + interval
+        if not force and number in job.status_comments and next_edit > time.time():
+            due = min(due or next_edit, next_edit)
+            continue
+        ops = ops or await engine.repo_ops(job.thread)
+        known = job.status_comments.get(number)
+        # Only a post that may have been made before a crash is looked for first: a
+        # thread's first comment costs one call, not a listing of the thread too.
+        may_exist = number in job.status_posting
+        if known is None and not may_exist:
+            job = engine.patch_job(job_id, status_posting=[*job.status_posting, number])
+        comment_id = await ops.upsert_comment(number, render.status_marker(job.id), body,
+                                              known_id=known, look_first=may_exist)
+        job = engine.get_job(job_id)
+        job = engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
+                               status_posting=[n for n in job.status_posting if n != number],
+                               rendered={**job.rendered, number: body},
+                               edited_at={**job.edited_at, number: time.time()})
+    if job.status_due_at != due:
+        engine.patch_job(job_id, status_due_at=due)
+
+
+
+async def reap_orphans(engine: StepContext) -> None:
+    """Sandboxes whose run finished are destroyed, their tokens revoked; unpushed commits
+    are published (or held) first. A sandbox whose run hangar does not know is kept: a
+    rebuild from GitHub may know it; after one it is reported, never destroyed."""
+    for name in {"local", *(s.provider for s in engine.envs.values())}:
+        try:
+            provider = engine.provider(name)
+            sandboxes = await provider.list({"hangar.instance": engine.instance_id})
+        except Exception:
+            continue
+        for sb in sandboxes:
+            run_id = sb.labels.get("hangar.run")
+            run = engine.get_run(run_id) if run_id else None
+            if run is None:
+                if not engine.rebuilding:
+                    log.warning("kept a sandbox whose run hangar does not know; destroy it "
+                                "by hand once nothing in it is needed",
+                                extra={"sandbox": sb.id, "run": run_id})
+                continue
+            keep = (not run.finished and run.sandbox
+                    and run.sandbox.get("id") == sb.id and sb.labels.get("hangar.role") == "agent")
+            if keep:
+                continue
+            if sb.labels.get("hangar.role") == "agent" and not await rescue_commits(engine, sb,
+                                                                                     run):
+                continue
+            await provider.destroy(sb)
+            engine.tokens.revoke(sb.id)

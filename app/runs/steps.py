@@ -1,0 +1,147 @@
+"""A run's life: queued → running → (exited | lost | timed_out | cancelled), then the
+result pipeline publish → collect → verify → done.
+
+Each function is one step. It reads the run fresh, acts, and records only what it changed,
+so a step cut short by a crash is simply taken again. Facts come from GitHub and from
+hangar's clean verify sandbox; the agent's words are kept as a claim. This file holds the
+dispatch by state and the collect step; the others live beside it (agent, publishing,
+verify).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from gidgethub import BadRequest
+
+from app import render
+from app.ghops import RepoOps
+from app.models import Job, Run, RunStage, RunState, RunWarning
+from app.render.reasons import Why
+from app.repoconfig import parse_repo_config
+from app.runs.agent import start_agent, watch_agent
+from app.runs.jobs import refresh_status
+from app.runs.publishing import publish, retry_held
+from app.runs.queue import wake_queued
+from app.runs.sandbox import AGENT_CHECK, upsert_check
+from app.runs.verify import verify
+from app.sensitive import sensitive_files
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+log = logging.getLogger(__name__)
+
+async def advance_run(engine: StepContext, run_id: str) -> None:
+    run = engine.get_run(run_id)
+    if run is None or run.finished:
+        return
+    if run.state == RunState.QUEUED:
+        await start_agent(engine, run)
+    elif run.state == RunState.RUNNING:
+        await watch_agent(engine, run)
+    elif run.stage in (RunStage.PENDING, RunStage.PUBLISHING):
+        await publish(engine, run)
+    elif run.stage == RunStage.COLLECTING:
+        await collect(engine, run)
+    elif run.stage == RunStage.VERIFYING:
+        await verify(engine, run)
+    elif run.stage == RunStage.HELD:
+        retry_held(engine, run)
+    await refresh_status(engine, run.job_id)
+
+
+def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
+    """A step raised: retry with backoff, then give up with the reason."""
+    from app.engine import MAX_STEP_FAILURES
+
+    run = engine.get_run(run_id)
+    if run is None or run.finished:
+        return
+    failures = run.stage_failures + 1
+    reason = f"{type(exc).__name__}: {exc}"[:500]
+    if failures >= MAX_STEP_FAILURES:
+        engine.patch_run(run_id, stage=RunStage.ERROR, error=reason, stage_failures=failures,
+                         finished_at=run.finished_at or time.time())
+        engine.note(run.job_id, f"{run.id} failed: {reason}")
+        engine.wake(run.job_id)
+        wake_queued(engine)  # its slot or its place in the queue is free
+        return
+    delay = min(60.0, 2.0 ** failures)
+    engine.patch_run(run_id, stage_failures=failures, retry_at=time.time() + delay,
+                     warnings=[*run.warnings[-4:],
+                               render.run_warning(Why(RunWarning.RETRYING, error=reason))])
+
+
+
+# -- collecting ----------------------------------------------------------------------
+
+
+async def collect(engine: StepContext, run: Run) -> None:
+    job = engine.get_job(run.job_id)
+    ops = await engine.repo_ops(job.thread)
+    # What hangar just pushed is what GitHub holds; else (the agent pushed, or a `verify`
+    # of the branch) GitHub's branch says.
+    head = run.published_head or await ops.branch_sha(run.branch)
+    compare = await ops.compare(run.base_branch, head) if head else None
+    if head is None or not compare or compare["ahead_by"] == 0:
+        if run.kind == "agent" and run.pr_number is None:
+            engine.patch_run(run.id, stage=RunStage.DONE, outcome="no_changes", head_sha=head)
+            engine.note(run.job_id, f"{run.id} made no commits")
+            return
+    config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch,
+                                                          (compare or {}).get("base_sha")))
+    sensitive = sensitive_files(compare, config.land.sensitive_paths)
+    run = engine.patch_run(run.id, head_sha=head, compare=compare, sensitive=sensitive)
+    pr = await find_or_open_pr(engine, ops, job, run)
+    fresh = engine.get_run(run.id)
+    run = engine.patch_run(run.id, pr_number=pr["number"],
+                           posting=[k for k in fresh.posting if k != "pr"])
+    if run.kind != "verify":  # `/hangar verify` reports a verification, not an agent's turn
+        await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
+                           conclusion=agent_conclusion(run), output=render.agent_check_output(run))
+    # Only now is this stage's work all on GitHub; a crash before here repeats it.
+    engine.patch_run(run.id, stage=RunStage.VERIFYING)
+    engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {head[:7]}")
+
+
+def agent_conclusion(run: Run) -> str:
+    if run.state == RunState.CANCELLED:
+        return "cancelled"
+    if run.state == RunState.TIMED_OUT:
+        return "timed_out"
+    if run.agent.get("failure"):
+        return "failure"  # the model refused, was unreachable, or the session was lost
+    # Neutral, not failure: the agent's exit is a fact to show, not a gate on the PR.
+    return "success" if run.exit_code == 0 else "neutral"
+
+
+async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run) -> dict:
+    """The run's PR with its body up to date; opened when there is none. The branch's PRs
+    are listed first only when an open may have been sent already (the mark is written
+    before it) or GitHub says one exists: a first open costs one call."""
+    body = render.pr_body(job, run)
+    if run.pr_number is not None:
+        pr = await ops.get_pr(run.pr_number)
+    elif "pr" in run.posting:
+        pr = await ops.find_pr(run.branch)
+    else:
+        run = engine.patch_run(run.id, posting=[*run.posting, "pr"])
+        pr = None
+    if pr is None:
+        try:
+            pr = await ops.create_pr(title=render.pr_title(job), body=body, head=run.branch,
+                                     base=run.base_branch)
+        except BadRequest as exc:
+            # 422 "A pull request already exists": someone opened it from hangar's branch.
+            pr = await ops.find_pr(run.branch) if int(exc.status_code) == 422 else None
+            if pr is None:
+                raise
+        else:
+            engine.note(job.id, f"opened PR #{pr['number']}")
+            return pr
+    if pr.get("body") != body:
+        await ops.update_pr(pr["number"], body=body)
+    return pr

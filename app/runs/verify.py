@@ -1,0 +1,142 @@
+"""Verification: the verify command on exactly the PR's head, in a clean sandbox with no
+model credential and no git credential; the result is a fact, not the agent's word."""
+
+from __future__ import annotations
+
+import logging
+import time
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from app import ghops, render
+from app.egress import egress_env, end_egress, refusals, verify_key
+from app.environments import environment_for
+from app.models import Job, Run, RunStage, Verification
+from app.redact import redact, tail
+from app.render import verify as verify_words
+from app.render.reasons import Why
+from app.runs.sandbox import HOME, REPO, prepare_sandbox, upsert_check
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+log = logging.getLogger(__name__)
+
+VERIFY_CHECK = "hangar / verify"
+
+# -- verifying -----------------------------------------------------------------------
+
+
+async def verify(engine: StepContext, run: Run) -> None:
+    job = engine.get_job(run.job_id)
+    ops = await engine.repo_ops(job.thread)
+    head = await ops.branch_sha(run.branch) if run.kind == "verify" else run.head_sha
+    if run.kind == "verify" and head != run.head_sha:
+        compare = await ops.compare(run.base_branch, head)
+        run = engine.patch_run(run.id, head_sha=head, compare=compare)
+    spec, _ = await environment_for(engine, ops, run.base_branch,
+                                    (run.compare or {}).get("base_sha"))
+    if spec.verify is None:
+        verification = Verification(command="", head_sha=head, passed=None,
+                                    **trouble(Why(VerifyTrouble.NO_VERIFY_COMMAND, env=spec.name)))
+    else:
+        await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="in_progress",
+                           output=verify_words.verifying_output(spec.verify.command, head))
+        verification = await verify_in_clean_sandbox(engine, run, job, spec, head)
+    run = engine.patch_run(run.id, verification=verification)
+    # The PR's body first: once the check says completed, everything says the same.
+    pr = await ops.update_pr(run.pr_number, body=render.pr_body(job, run)) if run.pr_number \
+        else None
+    await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
+                       conclusion=verify_conclusion(verification),
+                       output=render.verify_check_output(verification),
+                       actions=verify_actions(verification))
+    # GitHub's answer to the body edit is the PR as the turn ends: auto-fix starts there.
+    engine.patch_run(run.id, stage=RunStage.DONE, outcome="pr",
+                     pr_seen=ghops.pr_facts(pr) if pr else None)
+    engine.note(run.job_id, f"{run.id} verification "
+                + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
+
+
+def verify_conclusion(v: Verification) -> str:
+    # A verification that did not run is no pass: a person must act, and nothing lands.
+    if v.passed is None:
+        return "action_required"
+    return "success" if v.passed else "failure"
+
+
+def verify_actions(v: Verification) -> list[dict]:
+    return verify_words.verify_actions(v.passed)
+
+
+class VerifyTrouble(StrEnum):
+    """Why verification did not run, or did not finish (worded by render.verify)."""
+
+    NO_VERIFY_COMMAND = "no_verify_command"
+    SANDBOX_FAILED = "sandbox_failed"
+    INSTALL_FAILED = "install_failed"
+    TIMED_OUT = "timed_out"
+
+
+def trouble(why: Why) -> dict[str, str | None]:
+    """A Verification's `error` and `fix`, as render words them."""
+    return {"error": verify_words.error(why), "fix": verify_words.fix(why)}
+
+
+async def verify_in_clean_sandbox(
+    engine: StepContext, run: Run, job: Job, spec: Any, head_sha: str
+) -> Verification:
+    """A new sandbox without model credentials runs the verify command on exactly head_sha;
+    the connections its install and verify command were refused go with the result."""
+    verification = await _verify(engine, run, job, spec, head_sha)
+    blocked = refusals(engine, verify_key(run.id))
+    return verification.model_copy(update={"egress_blocked": blocked})
+
+
+async def _verify(
+    engine: StepContext, run: Run, job: Job, spec: Any, head_sha: str
+) -> Verification:
+    provider = engine.provider(spec.provider)
+    started = time.time()
+    command = spec.verify.command
+    try:
+        sb = await prepare_sandbox(engine, run, job, spec, role="verify",
+                                   checkout=["git", "checkout", "-q", "--detach", head_sha])
+    except Exception as exc:
+        return Verification(command=command, head_sha=head_sha, passed=None,
+                            **trouble(Why(VerifyTrouble.SANDBOX_FAILED, error=exc)))
+    try:
+        # The verify command runs the agent's code: it gets no git credential at all, and
+        # the web only through the egress proxy, as the agent did.
+        engine.tokens.revoke(sb.id)
+        await provider.run(sb, ["rm", "-f", f"{HOME}/.git-credentials", f"{HOME}/.gitconfig"])
+        egress = egress_env(engine, verify_key(run.id), sb, spec, step="verify")
+        if spec.install and sb.labels.get("hangar.env_current") != "yes":
+            setup = await provider.run(sb, ["sh", "-c", spec.install], cwd=REPO, env=egress,
+                                       timeout=spec.verify.timeout_minutes * 60)
+            if setup.exit_code != 0:
+                return Verification(
+                    command=command, head_sha=head_sha, passed=None, attempts=0,
+                    exit_code=setup.exit_code, output_tail=redact(tail(setup.output)),
+                    **trouble(Why(VerifyTrouble.INSTALL_FAILED)),
+                    duration_s=time.time() - started)
+        attempts, outputs, result = 0, [], None
+        for _ in range(1 + spec.verify.retries):
+            attempts += 1
+            result = await provider.run(sb, ["sh", "-c", command], cwd=REPO, env=egress,
+                                        timeout=spec.verify.timeout_minutes * 60)
+            outputs.append(result.output)
+            if result.exit_code == 0:
+                break
+        passed = result.exit_code == 0
+        error = (verify_words.error(Why(VerifyTrouble.TIMED_OUT,
+                                        minutes=spec.verify.timeout_minutes))
+                 if result.timed_out else None)
+        return Verification(
+            command=command, head_sha=head_sha, passed=passed, exit_code=result.exit_code,
+            attempts=attempts, flaky=passed and attempts > 1, error=error,
+            output_tail=redact(tail(outputs[-1])), duration_s=time.time() - started,
+        )
+    finally:
+        end_egress(engine, sb, "verify")
+        await provider.destroy(sb)
