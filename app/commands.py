@@ -97,7 +97,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         summary="Keep attempt `<n>` from the ranking of `/hangar try`.",
         examples=("/hangar pick 2",),
         who="write",
-        where="issue",
+        where="both",
     ),
     CommandSpec(
         name="land",

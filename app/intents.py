@@ -1,7 +1,8 @@
-"""Acting on `/hangar` commands: what every command shares. Who may use a command is
-checked once, from its declaration (app.commands); then the 👀 reaction, the command's
-action (each concern owns its own: app/wiring.py composes them), one reply per comment,
-and the rows a command starts (a job and its runs, a turn on a PR, a verification).
+"""Acting on `/hangar` commands: what every command shares. Who may use a command, and
+where (issue or pull request), is checked once, from its declaration (app.commands); then
+the 👀 reaction, the command's action (each concern owns its own: app/wiring.py composes
+them), one reply per comment, and the rows a command starts (a job and its runs, a turn on
+a PR, a verification).
 
 An intent is processed once. Each action it takes is safe to repeat after a crash: the
 job id comes from the intent id, replies carry a marker, reactions are idempotent.
@@ -37,7 +38,7 @@ class Answer(StrEnum):
     NOT_A_HANGAR_PR = "not_a_hangar_pr"
     FORK_PR = "fork_pr"
     TURN_WAITS = "turn_waits"
-    TRY_ON_PR = "try_on_pr"
+    WRONG_PLACE = "wrong_place"
     NOTHING_TO_CANCEL = "nothing_to_cancel"
     ALREADY_STOPPED = "already_stopped"
     NOTHING_HELD = "nothing_held"
@@ -52,14 +53,20 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
     if intent is None or intent.state == "done":
         return
     ops = await engine.repo_ops(intent.thread)
-    own = intent.command in ("usage", "autofix_button", "review_turn")
-    who = "write" if own else commands.spec_for(intent.command).who
+    # Who may use a command, and where, is checked here once for every command, from its
+    # declaration; hangar's own intents (a usage reply, a button, a review) need write.
+    spec = None if intent.command in INTERNAL else commands.spec_for(intent.command)
+    who = spec.who if spec else "write"
     # The API's callers hold the operator's token: they are trusted like a maintainer.
     trusted = intent.author_type == "Api"
     if who != "anyone" and not trusted and not await engine.may_write(ops, intent.author):
         await reply(ops, intent, Why(Answer.NO_WRITE_ACCESS, login=intent.author),
                     key=f"refused-{intent.author}")
         return finish(engine, intent, "refused: no write access")
+    if spec and spec.where != "both" and (spec.where == "pr") != intent.thread.is_pr:
+        await reply(ops, intent, Why(Answer.WRONG_PLACE, command=spec.name,
+                                     on_pr=intent.thread.is_pr))
+        return finish(engine, intent, f"refused: {spec.name} works on {spec.where}s only")
     if intent.comment_id and not intent.waiting:
         await ops.react(intent.comment_id, "eyes")
     outcome = await engine.command_actions[intent.command](engine, ops, intent)
@@ -192,6 +199,9 @@ def request_verification(engine: StepContext, job: Job, pr_number: int,
     return "verification requested"
 
 
+# Intents hangar records itself, typed by no one: a usage reply, a check run's "Fix with
+# hangar" button, a review that asked for changes.
+INTERNAL = ("usage", "autofix_button", "review_turn")
 BUSY = "a turn is already running on this PR"
 DEFERRED = "deferred"
 

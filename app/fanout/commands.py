@@ -18,9 +18,6 @@ if TYPE_CHECKING:
 
 
 async def try_attempts(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    if intent.thread.is_pr:
-        await reply(ops, intent, Why(Answer.TRY_ON_PR))
-        return "try on a PR"
     return start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
 
 

@@ -22,6 +22,17 @@ def _fork_pr(pr: dict, default_branch: str) -> str:
             "request, verified and landed like any other.")
 
 
+def _wrong_place(spec: commands.CommandSpec, on_pr: bool) -> str:
+    said = (f"`{spec.usage}` works on "
+            f"{'issues, not on pull requests' if on_pr else 'pull requests, not on issues'}")
+    if spec.name == "try":
+        return (f"{said}: it starts fresh attempts from an issue. On a pull request, "
+                "`/hangar <instruction>` asks for another turn.")
+    if on_pr:
+        return f"{said}; comment it on the issue."
+    return f"{said}; comment it on the pull request hangar opened."
+
+
 ANSWERS: Sentences = {
     "no_write_access": lambda login: (
         f"Hi @{login}, hangar takes `/hangar` commands only from people with write access to "
@@ -36,9 +47,7 @@ ANSWERS: Sentences = {
     "turn_waits": lambda: (
         "A turn is still running on this pull request; hangar will start this one as soon as "
         "it ends."),
-    "try_on_pr": lambda: (
-        "`/hangar try` starts fresh attempts from an issue; on a pull request, "
-        "`/hangar <instruction>` asks for another turn."),
+    "wrong_place": lambda command, on_pr: _wrong_place(commands.spec_for(command), on_pr),
     "nothing_to_cancel": lambda: "There is no hangar work on this thread to cancel.",
     "already_stopped": lambda: "Nothing is running here; the agent has already stopped.",
     "nothing_held": lambda: (

@@ -187,6 +187,15 @@ def test_usage_reply_for_a_malformed_command(world):
     assert "from 1 to 10" in reply[0] and "/hangar help" in reply[0]
 
 
+def test_a_pull_request_command_on_an_issue_says_where_it_works(world):
+    world.start_hangar()
+    issue, comment = world.ask("/hangar land")
+    reply = wait_until(lambda: world.replies(issue), 30, "the reply")
+    assert len(reply) == 1 and "works on pull requests, not on issues" in reply[0]
+    assert world.status_comments(issue) == [] and world.hangar_prs() == []
+    assert not any(r["content"] == "eyes" for r in world.hub.reactions(world.repo, comment))
+
+
 def test_concurrency_cap_queues_the_fourth_job(world):
     slow = "sleep 2\n" + FIX_AGENT
     # Each comment says where its job stands at once, so one look sees all four.
