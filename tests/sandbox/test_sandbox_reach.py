@@ -58,6 +58,15 @@ def hangar(tmp_path: Path) -> ServiceThread:
     service.stop()
 
 
+@pytest.fixture(params=[pytest.param("local", marks=pytest.mark.bwrap),
+                        pytest.param("docker", marks=pytest.mark.docker)])
+def provider_name(request) -> str:
+    """Each provider whose sandboxes reach hangar over loopback, skipped where it cannot run."""
+    if request.param == "docker" and docker_reason():
+        pytest.skip(docker_reason())
+    return request.param
+
+
 async def _probe(provider, sb, port: int, paths: list[str]) -> dict[str, str]:
     result = await provider.run(
         sb, ["python3", "-I", "-c", PROBE, f"http://127.0.0.1:{port}", *paths], timeout=60)
@@ -65,13 +74,7 @@ async def _probe(provider, sb, port: int, paths: list[str]) -> dict[str, str]:
             if line.startswith("/")}
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("local", marks=pytest.mark.bwrap),
-    pytest.param("docker", marks=pytest.mark.docker),
-])
-async def test_a_sandbox_reaches_the_git_proxy_and_nothing_else(hangar, name):
-    if name == "docker" and docker_reason():
-        pytest.skip(docker_reason())
+async def test_a_sandbox_reaches_the_git_proxy_and_nothing_else(hangar, provider_name):
     port = hangar.settings.port
     # hangar's own listener answers these (proof that they exist to be refused).
     seen_from_host = await asyncio.to_thread(_host_probe, port,
@@ -82,8 +85,8 @@ async def test_a_sandbox_reaches_the_git_proxy_and_nothing_else(hangar, name):
     other = socket.socket()
     other.bind(("127.0.0.1", 0))
     other.listen(1)
-    provider = hangar.app[ENGINE].provider(name)
-    sb = await provider.create(spec_for(name, network="loopback"), {"hangar.test": "1"})
+    provider = hangar.app[ENGINE].provider(provider_name)
+    sb = await provider.create(spec_for(provider_name, network="loopback"), {"hangar.test": "1"})
     try:
         seen = await _probe(provider, sb, port, ["/webhook", "/api/jobs", "/metrics",
                                                  "/healthz", GIT])
@@ -155,49 +158,46 @@ line("direct-public", lambda: direct("93.184.216.34", 443))
 """
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("local", marks=pytest.mark.bwrap),
-    pytest.param("docker", marks=pytest.mark.docker),
-])
-async def test_egress_goes_through_hangars_proxy_or_nowhere(hangar, name):
+async def test_egress_goes_through_hangars_proxy_or_nowhere(hangar, provider_name):
     from app.keys import EGRESS
     from tests.loopback_origin import loopback_origin
 
-    if name == "docker" and docker_reason():
-        pytest.skip(docker_reason())
-
-    ledger = hangar.app[EGRESS]
-    provider = hangar.app[ENGINE].provider(name)
     with loopback_origin() as port:
-        await _egress_probes(ledger, provider, hangar.settings.proxy_base_url,
-                             name, f"registry.test:{port}")
+        allowed = f"registry.test:{port}"
+        output, seen = await _run_with_egress(
+            hangar, provider_name, ["python3", "-I", "-c", EGRESS_PROBE, allowed],
+            run_id="run-egress", allow=allowed)
+    assert seen.get("plain") == "200 origin /plain", output
+    assert seen.get("tunnel") == ("HTTP/1.1 200 Connection established | "
+                                  "origin /tunnelled"), output
+    for i in range(3):
+        assert seen[f"blocked{i}"].startswith("refused") and "403" in seen[f"blocked{i}"]
+    # Processes that ignore the proxy variables reach nothing at all.
+    assert seen["direct-origin"].startswith("refused"), seen
+    assert seen["direct-public"].startswith("refused"), seen
+    blocked = hangar.app[EGRESS].blocked("run-egress")
+    assert [(b.host, b.port, b.count) for b in blocked] == [("example.org", 443, 3)]
 
 
-async def _egress_probes(ledger, provider, gate_url: str, name: str, allowed: str) -> None:
+async def _run_with_egress(hangar, provider_name: str, argv: list[str], *, run_id: str,
+                           allow: str) -> tuple[str, dict[str, str]]:
+    """argv in a fresh sandbox with hangar's proxy variables and an egress token that allows
+    `allow` only. The operator pinned registry.test to loopback: the only way to a private
+    address. Returns the output and its lines as {first word: the rest}."""
+    from app.keys import EGRESS
     from proxy.egress import proxy_env
 
-    sb = await provider.create(spec_for(name, network="loopback"), {"hangar.test": "1"})
+    provider = hangar.app[ENGINE].provider(provider_name)
+    sb = await provider.create(spec_for(provider_name, network="loopback"), {"hangar.test": "1"})
     try:
-        # The operator pinned registry.test to the loopback origin: the only way to a
-        # private address. Nothing else is allowed.
-        token = ledger.issue(sb.id, run_id="run-egress", allow=[allowed],
-                             hosts={"registry.test": "127.0.0.1"})
-        env = proxy_env(gate_url, sb.id, token)
-        result = await provider.run(sb, ["python3", "-I", "-c", EGRESS_PROBE, allowed],
-                                    env=env, timeout=120)
-        seen = dict(line.split(" ", 1) for line in result.output.splitlines() if " " in line)
-        assert seen.get("plain") == "200 origin /plain", result.output
-        assert seen.get("tunnel") == ("HTTP/1.1 200 Connection established | "
-                                      "origin /tunnelled"), result.output
-        for i in range(3):
-            assert seen[f"blocked{i}"].startswith("refused") and "403" in seen[f"blocked{i}"]
-        # Processes that ignore the proxy variables reach nothing at all.
-        assert seen["direct-origin"].startswith("refused"), seen
-        assert seen["direct-public"].startswith("refused"), seen
-        blocked = ledger.blocked("run-egress")
-        assert [(b.host, b.port, b.count) for b in blocked] == [("example.org", 443, 3)]
+        token = hangar.app[EGRESS].issue(sb.id, run_id=run_id, allow=[allow],
+                                         hosts={"registry.test": "127.0.0.1"})
+        env = proxy_env(hangar.settings.proxy_base_url, sb.id, token)
+        result = await provider.run(sb, argv, env=env, timeout=120)
     finally:
         await provider.destroy(sb)
+    return result.output, dict(line.split(" ", 1) for line in result.output.splitlines()
+                               if " " in line)
 
 
 # In the sandbox: a real TLS session to an allowlisted HTTPS origin, through the CONNECT
@@ -224,33 +224,16 @@ except Exception as e:
 """
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param("local", marks=pytest.mark.bwrap),
-    pytest.param("docker", marks=pytest.mark.docker),
-])
-async def test_a_tls_session_runs_through_the_connect_tunnel(hangar, name):
+async def test_a_tls_session_runs_through_the_connect_tunnel(hangar, provider_name):
     from app.keys import EGRESS
-    from proxy.egress import proxy_env
     from tests.loopback_origin import loopback_tls_origin
 
-    if name == "docker" and docker_reason():
-        pytest.skip(docker_reason())
-    ledger = hangar.app[EGRESS]
-    provider = hangar.app[ENGINE].provider(name)
     with loopback_tls_origin("registry.test") as (port, pem):
-        sb = await provider.create(spec_for(name, network="loopback"), {"hangar.test": "1"})
-        try:
-            token = ledger.issue(sb.id, run_id="run-tls", allow=[f"registry.test:{port}"],
-                                 hosts={"registry.test": "127.0.0.1"})
-            result = await provider.run(
-                sb, ["python3", "-I", "-c", TLS_PROBE, f"https://registry.test:{port}/tls",
-                     pem], env=proxy_env(hangar.settings.proxy_base_url, sb.id, token),
-                timeout=120)
-            seen = dict(line.split(" ", 1) for line in result.output.splitlines()
-                        if " " in line)
-            assert seen.get("trusted") == "200 origin /tls", result.output
-            assert seen.get("untrusted", "").startswith("refused"), result.output
-            assert "CERTIFICATE_VERIFY_FAILED" in seen["untrusted"], result.output
-            assert ledger.blocked("run-tls") == []
-        finally:
-            await provider.destroy(sb)
+        output, seen = await _run_with_egress(
+            hangar, provider_name,
+            ["python3", "-I", "-c", TLS_PROBE, f"https://registry.test:{port}/tls", pem],
+            run_id="run-tls", allow=f"registry.test:{port}")
+    assert seen.get("trusted") == "200 origin /tls", output
+    assert seen.get("untrusted", "").startswith("refused"), output
+    assert "CERTIFICATE_VERIFY_FAILED" in seen["untrusted"], output
+    assert hangar.app[EGRESS].blocked("run-tls") == []
