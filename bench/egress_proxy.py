@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.processes import ServerProcesses
 from proxy.egress import EgressLedger, setup_egress
 
 CHUNK = b"x" * 65536
@@ -84,13 +84,6 @@ def _relay(target: int, ready) -> None:
     asyncio.run(run())
 
 
-def start(target, *args) -> tuple[multiprocessing.Process, int]:
-    ready: multiprocessing.Queue = multiprocessing.Queue()
-    process = multiprocessing.Process(target=target, args=(*args, ready), daemon=True)
-    process.start()
-    return process, ready.get(timeout=30)
-
-
 async def read_all(reader: asyncio.StreamReader) -> int:
     size = 0
     while data := await reader.read(1 << 20):
@@ -124,18 +117,14 @@ async def tunnelled(gate: int, port: int, auth: str) -> tuple[float, float]:
 async def main(runs: int, mib: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "hangar.db"
-        processes = []
-        try:
-            origin, port = start(_origin, mib)
-            processes.append(origin)
+        with ServerProcesses() as servers:
+            port = servers.start(_origin, mib)
             ledger = EgressLedger(db)
             token = ledger.issue("sb-bench", run_id="run-bench",
                                  allow=[f"origin.test:{port}"],
                                  hosts={"origin.test": "127.0.0.1"})
-            gate, gate_port = start(_gate, db)
-            processes.append(gate)
-            relay, relay_port = start(_relay, port)
-            processes.append(relay)
+            gate_port = servers.start(_gate, db)
+            relay_port = servers.start(_relay, port)
             auth = base64.b64encode(f"sb-bench:{token}".encode()).decode()
             plain, through, relayed, setups = [], [], [], []
             for _ in range(runs):
@@ -144,9 +133,6 @@ async def main(runs: int, mib: int) -> None:
                 through.append(rate)
                 setups.append(setup)
                 relayed.append(await direct(relay_port))
-        finally:
-            for process in processes:
-                process.terminate()
     p, t, r = statistics.median(plain), statistics.median(through), statistics.median(relayed)
     print(f"{mib} MiB, {runs} runs each way, alternating")
     print(f"direct:     {p / 2**20:8.1f} MiB/s")

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import multiprocessing
 import random
 import statistics
 import sys
@@ -52,6 +51,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.processes import ServerProcesses
 from fakehub.model import ModelScript, ModelServer, Scene, Step
 from proxy import TokenRegistry
 from proxy.gateway import Endpoint, ModelLedger, setup_gateway
@@ -204,29 +204,17 @@ def _relay_forever(target_port: int, ready) -> None:
     asyncio.run(run())
 
 
-def start(target, *args) -> tuple[multiprocessing.Process, str]:
-    ready: multiprocessing.Queue = multiprocessing.Queue()
-    process = multiprocessing.Process(target=target, args=(*args, ready), daemon=True)
-    process.start()
-    return process, ready.get(timeout=30)
-
-
 async def one_round(db: Path, token: str, chunks: int, latency_s: float,
                     fetches: int) -> dict[str, list[Fetch]]:
     """Fresh processes, one unmeasured fetch on each path, then `fetches` on each."""
-    processes = []
-    try:
-        model, model_url = start(_serve_forever,
-                                 functools.partial(_model_app, chunks, latency_s))
-        processes.append(model)
-        gateway, gateway_url = start(_serve_forever,
-                                     functools.partial(_gateway_app, db, model_url))
-        processes.append(gateway)
-        http_relay, http_relay_url = start(_serve_forever,
-                                           functools.partial(_http_relay_app, model_url))
-        processes.append(http_relay)
-        byte_relay, byte_relay_url = start(_relay_forever, int(model_url.rsplit(":", 1)[1]))
-        processes.append(byte_relay)
+    with ServerProcesses() as servers:
+        model_url = servers.start(_serve_forever,
+                                  functools.partial(_model_app, chunks, latency_s))
+        gateway_url = servers.start(_serve_forever,
+                                    functools.partial(_gateway_app, db, model_url))
+        http_relay_url = servers.start(_serve_forever,
+                                       functools.partial(_http_relay_app, model_url))
+        byte_relay_url = servers.start(_relay_forever, int(model_url.rsplit(":", 1)[1]))
         targets = {
             "direct": (f"{model_url}/v1/messages", {"x-api-key": KEY}),
             "gateway": (f"{gateway_url}/model/sb-bench/v1/messages", {"x-api-key": token}),
@@ -244,10 +232,6 @@ async def one_round(db: Path, token: str, chunks: int, latency_s: float,
                     await asyncio.sleep(SETTLE_S)
                     results[name].append(await fetch(client, *targets[name]))
         return results
-    finally:
-        for process in processes:
-            process.terminate()
-            process.join()
 
 
 def _spread(values: list[float], fmt: str) -> str:
