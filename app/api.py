@@ -31,7 +31,7 @@ from app.github import get_or_none
 from app.intents import job_id_for
 from app.keys import ENGINE, SETTINGS, STORE
 from app.landing import LandRequest, land_id
-from app.models import Intent, Job, Run, Thread
+from app.models import Intent, IntentState, Job, Run, RunKind, Thread
 from app.runs import credential_key
 
 CHANGES = web.AppKey("changes", Changes)
@@ -346,7 +346,7 @@ def usage_view(runs: list[Run], max_agents: int) -> dict:
     far, and the last rate-limit report an agent gave."""
     out: dict[str, dict] = {}
     for run in sorted(runs, key=lambda r: r.started_at or r.queued_at):
-        if run.kind == "verify":
+        if run.kind == RunKind.VERIFY:
             continue
         u = out.setdefault(credential_key(run), {
             "running": 0, "queued": 0, "max_concurrent": max_agents, "turns": 0,
@@ -438,7 +438,7 @@ async def get_intent(call: Call) -> web.Response:
     if intent is None:
         raise ApiError(404, "no intent with this id")
     q: WaitQuery = call.query
-    if intent.state != "done" and q.wait_seconds > 0:
+    if intent.state != IntentState.DONE and q.wait_seconds > 0:
         await call.changes.wait(seq if q.after is None else q.after,
                                 lambda c: c.id == intent_id and c.state == "done",
                                 q.wait_seconds)

@@ -28,7 +28,7 @@ from app.datadir import gate_dir, rebuild_pending
 from app.ghops import RepoOps
 from app.github import AppAuth
 from app.metrics import Metrics
-from app.models import Intent, Job, JobState, Run, Thread, changed
+from app.models import Intent, IntentState, Job, JobState, Run, Thread, changed
 from app.payloads import (
     CheckRunEvent,
     IssueCommentEvent,
@@ -475,7 +475,7 @@ class Engine:
         return run
 
     def save_intent(self, intent: Intent) -> Intent:
-        self.store.put("intent", intent.id, intent, active=intent.state != "done")
+        self.store.put("intent", intent.id, intent, active=intent.state != IntentState.DONE)
         return intent
 
     def patch_run(self, run_id: str, **fields: Any) -> Run:
@@ -675,7 +675,7 @@ def _chore_step(chore: Chore) -> Step:
 def give_up_intent(engine: Engine, intent_id: str, reason: str) -> None:
     intent = engine.store.get("intent", intent_id, Intent)
     if intent:
-        engine.save_intent(changed(intent, state="done", outcome=f"failed: {reason}"))
+        engine.save_intent(changed(intent, state=IntentState.DONE, outcome=f"failed: {reason}"))
 
 
 def give_up_job(engine: Engine, job_id: str, reason: str) -> None:

@@ -19,7 +19,7 @@ from app.api import usage_view
 from app.envbuilds import BUILD, EnvBuildRow
 from app.keys import ENGINE, SETTINGS, STORE
 from app.landing import FINAL, LandRequest
-from app.models import Job, Run, RunState
+from app.models import Job, Run, RunKind, RunState
 from app.pages import escape, link, page, table
 from app.runs import queue_positions
 
@@ -102,7 +102,7 @@ def _credential(run: Run) -> str:
 
 def _outcome(runs: list[Run]) -> str:
     """The latest turn's result in words, verification included when it ran."""
-    done = [r for r in runs if r.finished and r.kind != "verify"]
+    done = [r for r in runs if r.finished and r.kind != RunKind.VERIFY]
     if not done:
         return "working" if runs else "starting"
     last = max(done, key=lambda r: (r.attempt, r.turn))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from app import commands, ghops, render
 from app.ghops import RepoOps
-from app.models import Intent, Job, JobState, Run, RunStage, RunState, changed
+from app.models import Intent, IntentState, Job, JobState, Run, RunKind, RunStage, RunState, changed
 from app.payloads import CheckRunEvent
 from app.render import replies
 from app.render.reasons import Why
@@ -50,7 +50,7 @@ class Answer(StrEnum):
 
 async def process_intent(engine: StepContext, intent_id: str) -> None:
     intent = engine.store.get("intent", intent_id, Intent)
-    if intent is None or intent.state == "done":
+    if intent is None or intent.state == IntentState.DONE:
         return
     ops = await engine.repo_ops(intent.thread)
     # Who may use a command, and where, is checked here once for every command, from its
@@ -82,7 +82,7 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
 
 
 def finish(engine: StepContext, intent: Intent, outcome: str) -> None:
-    engine.save_intent(changed(intent, **{"state": "done", "outcome": outcome}))
+    engine.save_intent(changed(intent, **{"state": IntentState.DONE, "outcome": outcome}))
     log.info("intent %s: %s", intent.command, outcome, extra={"repo": intent.thread.repo})
 
 
@@ -142,7 +142,7 @@ def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int
         suffix = f"-{attempt}" if attempts > 1 else ""
         engine.save_run(Run(
             id=f"run-{short}{attempt}-{job_id[-4:]}", job_id=job_id, attempt=attempt,
-            kind="agent", prompt=prompt, base_branch=base, requested_by=intent.author,
+            kind=RunKind.AGENT, prompt=prompt, base_branch=base, requested_by=intent.author,
             branch=f"hangar/{intent.thread.number}-{short}{suffix}",
         ))
     engine.save_job(job)
@@ -157,11 +157,11 @@ def job_id_for(intent_id: str) -> str:
 
 
 async def start_followup(
-    engine: StepContext, job: Job, pr_number: int, prompt: str, *, kind: str, requested_by: str,
+    engine: StepContext, job: Job, pr_number: int, prompt: str, *, kind: RunKind, requested_by: str,
     label: str | None = None,
 ) -> str:
     runs = engine.runs_of(job.id)
-    pr_runs = [r for r in runs if r.pr_number == pr_number and r.kind != "verify"]
+    pr_runs = [r for r in runs if r.pr_number == pr_number and r.kind != RunKind.VERIFY]
     if not pr_runs:
         return "no run for this PR"
     last = max(pr_runs, key=lambda r: r.turn)
@@ -189,7 +189,7 @@ def request_verification(engine: StepContext, job: Job, pr_number: int,
         return "a turn is still running; it verifies when it finishes"
     last = max(runs, key=lambda r: r.turn)
     engine.save_run(Run(
-        job_id=job.id, attempt=last.attempt, turn=last.turn, kind="verify",
+        job_id=job.id, attempt=last.attempt, turn=last.turn, kind=RunKind.VERIFY,
         base_branch=base or last.base_branch, base_sha=last.base_sha, branch=last.branch,
         pr_number=pr_number, state=RunState.EXITED, stage=RunStage.COLLECTING,
         agent=last.agent,

@@ -42,6 +42,11 @@ class Thread(BaseModel):
     is_pr: bool = False
 
 
+class IntentState(StrEnum):
+    NEW = "new"
+    DONE = "done"  # acted on, refused or given up: `outcome` says which
+
+
 class Intent(BaseModel):
     """A `/hangar` command as written, recorded before anything acts on it."""
 
@@ -57,7 +62,7 @@ class Intent(BaseModel):
     body: str = ""
     clone_url: str = ""
     default_branch: str = "main"
-    state: str = "new"  # new → done
+    state: IntentState = IntentState.NEW
     outcome: str | None = None
     retry_at: float = 0.0  # a deferred intent (waiting for a running turn) is taken again then
     waiting: bool = False  # deferred: reacted to and answered once; woken when the turn ends
@@ -97,6 +102,24 @@ class Job(BaseModel):
     winner: int | None = None  # the attempt kept by `/hangar pick`
     ranking: list[dict[str, Any]] = []  # attempts best first, once all have finished
     created_at: float = Field(default_factory=now)
+
+
+class RunKind(StrEnum):
+    """What a run is: a job's first turn, a follow-up turn asked on its PR, an auto-fix
+    turn, or only a verification of the PR's head (no agent)."""
+
+    AGENT = "agent"
+    FOLLOWUP = "followup"
+    AUTOFIX = "autofix"
+    VERIFY = "verify"
+
+
+class RunOutcome(StrEnum):
+    """How a finished run ended (a run that failed says so in its stage, ERROR)."""
+
+    PR = "pr"  # its work is on a pull request
+    NO_CHANGES = "no_changes"
+    CANCELLED = "cancelled"
 
 
 class RunState(StrEnum):
@@ -161,7 +184,7 @@ class Run(BaseModel):
     job_id: str
     attempt: int = 1
     turn: int = 1
-    kind: str = "agent"  # agent | followup | autofix | verify
+    kind: RunKind = RunKind.AGENT
     prompt: str = ""
     branch: str
     base_branch: str
@@ -196,7 +219,7 @@ class Run(BaseModel):
     # What this run is creating on GitHub ("pr", a check's "<name>@<head sha>"): after a
     # crash or a lost answer it may exist, so it is looked for before creating it again.
     posting: list[str] = []
-    outcome: str | None = None  # pr | no_changes | failed | cancelled
+    outcome: str | None = None  # a RunOutcome, or older rows' words
     error: str | None = None
     warnings: list[str] = []
     stage_failures: int = 0

@@ -21,6 +21,8 @@ from app.models import (
     Job,
     JobState,
     Run,
+    RunKind,
+    RunOutcome,
     RunStage,
     RunState,
     Thread,
@@ -146,10 +148,10 @@ async def recover_pr(engine: StepContext, ops: RepoOps, installation_id: int, re
     agent = checks.get(AGENT_NAME)
     run = Run(
         id=(agent or checks.get(VERIFY_NAME) or {}).get("external_id") or new_id("run"),
-        job_id=facts.job_id, attempt=attempt_no, kind="agent", prompt=facts.prompt,
+        job_id=facts.job_id, attempt=attempt_no, kind=RunKind.AGENT, prompt=facts.prompt,
         branch=facts.branch, base_branch=pr["base"]["ref"],
         base_sha=raw["merge_base_commit"]["sha"], state=RunState.EXITED, stage=RunStage.DONE,
-        outcome="pr", head_sha=head, compare=compare, pr_number=pr["number"],
+        outcome=RunOutcome.PR, head_sha=head, compare=compare, pr_number=pr["number"],
         verification=verification_from_check(checks.get(VERIFY_NAME)),
         check_ids={f"{n}@{head}": c["id"] for n, c in checks.items()},
         label=render.recovered_label(),

@@ -23,7 +23,7 @@ from app.autofix.rules import (
     stop_reason,
 )
 from app.engine import PrNotes
-from app.models import AutofixRow, Job
+from app.models import AutofixRow, Job, RunKind
 from app.redact import tail
 from app.render import autofix as words
 from app.render.reasons import Why
@@ -76,7 +76,7 @@ def known_head(engine: StepContext, job: Job, row: AutofixRow, head: str) -> boo
     fresh = get_row(engine, row.id) or row
     return head in fresh.pushed_heads or any(
         r.head_sha == head for r in engine.runs_of(job.id)
-        if r.pr_number == row.pr_number and r.kind != "verify")
+        if r.pr_number == row.pr_number and r.kind != RunKind.VERIFY)
 
 
 def merging(engine: StepContext, row: AutofixRow) -> bool:
@@ -169,7 +169,7 @@ async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, pro
     none): two steps deciding at once start one turn and count one."""
     from app.intents import start_followup
 
-    outcome = await start_followup(engine, job, row.pr_number, prompt, kind="autofix",
+    outcome = await start_followup(engine, job, row.pr_number, prompt, kind=RunKind.AUTOFIX,
                                    requested_by=requested_by, label=label)
     if not outcome.startswith("autofix "):
         return False

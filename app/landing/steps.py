@@ -51,7 +51,7 @@ from app.landing.rules import (
     verification_outcome,
     with_protection,
 )
-from app.models import AutofixRow, JobState, Verification, autofix_row_id
+from app.models import AutofixRow, JobState, RunKind, Verification, autofix_row_id
 from app.render import landing as words
 from app.render.reasons import Why
 from app.repoconfig import LandPolicy, parse_repo_config
@@ -273,7 +273,7 @@ def pusher_unknown(engine: StepContext, request: LandRequest) -> Why | None:
         return None
     # A verification's head is whatever the branch held: it says nothing of who pushed.
     if any(r.head_sha == head for r in engine.runs_of(request.job_id)
-           if r.pr_number == request.pr_number and r.kind != "verify"):
+           if r.pr_number == request.pr_number and r.kind != RunKind.VERIFY):
         return None
     return Why(NotCounted.PUSHER_UNKNOWN, head=head)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from app.models import Job, Run, RunStage, RunState, Verification
+from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
 from app.render.replies import fork_pr_reply  # noqa: F401
@@ -106,9 +106,9 @@ def run_line(run: Run, queue_position: int | None = None) -> str:
     failure = model_failure(run)
     if failure and run.stage == RunStage.DONE:
         return f"❌ the agent could not work: {failure}"
-    if run.outcome == "no_changes":
+    if run.outcome == RunOutcome.NO_CHANGES:
         return "➖ the agent made no commits, so there is no pull request"
-    if run.outcome == "cancelled":
+    if run.outcome == RunOutcome.CANCELLED:
         return "🚫 cancelled"
     return f"✅ done: {diff_stat(run.compare)}; {verification_line(run.verification)}"
 
@@ -215,7 +215,7 @@ def status_comment(
             pr = f"#{run.pr_number}" if run.pr_number else "—"
             now = run_line(run, queue.get(run.id)).replace("|", "\\|")  # one cell, even in code
             lines.append(f"| {run.attempt} | `{run.branch}` | {pr} | {now} |")
-    turns = [r for r in runs if r.turn > 1 and r.kind != "verify"]
+    turns = [r for r in runs if r.turn > 1 and r.kind != RunKind.VERIFY]
     if turns:
         lines += ["", "**Turns on the pull request:**"]
         for run in turns:
@@ -238,7 +238,7 @@ def status_comment(
 def latest_turns(runs: list[Run]) -> list[Run]:
     by_attempt: dict[int, Run] = {}
     for run in runs:
-        if run.kind == "verify":
+        if run.kind == RunKind.VERIFY:
             continue
         if run.attempt not in by_attempt or run.turn > by_attempt[run.attempt].turn:
             by_attempt[run.attempt] = run

@@ -12,7 +12,7 @@ from app import render
 from app.egress import egress_env, egress_facts
 from app.environments import environment_for
 from app.ghops import RepoOps
-from app.models import Job, Run, RunStage, RunState, RunWarning
+from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.redact import redact, tail
 from app.render.reasons import Why
 from app.runs.queue import model_paused_until, slot_free, wake_queued
@@ -38,10 +38,10 @@ AGENT_PREAMBLE = (
 async def start_agent(engine: StepContext, run: Run) -> None:
     if run.cancel_requested:
         engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
-                         outcome="cancelled", finished_at=time.time())
+                         outcome=RunOutcome.CANCELLED, finished_at=time.time())
         wake_queued(engine)  # a place in the queue came free
         return
-    if run.kind == "verify":
+    if run.kind == RunKind.VERIFY:
         return
     job = engine.get_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
@@ -78,7 +78,7 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     from sandbox.harness import harness_for
 
     harness = harness_for(spec)
-    review = await review_context(ops, run) if run.kind == "followup" else ""
+    review = await review_context(ops, run) if run.kind == RunKind.FOLLOWUP else ""
     if run.turn > 1:
         await restore_session(engine, run, sb, harness)
     # The agent gets a gateway URL and a token for this sandbox, never the model key.
@@ -96,7 +96,7 @@ async def start_agent(engine: StepContext, run: Run) -> None:
 
 def previous_turn(engine: StepContext, run: Run) -> Run | None:
     earlier = [r for r in engine.runs_of(run.job_id)
-               if r.attempt == run.attempt and r.turn < run.turn and r.kind != "verify"]
+               if r.attempt == run.attempt and r.turn < run.turn and r.kind != RunKind.VERIFY]
     return max(earlier, key=lambda r: r.turn) if earlier else None
 
 

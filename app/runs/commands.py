@@ -19,7 +19,7 @@ from app.intents import (
     start_followup,
     start_job,
 )
-from app.models import Intent, RunStage, RunState
+from app.models import Intent, RunKind, RunStage, RunState
 from app.render.reasons import Why
 from app.runs.jobs import refresh_status
 from app.runs.publishing import request_retry
@@ -34,7 +34,7 @@ async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
         if job is None:
             return "not a hangar PR"
         outcome = await start_followup(engine, job, intent.thread.number,
-                                       intent.args["prompt"], kind="followup",
+                                       intent.args["prompt"], kind=RunKind.FOLLOWUP,
                                        requested_by=intent.author)
         if outcome == BUSY:
             # Said once, and kept: the turn starts when the running one ends.

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from app import render
 from app.egress import running_refusal_notes
-from app.models import JobState, RunStage
+from app.models import JobState, RunOutcome, RunStage
 from app.runs.publishing import rescue_commits
 from app.runs.queue import model_pause_notes, queue_positions
 
@@ -38,7 +38,7 @@ async def advance_job(engine: StepContext, job_id: str) -> None:
     if runs and all(r.finished for r in runs):
         await engine.runs_ended(job)  # what other concerns do first: fan-out ranks
         failed = all(r.stage == RunStage.ERROR for r in runs)
-        cancelled = all(r.outcome == "cancelled" for r in runs)
+        cancelled = all(r.outcome == RunOutcome.CANCELLED for r in runs)
         state = JobState.FAILED if failed else JobState.CANCELLED if cancelled else JobState.DONE
         engine.patch_job(job_id, state=state)
     await refresh_status(engine, job_id)

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from app import render
-from app.models import Run, RunState
+from app.models import Run, RunKind, RunState
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -26,7 +26,7 @@ def credential_key(run: Run) -> str:
 def queue_positions(engine: StepContext) -> dict[str, int]:
     """Each queued run's place in its credential's queue, first come first served."""
     queued = sorted((r for r in engine.active_runs() if r.state == RunState.QUEUED
-                     and r.kind != "verify"), key=lambda r: r.queued_at)
+                     and r.kind != RunKind.VERIFY), key=lambda r: r.queued_at)
     places: dict[str, int] = {}
     seen: dict[str, int] = {}
     for run in queued:

@@ -18,7 +18,7 @@ from gidgethub import BadRequest
 
 from app import render
 from app.ghops import RepoOps
-from app.models import Job, Run, RunStage, RunState, RunWarning
+from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.render.reasons import Why
 from app.repoconfig import parse_repo_config
 from app.runs.agent import start_agent, watch_agent
@@ -87,8 +87,9 @@ async def collect(engine: StepContext, run: Run) -> None:
     head = run.published_head or await ops.branch_sha(run.branch)
     compare = await ops.compare(run.base_branch, head) if head else None
     if head is None or not compare or compare["ahead_by"] == 0:
-        if run.kind == "agent" and run.pr_number is None:
-            engine.patch_run(run.id, stage=RunStage.DONE, outcome="no_changes", head_sha=head)
+        if run.kind == RunKind.AGENT and run.pr_number is None:
+            engine.patch_run(run.id, stage=RunStage.DONE, outcome=RunOutcome.NO_CHANGES,
+                             head_sha=head)
             engine.note(run.job_id, f"{run.id} made no commits")
             return
     config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch,
@@ -99,7 +100,7 @@ async def collect(engine: StepContext, run: Run) -> None:
     fresh = engine.get_run(run.id)
     run = engine.patch_run(run.id, pr_number=pr["number"],
                            posting=[k for k in fresh.posting if k != "pr"])
-    if run.kind != "verify":  # `/hangar verify` reports a verification, not an agent's turn
+    if run.kind != RunKind.VERIFY:  # `/hangar verify` reports a verification, not an agent's turn
         await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
                            conclusion=agent_conclusion(run), output=render.agent_check_output(run))
     # Only now is this stage's work all on GitHub; a crash before here repeats it.

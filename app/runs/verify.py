@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from app import ghops, render
 from app.egress import egress_env, end_egress, refusals, verify_key
 from app.environments import environment_for
-from app.models import Job, Run, RunStage, Verification
+from app.models import Job, Run, RunKind, RunOutcome, RunStage, Verification
 from app.redact import redact, tail
 from app.render import verify as verify_words
 from app.render.reasons import Why
@@ -30,8 +30,8 @@ VERIFY_CHECK = "hangar / verify"
 async def verify(engine: StepContext, run: Run) -> None:
     job = engine.get_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
-    head = await ops.branch_sha(run.branch) if run.kind == "verify" else run.head_sha
-    if run.kind == "verify" and head != run.head_sha:
+    head = await ops.branch_sha(run.branch) if run.kind == RunKind.VERIFY else run.head_sha
+    if run.kind == RunKind.VERIFY and head != run.head_sha:
         compare = await ops.compare(run.base_branch, head)
         run = engine.patch_run(run.id, head_sha=head, compare=compare)
     spec, _ = await environment_for(engine, ops, run.base_branch,
@@ -52,7 +52,7 @@ async def verify(engine: StepContext, run: Run) -> None:
                        output=render.verify_check_output(verification),
                        actions=verify_actions(verification))
     # GitHub's answer to the body edit is the PR as the turn ends: auto-fix starts there.
-    engine.patch_run(run.id, stage=RunStage.DONE, outcome="pr",
+    engine.patch_run(run.id, stage=RunStage.DONE, outcome=RunOutcome.PR,
                      pr_seen=ghops.pr_facts(pr) if pr else None)
     engine.note(run.job_id, f"{run.id} verification "
                 + {True: "passed", False: "failed", None: "could not run"}[verification.passed])

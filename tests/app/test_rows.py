@@ -8,7 +8,17 @@ import pytest
 
 from app.engine import Engine
 from app.metrics import Metrics
-from app.models import Job, JobState, Run, RunState, Thread, changed
+from app.models import (
+    Intent,
+    IntentState,
+    Job,
+    JobState,
+    Run,
+    RunKind,
+    RunState,
+    Thread,
+    changed,
+)
 from app.store import Store
 
 
@@ -37,3 +47,15 @@ def test_a_patch_of_the_wrong_type_raises(engine):
 def test_changed_leaves_the_original_alone():
     run = Run(job_id="job-1", branch="b", base_branch="main")
     assert changed(run, pr_number=4).pr_number == 4 and run.pr_number is None
+
+
+def test_a_run_kind_and_an_intent_state_are_typed_not_free_strings(engine):
+    run = engine.save_run(Run(job_id="job-1", branch="b", base_branch="main", kind="verify"))
+    assert engine.get_run(run.id).kind is RunKind.VERIFY  # stored as text, read back typed
+    with pytest.raises(pydantic.ValidationError):
+        Run(job_id="job-1", branch="b", base_branch="main", kind="verfy")
+    intent = Intent(id="comment-1-0", thread=Thread(repo="acme/w", number=1, installation_id=1),
+                    comment_id=1, author="mona", command="status")
+    assert intent.state is IntentState.NEW
+    with pytest.raises(pydantic.ValidationError):
+        changed(intent, state="finished")
