@@ -17,35 +17,116 @@ Which file holds what:
 - jobs.py: the job's step, its status comment, and reaping orphan sandboxes at start;
 - commands.py: run, cancel, verify, retry, status.
 
-Code outside this folder uses the concern through the names below.
+This file is the concern's face: code outside the folder imports from here only (the
+import-graph test holds it to that). It names every name the single module app/runs.py
+offered before the folder, so no import of `app.runs` had to change.
 """
 
-from app.runs.agent import agent_stopped, start_agent, watch_agent
-from app.runs.commands import ACTIONS
-from app.runs.jobs import advance_job, reap_orphans, refresh_status, wake_job
-from app.runs.publishing import push_refusal
-from app.runs.queue import credential_key, queue_positions, wake_queued
-from app.runs.sandbox import must_each, prepare_sandbox
-from app.runs.steps import advance_run, collect, note_failure
-from app.runs.verify import VerifyTrouble, verify
+from app.runs.agent import (
+    AGENT_LOG,
+    AGENT_PREAMBLE,
+    PROVIDER_CALL_TIMEOUT_S,
+    SESSION_ARCHIVE,
+    SESSION_MAX_BYTES,
+    agent_stopped,
+    build_prompt,
+    checkout_for,
+    model_facts,
+    model_route,
+    previous_session,
+    previous_turn,
+    restore_session,
+    review_context,
+    save_session,
+    session_archive,
+    start_agent,
+    watch_agent,
+)
+from app.runs.commands import (
+    ACTIONS,
+)
+from app.runs.jobs import (
+    advance_job,
+    reap_orphans,
+    refresh_status,
+    wake_job,
+)
+from app.runs.publishing import (
+    publish,
+    push_refusal,
+)
+from app.runs.queue import (
+    credential_key,
+    model_pause_notes,
+    model_paused_until,
+    queue_positions,
+    slot_free,
+    wake_queued,
+)
+from app.runs.sandbox import (
+    must_each,
+    prepare_sandbox,
+)
+from app.runs.steps import (
+    advance_run,
+    agent_conclusion,
+    collect,
+    find_or_open_pr,
+    note_failure,
+)
+from app.runs.verify import (
+    VERIFY_CHECK,
+    VerifyTrouble,
+    trouble,
+    verify,
+    verify_actions,
+    verify_conclusion,
+    verify_in_clean_sandbox,
+)
 
 __all__ = [
     "ACTIONS",
+    "AGENT_LOG",
+    "AGENT_PREAMBLE",
+    "PROVIDER_CALL_TIMEOUT_S",
+    "SESSION_ARCHIVE",
+    "SESSION_MAX_BYTES",
+    "VERIFY_CHECK",
     "VerifyTrouble",
     "advance_job",
     "advance_run",
+    "agent_conclusion",
     "agent_stopped",
+    "build_prompt",
+    "checkout_for",
     "collect",
     "credential_key",
+    "find_or_open_pr",
+    "model_facts",
+    "model_pause_notes",
+    "model_paused_until",
+    "model_route",
     "must_each",
     "note_failure",
     "prepare_sandbox",
+    "previous_session",
+    "previous_turn",
+    "publish",
     "push_refusal",
     "queue_positions",
     "reap_orphans",
     "refresh_status",
+    "restore_session",
+    "review_context",
+    "save_session",
+    "session_archive",
+    "slot_free",
     "start_agent",
+    "trouble",
     "verify",
+    "verify_actions",
+    "verify_conclusion",
+    "verify_in_clean_sandbox",
     "wake_job",
     "wake_queued",
     "watch_agent",
