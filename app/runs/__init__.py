@@ -19,7 +19,8 @@ Which file holds what:
 
 This file is the concern's face: code outside the folder imports from here only (the
 import-graph test holds it to that). It names every name the single module app/runs.py
-offered before the folder, so no import of `app.runs` had to change.
+offered before the folder (but the ranking step, fan-out's now: app.fanout), so imports of
+`app.runs` did not have to change.
 """
 
 from app.runs.agent import (
