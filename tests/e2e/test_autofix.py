@@ -146,7 +146,7 @@ def test_a_fix_that_fails_the_same_way_stops_after_the_repeat(world):
     world.start_hangar(agent(t1=ABS, other=same))
     issue, _ = world.ask("/hangar fix the failing test")
     status = wait_until(lambda: "failed the same way" in world.status(issue)
-                        and world.status(issue), 150, "hangar to stop repeating itself")
+                        and world.status(issue), 200, "hangar to stop repeating itself")
     assert autofix_labels(world, issue) == ["auto-fix turn 1 of 2: ci / test failed"]
     assert "Comment `/hangar <instruction>` with a hint" in status
     pr = world.pr_for(issue)
