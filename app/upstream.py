@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from aiohttp import web
+from cachetools import TTLCache
 from gidgethub import BadRequest
 
 from app.keys import AUTH, EGRESS, MODELS, SETTINGS, TOKENS
@@ -17,6 +18,9 @@ from proxy.gateway import Endpoint, ModelLedger
 # granted `workflows` gets a contents-only token.
 PUSH_PERMISSIONS = {"contents": "write", "workflows": "write"}
 CONTENTS_ONLY = {"contents": "write"}
+# How long an installation's refusal of `workflows` is believed before it is asked again
+# (an owner may accept the App's new permissions at any time).
+WORKFLOWS_REFUSED_S = 600.0
 VENDOR_APIS = {"openai": ("https://api.openai.com", "bearer"),
                "anthropic": ("https://api.anthropic.com", "x-api-key")}
 
@@ -26,6 +30,10 @@ class InstallationUpstream:
 
     def __init__(self, app: web.Application):
         self.app = app
+        # (installation, repository) whose installation refused `workflows`: every git
+        # request of every sandbox asks for credentials, and GitHub's 422 is not cached.
+        self._no_workflows: TTLCache[tuple[int, str], bool] = TTLCache(
+            maxsize=4096, ttl=WORKFLOWS_REFUSED_S)
 
     async def credentials(self, grant: Grant) -> tuple[str, str]:
         if grant.installation_id is None:
@@ -33,12 +41,17 @@ class InstallationUpstream:
         # A token that leaks from the push path can do nothing but write this one
         # repository's contents (and its workflow files).
         auth = self.app[AUTH]
-        try:
-            token = await auth.installation_token(
-                grant.installation_id, repository=grant.repo, permissions=PUSH_PERMISSIONS)
-        except BadRequest as exc:
-            if exc.status_code != 422:
-                raise
+        key = (grant.installation_id, grant.repo)
+        token = None
+        if key not in self._no_workflows:
+            try:
+                token = await auth.installation_token(
+                    grant.installation_id, repository=grant.repo, permissions=PUSH_PERMISSIONS)
+            except BadRequest as exc:
+                if exc.status_code != 422:
+                    raise
+                self._no_workflows[key] = True
+        if token is None:
             token = await auth.installation_token(
                 grant.installation_id, repository=grant.repo, permissions=CONTENTS_ONLY)
         return self.app[SETTINGS].git_base_url, token.token

@@ -285,9 +285,12 @@ async def test_an_installation_without_workflows_still_gets_a_contents_push_toke
                        retry=FAST)
         fake_app = {AUTH: auth, SETTINGS: SimpleNamespace(git_base_url="http://git")}
         upstream = InstallationUpstream(fake_app)
-        _, token = await upstream.credentials(Grant("sb-1", "acme/widgets", "hangar/1-ab",
-                                                    installation))
+        grant = Grant("sb-1", "acme/widgets", "hangar/1-ab", installation)
+        _, token = await upstream.credentials(grant)
         gh = GitHubClient(session, base_url=fakehub.api_url, oauth_token=token, retry=FAST)
         assert (await gh.getitem("/repos/acme/widgets"))["name"] == "widgets"
+        # Every git request of a sandbox asks again: the refusal is remembered, not re-asked.
+        for _ in range(3):
+            assert (await upstream.credentials(grant))[1] == token
     minted = [c for c in fakehub.api_calls() if c[1].endswith("/access_tokens")]
     assert [c[2] for c in minted] == [422, 201]  # asked with workflows, then contents only
