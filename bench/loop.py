@@ -58,7 +58,8 @@ def one_job(hub, repo: str, n: int) -> dict[str, float]:
     comment = hub.comment(repo, issue, "/hangar fix the failing test", as_user="mona")
     seen: dict[str, float] = {}
     deadline = started + 120
-    while len(seen) < len(STAGES) and time.perf_counter() < deadline:
+    # Verified is the last stage: past it, a stage not seen was passed between two polls.
+    while "verified" not in seen and time.perf_counter() < deadline:
         now = time.perf_counter() - started
         if "eyes" not in seen and any(r["content"] == "eyes"
                                       for r in hub.reactions(repo, comment)):
