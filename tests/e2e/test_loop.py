@@ -213,13 +213,16 @@ def test_concurrency_cap_queues_the_fourth_job(world):
 
 @pytest.mark.parametrize("stage", ["running", "verifying", "pr-opened"])
 def test_kill_9_at_each_stage_then_restart_finishes_once(world, stage):
-    agent = "sleep 2\n" + FIX_AGENT
-    world.start_hangar(agent, process=True, verify="sleep 2 && python3 -m unittest -q")
+    # The agent's own sleep marks it: the status comment may fold "working" into a later
+    # edit (one edit per interval), so the agent's process is what says it runs.
+    marker = "sleep 2.0417"
+    world.start_hangar(f"{marker}\n{FIX_AGENT}", process=True,
+                       verify="sleep 2 && python3 -m unittest -q")
     issue, _ = world.ask("/hangar fix the failing test")
 
     def reached():
         if stage == "running":
-            return "the agent is working" in world.status(issue)
+            return bool(_pids_with(marker))
         pr = world.pr_for(issue)
         if pr is None:
             return False
