@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING
 
 from app import commands, ghops, render
 from app.ghops import RepoOps
-from app.models import Intent, IntentState, Job, JobState, Run, RunKind, RunStage, RunState, changed
+from app.models import (
+    Intent,
+    IntentState,
+    Job,
+    JobState,
+    Run,
+    RunKind,
+    RunStage,
+    RunState,
+    Thread,
+    changed,
+)
 from app.payloads import CheckRunEvent
 from app.render import replies
 from app.render.reasons import Why
@@ -249,7 +260,6 @@ def record_check_action(engine: StepContext, event: CheckRunEvent) -> None:
     run = engine.get_run(external)
     if run is None or run.pr_number is None:
         return
-    from app.models import Thread
 
     intent_id = f"check-{event.check_run.id}-{identifier}-{event.check_run.head_sha[:12]}"
     if engine.store.get("intent", intent_id, Intent):

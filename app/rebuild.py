@@ -15,8 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from app import render
+from app import landing, render, runs
+from app.datadir import rebuild_done
 from app.ghops import RepoOps
+from app.intents import job_for_pr
 from app.models import (
     Job,
     JobState,
@@ -130,7 +132,6 @@ def opened_by_hangar(pr: dict, facts: PrFacts | None, *, bot_login: str) -> bool
 
 async def recover_pr(engine: StepContext, ops: RepoOps, installation_id: int, repo: dict,
                      pr: dict, found: Recovered, *, bot_login: str) -> None:
-    from app.intents import job_for_pr
 
     facts = read_pr_body(pr.get("body"))
     name = f"{ops.full_name}#{pr['number']}"
@@ -215,7 +216,6 @@ async def approved(ops: RepoOps, number: int) -> bool:
 
 async def imply_land_request(engine: StepContext, job: Job, pr_number: int) -> None:
     """An approval asks hangar to land the PR: the land step reads the reviews itself."""
-    from app import landing
 
     request = landing.ensure_request(engine, job, pr_number)
     request.due_at = 0
@@ -225,8 +225,6 @@ async def imply_land_request(engine: StepContext, job: Job, pr_number: int) -> N
 
 async def run_pending_rebuild(engine: StepContext) -> Recovered:
     """The rebuild a new database is owed; then the reaper may report unknown sandboxes."""
-    from app import runs
-    from app.datadir import rebuild_done
 
     found = await rebuild_from_github(engine)
     rebuild_done(engine.settings.data_dir)

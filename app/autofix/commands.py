@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from app.autofix.rows import ensure_row, patch
 from app.autofix.rules import Stop
 from app.autofix.steps import fix_now, review_turn, show
+from app.intents import hangar_pr_job
 from app.models import Intent
 from app.render import autofix as words
 from app.render.reasons import Why
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
 
 
 async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    from app.intents import hangar_pr_job
-
     job = await hangar_pr_job(engine, ops, intent)
     if job is None:
         return "not a hangar PR"

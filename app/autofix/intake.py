@@ -14,7 +14,7 @@ from app.autofix.rows import ensure_row, get_row, patch, row_id, save
 from app.autofix.rules import MAX_JUDGED, VERIFY_CHECK
 from app.autofix.steps import last_turn
 from app.intents import job_for_pr
-from app.models import AutofixRow, Intent, Job, RunStage
+from app.models import AutofixRow, Intent, Job, Run, RunStage, Thread
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -69,7 +69,6 @@ def record_ci(engine: StepContext, repo: str, head_sha: str) -> None:
     Only that PR: a busy repository's CI must not make every open PR ask GitHub again. A
     head hangar has not heard of yet is looked at when its push event comes (or by the
     slow poll)."""
-    from app.models import Run
 
     prs = set()
     for run in engine.store.find("run", Run, head_sha=head_sha):
@@ -111,7 +110,6 @@ def record_change_request(engine: StepContext, job: Job, event: PullRequestRevie
     if event.review.id in row.seen_reviews or event.review.user.is_bot:
         return
     patch(engine, row.id, seen_reviews=[*row.seen_reviews, event.review.id])
-    from app.models import Thread
 
     intent_id = f"review-{event.review.id}"
     if engine.store.get("intent", intent_id, Intent) or event.installation is None:

@@ -23,11 +23,14 @@ from app.autofix.rules import (
     stop_reason,
 )
 from app.engine import PrNotes
+from app.intents import start_followup
+from app.landing import LandRequest, LandState, land_id
 from app.models import AutofixRow, Job, RunKind
 from app.redact import tail
 from app.render import autofix as words
 from app.render.reasons import Why
 from app.repoconfig import CONFIG_PATH, parse_repo_config
+from app.runs import refresh_status
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -80,8 +83,6 @@ def known_head(engine: StepContext, job: Job, row: AutofixRow, head: str) -> boo
 
 
 def merging(engine: StepContext, row: AutofixRow) -> bool:
-    from app.landing import LandRequest, LandState, land_id
-
     request = engine.store.get("land", land_id(row.repo, row.pr_number), LandRequest)
     return bool(request and request.state == LandState.MERGING)
 
@@ -167,7 +168,6 @@ async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, pro
                              requested_by: str, label: str) -> bool:
     """Start the turn and count it, with no await between the two (start_followup has
     none): two steps deciding at once start one turn and count one."""
-    from app.intents import start_followup
 
     outcome = await start_followup(engine, job, row.pr_number, prompt, kind=RunKind.AUTOFIX,
                                    requested_by=requested_by, label=label)
@@ -179,8 +179,6 @@ async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, pro
 
 
 async def show(engine: StepContext, job: Job) -> None:
-    from app.runs import refresh_status
-
     await refresh_status(engine, job.id)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.intents import hangar_pr_job, reply
 from app.landing.rows import (
     RESTARTABLE,
     LandRequest,
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 
 
 async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    from app.intents import hangar_pr_job, reply
-
     job = await hangar_pr_job(engine, ops, intent)
     if job is None:
         return "not a hangar PR"
@@ -61,8 +60,6 @@ async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> s
 
 
 async def cancel(engine: StepContext, ops: RepoOps, intent: Intent, request: LandRequest) -> str:
-    from app.intents import reply
-
     if request.state in (LandState.LANDED, LandState.MERGING):
         await reply(ops, intent, words.nothing_to_cancel(request.pr_number, request.state.value))
         return f"too late to cancel: {request.state.value}"

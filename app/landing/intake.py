@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.intents import job_for_pr
 from app.landing.rows import (
     RESTARTABLE,
     LandRequest,
@@ -17,18 +18,11 @@ from app.landing.rows import (
     save,
 )
 from app.landing.rules import LAND_CHECK, LandReason, stopped_by_checks
-from app.models import Job
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
     from app.engine import StepContext
     from app.payloads import PullRequestEvent, PullRequestReviewEvent
-
-
-def job_for_pr(engine: StepContext, repo: str, pr_number: int) -> Job | None:
-    from app.intents import job_for_pr as find
-
-    return find(engine, repo, pr_number)
 
 
 def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from gidgethub import BadRequest, HTTPException
 
-from app import ci, render
+from app import ci, render, runs
 from app.engine import PrNotes
 from app.ghops import read_ci
+from app.github import get_or_none
+from app.intents import request_verification
 from app.landing.rows import (
     IN_FLIGHT,
     RESTARTABLE,
@@ -53,6 +55,7 @@ from app.landing.rules import (
 )
 from app.models import AutofixRow, JobState, RunKind, Verification, autofix_row_id
 from app.render import landing as words
+from app.render import reply_marker
 from app.render.reasons import Why
 from app.repoconfig import LandPolicy, parse_repo_config
 from app.sensitive import COMPARE_FILES, sensitive_names
@@ -323,7 +326,6 @@ async def explain_reviews(
     verdicts: list[tuple[ReviewRecord, Why | str | None]],
 ) -> None:
     """Say once, per review, why an approval does not count."""
-    from app.render import reply_marker
 
     for review, why in verdicts:
         if why is None or review.id in request.explained:
@@ -422,7 +424,6 @@ async def wait_for_ci(
 def ensure_verified(engine: StepContext, request: LandRequest) -> Verification | None:
     """hangar's latest verification of exactly this head with the environment of the base
     it lands into; None while there is none (one is asked for when nothing runs)."""
-    from app.intents import request_verification
 
     runs = [r for r in engine.runs_of(request.job_id) if r.pr_number == request.pr_number]
     # Every turn (auto-fix ones too) verifies its own head on its way to done.
@@ -583,7 +584,6 @@ async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
                check: bool = True) -> None:
     """The land state in check run `hangar / land` on the head (unless not `check`), and
     in the status comment."""
-    from app import render, runs
 
     if request.head_sha and check:
         status, conclusion = land_check_status(request.state)
@@ -642,7 +642,6 @@ async def read_protection(ops: RepoOps, branch: str) -> dict | None:
 
 async def read_rules(ops: RepoOps, branch: str) -> tuple[list[dict], list[dict]]:
     """The active rules for a branch, and the rulesets they come from."""
-    from app.github import get_or_none
 
     rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{branch}")
     rulesets = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from app import envbuild_steps
 from app.environments import default_env_name
 from app.ghops import RepoOps
 from app.models import Job, Run
@@ -32,7 +33,6 @@ async def prepare_sandbox(
     there is one (fetched up to date, install's untracked leftovers removed), else cloned
     through the proxy into the environment's own image.
     """
-    from app import envbuild_steps
     from proxy import sandbox_git_files
     from sandbox import snapshots
 
@@ -90,7 +90,6 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
     """One exec reads the default branch's config and lockfile ids and the checkout's
     lockfile ids; a build that is behind is queued for the next sandbox; the run and the
     agent learn what this sandbox started from."""
-    from app import envbuild_steps
 
     if not spec.install:
         return

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from gidgethub import BadRequest
 
 from app import render
+from app.engine import MAX_STEP_FAILURES
 from app.ghops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.render.reasons import Why
@@ -55,7 +56,6 @@ async def advance_run(engine: StepContext, run_id: str) -> None:
 
 def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
     """A step raised: retry with backoff, then give up with the reason."""
-    from app.engine import MAX_STEP_FAILURES
 
     run = engine.get_run(run_id)
     if run is None or run.finished:
