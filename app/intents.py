@@ -137,7 +137,6 @@ async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Jo
     return job
 
 
-
 def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int) -> str:
     job_id = job_id_for(intent.id)
     if engine.get_job(job_id):
