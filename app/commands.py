@@ -154,6 +154,17 @@ COMMANDS: tuple[CommandSpec, ...] = (
         where="both",
     ),
     CommandSpec(
+        name="resume",
+        usage="/hangar resume",
+        summary=(
+            "Start this job's agents now although hangar paused them because the model's "
+            "usage reached its threshold; the pause stays lifted until the usage resets."
+        ),
+        examples=("/hangar resume",),
+        who="write",
+        where="both",
+    ),
+    CommandSpec(
         name="help",
         usage="/hangar help",
         summary="List these commands.",
@@ -421,7 +432,7 @@ def _read_command(
             return _land(number, line, rest)
         case "autofix":
             return _autofix(number, line, rest)
-        case "cancel" | "verify" | "status" | "retry" | "help":
+        case "cancel" | "verify" | "status" | "retry" | "resume" | "help":
             if rest:
                 return _usage_error(
                     number,

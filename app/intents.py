@@ -57,6 +57,8 @@ class Answer(StrEnum):
     NOTHING_TO_PICK = "nothing_to_pick"
     NO_SUCH_ATTEMPT = "no_such_attempt"
     PICKED_ANOTHER = "picked_another"
+    RESUMED = "resumed"
+    NOT_PAUSED = "not_paused"
 
 
 async def process_intent(engine: StepContext, intent_id: str) -> None:

@@ -72,7 +72,8 @@ class Settings(BaseSettings):
     # {ANTHROPIC_API_KEY: {base_url: https://llm-proxy.example.com, auth: x-api-key}};
     # the default is the vendor's API for the name (OPENAI_* to OpenAI, else Anthropic).
     model_endpoints: dict[str, dict[str, str]] = {}
-    # Queued agents of a credential wait once its reported usage reaches this percentage.
+    # No new agent starts on a model credential while any usage window the model reports
+    # is at this percentage (app/runs/pause.py); `/hangar resume` lifts it.
     pause_at_pct: float = Field(90.0, gt=0, le=100)
     # How long a stopping hangar waits for in-flight steps (they are idempotent if cut).
     shutdown_grace_seconds: float = Field(20.0, ge=0)

@@ -10,6 +10,10 @@ refuse (in words, with no tool calls) unless the conversation carries an earlier
 which is how tests show that a follow-up resumed the agent's session.
 
 Faults for tests: `status` 429 (with rate-limit headers and retry-after), 401, 500.
+Every answer carries rate-limit headers: an API key's (Anthropic's
+`anthropic-ratelimit-tokens-*`, OpenAI's `x-ratelimit-*`), or with `subscription` set a
+subscription's (Anthropic's `anthropic-ratelimit-unified-{5h,7d}-*`, Codex's
+`x-codex-{primary,secondary}-*`), at the utilization the script says.
 Every request is kept in `requests` (method, path, headers, body) for assertions.
 """
 
@@ -63,6 +67,9 @@ class ModelScript:
     # Rate-limit utilization reported on every answer, 0..1.
     utilization: float = 0.1
     reset_in_s: int = 3600
+    # A subscription's windows instead of an API key's limits: utilization 0..1 by
+    # window ("5h", "7d"), each resetting reset_in_s from now.
+    subscription: dict[str, float] | None = None
     # Seconds to wait between streamed events (for throughput and TTFB benchmarks).
     event_delay_s: float = 0.0
     # Extra text streamed in the final answer, in chunks (for benchmarks).
@@ -135,10 +142,19 @@ class ModelServer:
             headers["retry-after"] = str(fault.retry_after_s)
             error_type = {429: "rate_limit_error", 401: "authentication_error"}.get(
                 fault.status, "api_error")
+            if fault.status == 429 and kind == "openai" and self.script.subscription:
+                # A ChatGPT plan's limit, as Codex reads it: the type and when it resets.
+                return web.json_response({"error": {
+                    "type": "usage_limit_reached", "message": fault.message,
+                    "plan_type": "plus", "resets_in_seconds": self.script.reset_in_s,
+                    "resets_at": int(time.time() + self.script.reset_in_s)}},
+                    status=429, headers=headers)
             return _error(fault.status, kind, error_type, fault.message, headers)
         return None
 
     def _limit_headers(self, kind: str, remaining_fraction: float | None = None) -> dict:
+        if self.script.subscription is not None:
+            return self._subscription_headers(kind, refused=remaining_fraction == 0.0)
         limit = 100_000
         left = 1 - self.script.utilization if remaining_fraction is None else remaining_fraction
         remaining = int(limit * left)
@@ -151,6 +167,35 @@ class ModelServer:
         return {"x-ratelimit-limit-tokens": str(limit),
                 "x-ratelimit-remaining-tokens": str(remaining),
                 "x-ratelimit-reset-tokens": f"{self.script.reset_in_s}s"}
+
+    def _subscription_headers(self, kind: str, *, refused: bool) -> dict:
+        """What a subscription's answers say: per window its utilization and its reset
+        (epoch seconds), as Claude Code and Codex read them."""
+        windows = dict(self.script.subscription or {})
+        reset = str(int(time.time() + self.script.reset_in_s))
+        if kind == "anthropic":
+            claims = {"5h": "five_hour", "7d": "seven_day"}
+            top = max(windows, key=windows.get) if windows else "7d"
+            status = "rejected" if refused or max(windows.values(), default=0) >= 1 else (
+                "allowed_warning" if max(windows.values(), default=0) >= 0.75 else "allowed")
+            headers = {"anthropic-ratelimit-unified-status": status,
+                       "anthropic-ratelimit-unified-reset": reset,
+                       "anthropic-ratelimit-unified-representative-claim": claims.get(top, top)}
+            for window, used in windows.items():
+                prefix = f"anthropic-ratelimit-unified-{window}"
+                headers[f"{prefix}-utilization"] = f"{used:g}"
+                headers[f"{prefix}-reset"] = reset
+                headers[f"{prefix}-status"] = (
+                    "rejected" if used >= 1 else "allowed_warning" if used >= 0.75 else "allowed")
+            return headers
+        minutes = {"5h": 300, "7d": 10080}
+        headers = {}
+        shortest_first = sorted(windows, key=lambda w: minutes.get(w, 0))
+        for slot, window in zip(("primary", "secondary"), shortest_first, strict=False):
+            headers[f"x-codex-{slot}-used-percent"] = f"{windows[window] * 100:g}"
+            headers[f"x-codex-{slot}-window-minutes"] = str(minutes.get(window, 0))
+            headers[f"x-codex-{slot}-reset-at"] = reset
+        return headers
 
     def _turn(self, items: list[dict], *, kind: str, tools: list) -> _Turn:
         """Where the conversation stands: the last prompt and the tool results after it."""

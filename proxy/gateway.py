@@ -5,7 +5,8 @@ lives (the same life as the push proxy's `hgs_` token). hangar swaps it for the 
 credential of the run (an API key or a bearer/subscription token, from hangar's own
 environment) and relays to that credential's endpoint. The real key never enters the
 sandbox. Answers stream through as they arrive; on the way hangar reads token usage and
-the rate-limit headers, and keeps them per run and per credential.
+the rate-limit headers, and keeps them per run and per credential (every header family
+the vendors send, one reading per window: proxy/usage.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,11 @@ import json
 import logging
 import re
 import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,7 +29,9 @@ import aiohttp
 from aiohttp import web
 from cachetools import TTLCache
 
+from proxy.prices import PRICES, price  # noqa: F401 (the gateway's prices, by model)
 from proxy.tables import SqliteTables, token_hash
+from proxy.usage import USAGE_SCHEMA, Reading, UsageLedger, from_headers
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +49,6 @@ _DROP_REQUEST = {"host", "x-api-key", "authorization", "content-length", "connec
                  "upgrade", "accept-encoding"}
 _DROP_RESPONSE = {"content-length", "connection", "keep-alive", "transfer-encoding",
                   "content-encoding", "upgrade"}
-# US dollars per million (input, output) tokens, by model name prefix; longest match wins.
-PRICES: dict[str, tuple[float, float]] = {
-    "claude-opus-4": (15.0, 75.0),
-    "claude-sonnet-4": (3.0, 15.0),
-    "claude-haiku-4": (1.0, 5.0),
-    "claude-3-5-haiku": (0.8, 4.0),
-    "gpt-5": (1.25, 10.0),
-    "gpt-5-mini": (0.25, 2.0),
-    "gpt-4.1": (2.0, 8.0),
-}
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS model_tokens (
     sandbox_id TEXT PRIMARY KEY,
@@ -78,13 +68,6 @@ CREATE TABLE IF NOT EXISTS model_usage (
     last_status INTEGER,
     last_error TEXT,
     reset_at REAL,
-    at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS model_limits (
-    credential TEXT PRIMARY KEY,
-    utilization REAL NOT NULL,
-    reset_at REAL,
-    headers TEXT NOT NULL,
     at REAL NOT NULL
 );
 """
@@ -116,30 +99,14 @@ class Usage:
     last_status: int | None
     last_error: str | None
     reset_at: float | None
+    at: float | None = None  # the run's last request
 
 
-@dataclass(frozen=True)
-class Reading:
-    """What one answer's rate-limit headers say (`read_limits`)."""
+class ModelLedger(UsageLedger, SqliteTables):
+    """Model tokens, per-run usage and per-credential usage windows (proxy/usage.py), in
+    hangar's SQLite file."""
 
-    utilization: float
-    reset_at: float | None
-    headers: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Limit:
-    credential: str
-    utilization: float  # 0..1, the most used of the limits the endpoint reported
-    reset_at: float | None
-    headers: dict[str, str]
-    at: float
-
-
-class ModelLedger(SqliteTables):
-    """Model tokens, per-run usage and per-credential limits, in hangar's SQLite file."""
-
-    SCHEMA = _SCHEMA
+    SCHEMA = _SCHEMA + USAGE_SCHEMA
 
     def __init__(self, db_path: Path):
         super().__init__(db_path)
@@ -193,9 +160,11 @@ class ModelLedger(SqliteTables):
     def record(self, run_id: str, credential: str, *, input_tokens: int = 0,
                output_tokens: int = 0, cost_usd: float | None = None,
                status: int | None = None, error: str | None = None,
-               reset_at: float | None = None, limit: Reading | None = None) -> None:
-        """Count one request of the run; with `limit`, the credential's limits read from
-        its answer too, in the same transaction (one commit, one wait for the disk)."""
+               reset_at: float | None = None, limits: list[Reading] = (),
+               answered_at: float | None = None) -> None:
+        """Count one request of the run; with `limits`, the credential's windows read from
+        its answer too, in the same transaction (one commit, one wait for the disk).
+        `answered_at`: when the model took the request (its answer's headers came)."""
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             db.execute(
@@ -211,56 +180,21 @@ class ModelLedger(SqliteTables):
                 " reset_at = COALESCE(excluded.reset_at, reset_at), at = excluded.at",
                 (run_id, credential, input_tokens, output_tokens, cost_usd, status, error,
                  reset_at, time.time()))
-            if limit is not None:
-                self._set_limit(db, credential, limit)
+            if limits:
+                self._write(db, credential, limits)
+            if answered_at is not None and status is not None and status < 400:
+                self._accepted(db, credential, answered_at)
             db.execute("COMMIT")
 
     def usage(self, run_id: str) -> Usage | None:
         with self._connect() as db:
             row = db.execute(
                 "SELECT run_id, credential, requests, input_tokens, output_tokens, cost_usd,"
-                " last_status, last_error, reset_at FROM model_usage WHERE run_id = ?",
+                " last_status, last_error, reset_at, at FROM model_usage WHERE run_id = ?",
                 (run_id,)).fetchone()
         return Usage(*row) if row else None
 
-    def set_limit(self, credential: str, utilization: float, reset_at: float | None,
-                  headers: dict[str, str]) -> None:
-        with self._connect() as db:
-            self._set_limit(db, credential, Reading(utilization, reset_at, headers))
-
-    @staticmethod
-    def _set_limit(db: sqlite3.Connection, credential: str, limit: Reading) -> None:
-        db.execute(
-            "INSERT OR REPLACE INTO model_limits (credential, utilization, reset_at,"
-            " headers, at) VALUES (?, ?, ?, ?, ?)",
-            (credential, limit.utilization, limit.reset_at, json.dumps(limit.headers),
-             time.time()))
-
-    def limit(self, credential: str) -> Limit | None:
-        with self._connect() as db:
-            row = db.execute("SELECT credential, utilization, reset_at, headers, at"
-                             " FROM model_limits WHERE credential = ?", (credential,)).fetchone()
-        if row is None:
-            return None
-        return Limit(row[0], row[1], row[2], json.loads(row[3]), row[4])
-
-    def clear_limit(self, credential: str) -> None:
-        with self._connect() as db:
-            db.execute("DELETE FROM model_limits WHERE credential = ?", (credential,))
-
-
 # ---- reading what passes through ---------------------------------------------------
-
-
-def price(model: str | None, input_tokens: int, output_tokens: int) -> float | None:
-    """Dollars for the tokens, when the model's price is known."""
-    if not model:
-        return None
-    known = [prefix for prefix in PRICES if model.startswith(prefix)]
-    if not known:
-        return None
-    per_in, per_out = PRICES[max(known, key=len)]
-    return (input_tokens * per_in + output_tokens * per_out) / 1_000_000
 
 
 # Only events that name a model, usage or an error are parsed; text deltas, most of a
@@ -276,7 +210,9 @@ class UsageMeter:
         self.streaming = content_type.startswith("text/event-stream")
         self.json = content_type.startswith("application/json")
         self.model: str | None = None
-        self.input_tokens = 0
+        self.input_tokens = 0  # every prompt token, cached ones included
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
         self.output_tokens = 0
         self.error: str | None = None
         self._pending = b""
@@ -335,82 +271,21 @@ class UsageMeter:
             "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
         if inputs:
             self.input_tokens = inputs
+            # Anthropic counts cache reads and writes beside input_tokens; OpenAI within it.
+            details = usage.get("input_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            reads = usage.get("cache_read_input_tokens", cached)
+            writes = usage.get("cache_creation_input_tokens")
+            self.cache_read_tokens = reads if isinstance(reads, int) else 0
+            self.cache_write_tokens = writes if isinstance(writes, int) else 0
         if isinstance(usage.get("output_tokens"), int):
             self.output_tokens = usage["output_tokens"]
 
     @property
     def cost_usd(self) -> float | None:
-        return price(self.model, self.input_tokens, self.output_tokens)
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-
-
-def _reset_seconds(value: str, now: float) -> float | None:
-    """Seconds until a reset given as RFC 3339 (Anthropic), '6m0s'/'20ms' (OpenAI), or a
-    number of seconds (retry-after)."""
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    if value[0].isdigit() and "-" in value:
-        from datetime import datetime
-
-        try:
-            return max(0.0, datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-                       - now)
-        except ValueError:
-            return None
-    parts = _DURATION.findall(value)
-    if parts and "".join(n + u for n, u in parts) == value:
-        scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-        return sum(float(n) * scale[u] for n, u in parts)
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError):
-        return None
-
-
-def read_limits(headers: Any, status: int, now: float) -> tuple[float, float | None, dict]:
-    """(utilization 0..1, reset time, the headers read) from an answer's rate-limit headers.
-
-    Anthropic sends anthropic-ratelimit-<kind>-{limit,remaining,reset}; OpenAI sends
-    x-ratelimit-{limit,remaining,reset}-<kind>. A 429 is full utilization until
-    retry-after (or the reset the headers name).
-    """
-    kept = {k.lower(): v for k, v in headers.items()
-            if k.lower().startswith(("anthropic-ratelimit-", "x-ratelimit-"))
-            or k.lower() == "retry-after"}
-    kinds: dict[str, dict[str, str]] = {}
-    for key, value in kept.items():
-        if key.startswith("anthropic-ratelimit-"):
-            rest = key.removeprefix("anthropic-ratelimit-")
-            kind, _, field = rest.rpartition("-")
-        elif key.startswith("x-ratelimit-"):
-            field, _, kind = key.removeprefix("x-ratelimit-").partition("-")
-        else:
-            continue
-        kinds.setdefault(kind, {})[field] = value
-    utilization, reset_at = 0.0, None
-    for fields in kinds.values():
-        try:
-            limit, remaining = float(fields["limit"]), float(fields["remaining"])
-        except (KeyError, ValueError):
-            continue
-        used = 1 - remaining / limit if limit > 0 else 0.0
-        seconds = _reset_seconds(fields.get("reset", ""), now)
-        if used >= utilization:
-            utilization = used
-            reset_at = now + seconds if seconds is not None else reset_at
-    if status == 429:
-        utilization = 1.0
-        seconds = _reset_seconds(kept.get("retry-after", ""), now)
-        if seconds is not None:
-            reset_at = now + seconds
-    return max(0.0, min(1.0, utilization)), reset_at, kept
+        return price(self.model, self.input_tokens, self.output_tokens,
+                     cache_read_tokens=self.cache_read_tokens,
+                     cache_write_tokens=self.cache_write_tokens)
 
 
 # ---- the routes ------------------------------------------------------------------------
@@ -501,8 +376,9 @@ class ModelGateway:
         response = _Relayed(status=upstream.status, headers={
             k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE})
         await response.prepare(request)
+        answered_at = time.time()
         meter = UsageMeter(upstream.headers.get("Content-Type", ""))
-        reading: Reading | None = None
+        reading: list[Reading] | None = None
         error_body = bytearray()
         # The credential's limits are written with the run's usage, in one commit, or
         # LIMITS_AFTER_S into a longer answer, so that queued runs see the credential's
@@ -524,9 +400,8 @@ class ModelGateway:
                 if upstream.status >= 400 and len(error_body) < 2000:
                     error_body += chunk
                 if reading is None:
-                    reading = Reading(*read_limits(upstream.headers, upstream.status,
-                                                   time.time()))
-                    if reading.headers and not content.at_eof():
+                    reading = from_headers(upstream.headers, upstream.status, time.time())
+                    if reading and not content.at_eof():
                         limit_timer = asyncio.get_running_loop().call_later(
                             LIMITS_AFTER_S, self._start_limit_write, limit_writes,
                             credential, reading)
@@ -538,7 +413,7 @@ class ModelGateway:
             limit_written = limit_writes[0] if limit_writes else None
             meter.finish()
             if reading is None:
-                reading = Reading(*read_limits(upstream.headers, upstream.status, time.time()))
+                reading = from_headers(upstream.headers, upstream.status, time.time())
             error = _error_message(bytes(error_body)) if upstream.status >= 400 else meter.error
             try:
                 if limit_written is not None:
@@ -550,17 +425,23 @@ class ModelGateway:
                     self.ledger.record, run_id, credential, input_tokens=meter.input_tokens,
                     output_tokens=meter.output_tokens, cost_usd=meter.cost_usd,
                     status=upstream.status, error=error,
-                    reset_at=reading.reset_at if upstream.status == 429 else None,
-                    limit=reading if limit_written is None and reading.headers else None)
+                    reset_at=_refused_until(reading) if upstream.status == 429 else None,
+                    limits=reading if limit_written is None else (), answered_at=answered_at)
         await response.write_eof(last)
         return response
 
 
     def _start_limit_write(self, writes: list[asyncio.Future], credential: str,
-                           limit: Reading) -> None:
+                           limits: list[Reading]) -> None:
         writes.append(asyncio.ensure_future(self._write(
-            self.ledger.set_limit, credential, limit.utilization, limit.reset_at,
-            limit.headers)))
+            self.ledger.record_readings, credential, limits)))
+
+
+def _refused_until(readings: list[Reading]) -> float | None:
+    """When a refused answer said the model takes requests again: the latest of its
+    retry-after and the resets of the windows it reported full (the later one holds)."""
+    resets = [r.reset_at for r in readings if r.refused and r.reset_at is not None]
+    return max(resets) if resets else None
 
 
 class _Relayed(web.StreamResponse):

@@ -19,11 +19,13 @@ from __future__ import annotations
 import abc
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from proxy.usage import from_claude_event, from_codex_message
 from sandbox.envspec import EnvSpec
 from sandbox.provider import HANGAR_DIR, HOME_DIR
 
@@ -51,10 +53,15 @@ CODEX_DEFAULT_MODEL = "gpt-5.5"
 
 @dataclass(frozen=True)
 class ModelRoute:
-    """How the agent reaches its model: hangar's gateway URL and the sandbox's token."""
+    """How the agent reaches its model: hangar's gateway URL and the sandbox's token.
+
+    `subscription`: the credential is a subscription's (a Claude plan's OAuth token), so the
+    CLI runs as a subscriber does: it sends what a plan's token needs and reports the
+    plan's usage windows in its stream (Claude Code's `rate_limit_event`)."""
 
     base_url: str
     token: str
+    subscription: bool = False
 SCRIPT_SUMMARY_LINES = 20
 SUMMARY_MAX_CHARS = 8000
 
@@ -63,9 +70,19 @@ class AgentFacts(BaseModel):
     summary: str | None = None
     session_id: str | None = None
     turns: int | None = None
+    # This turn's own cost, as the CLI reports it (Claude Code: its last result's
+    # model_usage_since_last_result), else None: hangar works it out from the session's
+    # totals and the gateway's metering (app/runs/costs.py).
     cost_usd: float | None = None
     usage: dict[str, Any] = Field(default_factory=dict)
+    # The whole session's so far, a resumed session's earlier turns included: Claude
+    # Code's total_cost_usd and modelUsage, Codex's turn.completed usage.
+    session_cost_usd: float | None = None
+    session_tokens: dict[str, int] | None = None  # {"input": n, "output": m}
     rate_limit: dict[str, Any] | None = None
+    # The model's usage windows the CLI reported (proxy.usage.Reading as dicts, their
+    # time the log's end): Claude Code's rate_limit_event, Codex's usage-limit error.
+    rate_limits: list[dict[str, Any]] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     # Why the agent could not do its work, in the CLI's own terms: "rate_limit" (with
     # http_status 429), "auth" (401/403), "unreachable", "api_error", "resume_failed".
@@ -89,8 +106,9 @@ class Harness(abc.ABC):
         resume the session of an earlier one."""
 
     @abc.abstractmethod
-    def parse(self, log_text: str) -> AgentFacts:
-        """What the agent reported about itself. Never raises."""
+    def parse(self, log_text: str, *, at: float | None = None) -> AgentFacts:
+        """What the agent reported about itself. Never raises. `at`: when the log ended
+        (the time of the usage readings it holds; now by default)."""
 
     def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
         """Files to copy into the sandbox before `start` (absolute paths)."""
@@ -116,7 +134,7 @@ class ScriptHarness(Harness):
     def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
         return {AGENT_SCRIPT_PATH: self.script.encode()}
 
-    def parse(self, log_text: str) -> AgentFacts:
+    def parse(self, log_text: str, *, at: float | None = None) -> AgentFacts:
         lines = log_text.rstrip("\n").splitlines()
         tail = "\n".join(lines[-SCRIPT_SUMMARY_LINES:]).strip()
         return AgentFacts(summary=tail[-SUMMARY_MAX_CHARS:] or None)
@@ -233,7 +251,9 @@ class ClaudeHarness(Harness):
 
     @staticmethod
     def _model_env(model: ModelRoute) -> dict[str, str]:
-        return {"ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": model.token}
+        # A plan's token is an OAuth token to Claude Code, an API key's an API key.
+        key = "CLAUDE_CODE_OAUTH_TOKEN" if model.subscription else "ANTHROPIC_API_KEY"
+        return {"ANTHROPIC_BASE_URL": model.base_url, key: model.token}
 
     def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
         if model is None:
@@ -241,9 +261,11 @@ class ClaudeHarness(Harness):
         settings = {"env": {**self._model_env(model), **CLAUDE_QUIET_ENV}}
         return {CLAUDE_SETTINGS_PATH: json.dumps(settings, indent=1).encode()}
 
-    def parse(self, log_text: str) -> AgentFacts:
+    def parse(self, log_text: str, *, at: float | None = None) -> AgentFacts:
         facts = AgentFacts()
         reader = _JsonLines(log_text, facts)
+        at = time.time() if at is None else at
+        windows: dict[str, dict] = {}
         last_text: str | None = None
         assistant_messages = 0
         result_seen = False
@@ -266,6 +288,8 @@ class ClaudeHarness(Harness):
             elif kind == "rate_limit_event":
                 info = event.get("rate_limit_info")
                 facts.rate_limit = dict(info) if isinstance(info, dict) else {}
+                for reading in from_claude_event(info, at):  # the last of each window
+                    windows[reading.window] = reading.as_dict()
                 status = facts.rate_limit.get("status")
                 if status not in (None, "allowed"):
                     facts.warnings.append(f"model rate limit: {status}")
@@ -276,7 +300,9 @@ class ClaudeHarness(Harness):
                 if isinstance(event.get("result"), str):
                     facts.summary = event["result"][-SUMMARY_MAX_CHARS:]
                 facts.turns = _int(event.get("num_turns"))
-                facts.cost_usd = _number(event.get("total_cost_usd"))
+                facts.session_cost_usd = _number(event.get("total_cost_usd"))
+                facts.session_tokens = _claude_tokens(event.get("modelUsage"))
+                facts.cost_usd = _claude_turn_cost(event.get("model_usage_since_last_result"))
                 if isinstance(event.get("usage"), dict):
                     facts.usage = event["usage"]
                 subtype = event.get("subtype")
@@ -295,6 +321,7 @@ class ClaudeHarness(Harness):
             else:
                 reader.unknown_type(kind)
         reader.finish()
+        facts.rate_limits = list(windows.values())
         if retries:
             facts.warnings.append(f"the model request was retried {retries} time(s)"
                                   + (f" (HTTP {retry_status})" if retry_status else ""))
@@ -370,9 +397,10 @@ class CodexHarness(Harness):
         lines = [f"{key} = {_toml(value)}" for key, value in self._provider(model).items()]
         return {f"{CODEX_HOME}/config.toml": ("\n".join(lines) + "\n").encode()}
 
-    def parse(self, log_text: str) -> AgentFacts:
+    def parse(self, log_text: str, *, at: float | None = None) -> AgentFacts:
         facts = AgentFacts()
         reader = _JsonLines(log_text, facts)
+        at = time.time() if at is None else at
         turns = 0
         completed = False
         reconnects: list[str] = []
@@ -388,6 +416,9 @@ class CodexHarness(Harness):
                 usage = event.get("usage")
                 if isinstance(usage, dict):
                     facts.usage = usage
+                    # The session's so far: a resumed thread counts its earlier turns too.
+                    facts.session_tokens = _tokens(usage.get("input_tokens"),
+                                                   usage.get("output_tokens"))
             elif kind in ("turn.failed", "error"):
                 error = event.get("error") if kind == "turn.failed" else event
                 message = error.get("message") if isinstance(error, dict) else None
@@ -395,6 +426,8 @@ class CodexHarness(Harness):
                 if message.startswith("Reconnecting..."):
                     reconnects.append(message)  # transient: codex retries by itself
                     continue
+                facts.rate_limits = [r.as_dict() for r in from_codex_message(message, at)
+                                     ] or facts.rate_limits
                 if kind == "turn.failed" or facts.error_message is None:
                     facts.error_message = message[:500]
                     facts.http_status = _status_in(message)
@@ -438,6 +471,38 @@ class CodexHarness(Harness):
         if facts.failure == "rate_limit":
             facts.rate_limit = {"status": "rejected", "message": facts.error_message}
         return facts
+
+
+def _tokens(inputs: Any, outputs: Any) -> dict[str, int] | None:
+    inputs, outputs = _int(inputs), _int(outputs)
+    if inputs is None and outputs is None:
+        return None
+    return {"input": inputs or 0, "output": outputs or 0}
+
+
+def _claude_tokens(model_usage: Any) -> dict[str, int] | None:
+    """Claude Code's modelUsage (per model, the session's so far): every prompt token,
+    cached ones included, and the output."""
+    if not isinstance(model_usage, dict) or not model_usage:
+        return None
+    inputs = outputs = 0
+    for entry in model_usage.values():
+        if not isinstance(entry, dict):
+            return None
+        inputs += sum(_int(entry.get(k)) or 0 for k in (
+            "inputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"))
+        outputs += _int(entry.get("outputTokens")) or 0
+    return {"input": inputs, "output": outputs}
+
+
+def _claude_turn_cost(since_last: Any) -> float | None:
+    """This turn's cost from Claude Code's model_usage_since_last_result, when it has one
+    for every model it used."""
+    if not isinstance(since_last, dict) or not since_last:
+        return None
+    costs = [_number(e.get("costUSD")) if isinstance(e, dict) else None
+             for e in since_last.values()]
+    return None if any(c is None for c in costs) else sum(costs)
 
 
 def _status_in(message: str) -> int | None:

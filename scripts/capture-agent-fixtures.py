@@ -11,6 +11,9 @@ as the sandbox's agent log holds it) to tests/sandbox/fixtures/agents/<cli>-<cas
   refused-key    the model answers 401
   unreachable    nothing listens at the model's address
   resume-failed  a follow-up whose session store is gone
+  subscription   a turn on a subscription whose 7-day window is at 91% (Claude Code runs
+                 as a subscriber: its stream carries rate_limit_event)
+  usage-limit    the subscription's 7-day window is used up: the model answers 429
 
 Usage: scripts/capture-agent-fixtures.py [claude|codex ...]
 """
@@ -113,14 +116,19 @@ def capture(name: str) -> dict[str, str]:
             (scratch / "workspace" / "home").mkdir()
             logs["resume-failed"] = run_turn(harness, scratch, route, follow, turn=2,
                                              session_id=session_of(harness, logs["ok"]))
+        plan = ModelRoute(route.base_url, KEY, subscription=True)
         cases = {
             "rate-limit": (route, Fault(429, "This request would exceed your rate limit.",
-                                        retry_after_s=1)),
-            "refused-key": (ModelRoute(route.base_url, "sk-wrong-key"), None),
-            "unreachable": (ModelRoute(f"http://127.0.0.1:{free_port()}", KEY), None),
+                                        retry_after_s=1), None),
+            "refused-key": (ModelRoute(route.base_url, "sk-wrong-key"), None, None),
+            "unreachable": (ModelRoute(f"http://127.0.0.1:{free_port()}", KEY), None, None),
+            "subscription": (plan, None, {"5h": 0.34, "7d": 0.91}),
+            "usage-limit": (plan, Fault(429, "You have reached your usage limit.",
+                                        retry_after_s=3600), {"5h": 0.34, "7d": 1.0}),
         }
-        for case, (case_route, fault) in cases.items():
+        for case, (case_route, fault, subscription) in cases.items():
             model.script.fault = fault
+            model.script.subscription = subscription
             with tempfile.TemporaryDirectory() as tmp:
                 scratch = Path(tmp)
                 checkout(scratch)

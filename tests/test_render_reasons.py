@@ -10,10 +10,11 @@ from enum import StrEnum
 
 import pytest
 
-from app import autofix, intents, landing, models, render, runs
+from app import autofix, fanout, intents, landing, models, render, runs
 from app.render import autofix as fix_words
 from app.render import landing as land_words
 from app.render import replies
+from app.render import usage as usage_words
 from app.render import verify as verify_words
 from app.render.reasons import Why, word
 from tests.sources import ROOT, app_files
@@ -28,6 +29,8 @@ TABLES: list[tuple[type[StrEnum], dict]] = [
     (runs.VerifyTrouble, verify_words.ERRORS),
     (runs.VerifyTrouble, verify_words.FIXES),
     (models.RunWarning, render.RUN_WARNINGS),
+    (runs.PauseWhy, usage_words.PAUSES),
+    (fanout.FanoutWarning, usage_words.FANOUT_WARNINGS),
 ]
 
 

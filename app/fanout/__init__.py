@@ -12,8 +12,8 @@ Which file holds what:
 Code outside this folder uses the concern through the names below.
 """
 
-from app.fanout.commands import ACTIONS
+from app.fanout.commands import ACTIONS, FanoutWarning
 from app.fanout.ranking import Ranked, ci_verdict, rank
 from app.fanout.steps import rank_attempts
 
-__all__ = ["ACTIONS", "Ranked", "ci_verdict", "rank", "rank_attempts"]
+__all__ = ["ACTIONS", "FanoutWarning", "Ranked", "ci_verdict", "rank", "rank_attempts"]

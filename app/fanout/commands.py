@@ -1,24 +1,61 @@
-"""Fan-out's `/hangar` commands: `try N` starts one job with N attempts; `pick N` keeps
-one attempt and closes the others' pull requests."""
+"""Fan-out's `/hangar` commands: `try N` starts one job with N attempts (and warns when
+they will queue behind the concurrency cap or the model's usage is already high); `pick N`
+keeps one attempt and closes the others' pull requests."""
 
 from __future__ import annotations
 
+import time
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from app import render
+from app.environments import environment_for
 from app.ghops import RepoOps
 from app.intents import Answer, job_for_thread, job_named, reply, start_job
 from app.models import Intent
 from app.render import replies
+from app.render import usage as usage_words
 from app.render.reasons import Why
-from app.runs import refresh_status
+from app.runs import FANOUT_WARN_PCT, highest, refresh_status
 
 if TYPE_CHECKING:
     from app.engine import StepContext
 
 
+class FanoutWarning(StrEnum):
+    """Why a fan-out's reply warns (worded by render.usage)."""
+
+    OVER_CAP = "fanout_over_cap"  # more attempts than agents may run at once
+    USAGE_HIGH = "fanout_usage_high"  # the model's usage is above FANOUT_WARN_PCT
+
+
 async def try_attempts(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    return start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
+    outcome = start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
+    warnings = await fanout_warnings(engine, ops, intent)
+    if warnings:
+        await reply(ops, intent, usage_words.fanout_warnings(warnings),
+                    key=f"fanout-{intent.id}")
+    return outcome
+
+
+async def fanout_warnings(engine: StepContext, ops: RepoOps, intent: Intent) -> list[Why]:
+    """N attempts cost about N times one: say so when they queue behind the cap, or when
+    the model credential they will use is already past FANOUT_WARN_PCT in a window."""
+    n, cap = intent.args["n"], engine.settings.max_concurrent_agents
+    warnings = [Why(FanoutWarning.OVER_CAP, n=n, cap=cap)] if n > cap else []
+    models = engine.models
+    if models is None or not any(r.utilization * 100 > FANOUT_WARN_PCT
+                                 for rs in models.all_readings().values() for r in rs):
+        return warnings  # no credential is high: no need to ask which one these use
+    spec, _ = await environment_for(engine, ops, intent.default_branch)
+    if spec.harness == "script":
+        return warnings
+    reading = highest(models.readings(spec.model_credential_env), time.time())
+    if reading is not None and reading.utilization * 100 > FANOUT_WARN_PCT:
+        warnings.append(Why(FanoutWarning.USAGE_HIGH, n=n, window=reading.window,
+                            pct=reading.utilization * 100, warn_at=FANOUT_WARN_PCT,
+                            threshold=engine.settings.pause_at_pct))
+    return warnings
 
 
 async def pick(engine: StepContext, ops: RepoOps, intent: Intent) -> str:

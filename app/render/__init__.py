@@ -39,6 +39,7 @@ from app.render.text import (  # noqa: F401 (callers know them as render.code_sp
     status_marker,
     visible,
 )
+from app.render.usage import cost_text, pause_line, percent, reading_note, when, window_name
 
 
 def quote_prompt(prompt: str, limit: int = 300) -> str:
@@ -83,14 +84,20 @@ def diff_stat(compare: dict | None) -> str:
     return f"{commits} commit(s), {len(files)} file(s) changed, +{adds} −{dels}{more}"
 
 
-def run_line(run: Run, queue_position: int | None = None) -> str:
-    """One sentence for where a run is now."""
+def run_line(run: Run, queue_position: int | None = None, *, paused: Why | None = None,
+             reading: tuple[str, float] | None = None) -> str:
+    """One sentence for where a run is now. `paused`: what a queued run's model credential
+    waits for (app.runs.PauseWhy); `reading`: a running agent's credential's most used
+    window (name, utilization)."""
+    if run.state == RunState.QUEUED and paused is not None:
+        return pause_line(paused)
     if run.state == RunState.QUEUED:
         where = f" (position {queue_position} in the queue)" if queue_position else ""
         return f"⏳ queued{where}: waiting for a free agent slot"
     if run.state == RunState.RUNNING:
         started = time.strftime("%H:%M:%S UTC", time.gmtime(run.started_at or time.time()))
-        return f"🛠️ the agent is working in a sandbox (since {started})"
+        usage = f"; {reading_note(*reading)}" if reading else ""
+        return f"🛠️ the agent is working in a sandbox (since {started}){usage}"
     stage_lines = {
         RunStage.PENDING: "📤 the agent stopped; publishing its branch",
         RunStage.PUBLISHING: "📤 publishing the branch through hangar's push proxy",
@@ -123,9 +130,9 @@ def model_failure(run: Run) -> str | None:
     said = code_span(str(agent.get("error_message") or "no reason given")[:300])
     reset_at = (agent.get("model") or {}).get("reset_at")
     if kind == "rate_limit":
-        when = (f"usage resets at {clock(reset_at)}" if reset_at
-                else "the endpoint did not say when usage resets")
-        return (f"the model endpoint answered {status or 429} (rate limit); {when}. "
+        when_ = (f"usage resets at {when(reset_at)}" if reset_at
+                 else "the endpoint did not say when usage resets")
+        return (f"the model endpoint answered {status or 429} (rate limit); {when_}. "
                 "Comment `/hangar <instruction>` after that to try again.")
     if kind == "auth":
         return (f"the model endpoint refused hangar's credential ({status or 'refused'}): "
@@ -173,12 +180,6 @@ def running_blocked_note(blocked: list[dict], attempt: int | None) -> str | None
     return f"Attempt {attempt}: {line}"
 
 
-def model_pause_line(utilization: float, pause_at_pct: float, reset_at: float) -> str:
-    return (f"⏸️ **Waiting for the model:** its reported usage is at {utilization * 100:.0f}% "
-            f"(hangar pauses new agents at {pause_at_pct:g}%); they start by themselves when "
-            f"usage resets at {clock(reset_at)}.")
-
-
 def agent_state_text(run: Run) -> str:
     labels = {
         RunState.EXITED: f"exited with code {run.exit_code}",
@@ -193,9 +194,17 @@ def agent_state_text(run: Run) -> str:
 
 def status_comment(
     job: Job, runs: list[Run], *, queue: dict[str, int] | None = None, notes: list[str] = (),
-    landed: list[int] = (),
+    landed: list[int] = (), paused: dict[str, Why] | None = None,
+    readings: dict[str, tuple[str, float]] | None = None,
 ) -> str:
+    """`paused` and `readings` by run id: what a held run waits for, a running agent's
+    model usage (see run_line)."""
     queue = queue or {}
+    paused, readings = paused or {}, readings or {}
+
+    def line(run: Run, position: int | None = None) -> str:
+        return run_line(run, position, paused=paused.get(run.id), reading=readings.get(run.id))
+
     lines = [
         status_marker(job.id),
         f"**hangar** · `{job.id}` · asked by @{job.requested_by}",
@@ -206,21 +215,21 @@ def status_comment(
     latest = latest_turns(runs)
     if len(latest) == 1:
         run = latest[0]
-        lines.append(f"**Now:** {run_line(run, queue.get(run.id))}")
+        lines.append(f"**Now:** {line(run, queue.get(run.id))}")
         lines.append("")
         lines += _facts(run)
     else:
         lines += ["| attempt | branch | PR | now |", "|---|---|---|---|"]
         for run in latest:
             pr = f"#{run.pr_number}" if run.pr_number else "—"
-            now = run_line(run, queue.get(run.id)).replace("|", "\\|")  # one cell, even in code
+            now = line(run, queue.get(run.id)).replace("|", "\\|")  # one cell, even in code
             lines.append(f"| {run.attempt} | `{run.branch}` | {pr} | {now} |")
     turns = [r for r in runs if r.turn > 1 and r.kind != RunKind.VERIFY]
     if turns:
         lines += ["", "**Turns on the pull request:**"]
         for run in turns:
             # a label may quote others' words (a check's name): shown as data
-            lines.append(f"- {code_span(run.label or 'turn ' + str(run.turn))}: {run_line(run)}")
+            lines.append(f"- {code_span(run.label or 'turn ' + str(run.turn))}: {line(run)}")
     if job.ranking:
         lines += ["", "**Ranking** (verification, then CI, then the smaller diff):", "",
                   "| place | attempt | PR | why |", "|---|---|---|---|"]
@@ -379,9 +388,32 @@ def _agent_numbers(run: Run) -> str:
         parts.append(f"{run.finished_at - run.started_at:.0f}s")
     if isinstance(run.agent.get("turns"), int):
         parts.append(f"{run.agent['turns']} turns")
-    if isinstance(run.agent.get("cost_usd"), int | float):
-        parts.append(f"${run.agent['cost_usd']:.2f}")
+    cost = turn_cost(run)
+    if cost:
+        parts.append(cost)
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def turn_cost(run: Run) -> str | None:
+    """This turn's own cost (app/runs/costs.py), or 'cost unknown' with its tokens."""
+    agent = run.agent or {}
+    cost = agent.get("cost_usd")
+    return cost_text(cost if isinstance(cost, int | float) else None,
+                     _count(agent.get("input_tokens")), _count(agent.get("output_tokens")))
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_windows_line(windows: list[dict]) -> str | None:
+    """A credential's windows as a turn ended: '7-day 91% (resets Tue 09:12 UTC), …'."""
+    parts = []
+    for entry in sorted(windows, key=lambda w: -float(w.get("utilization") or 0))[:4]:
+        reset = f" (resets {when(entry['reset_at'])})" if entry.get("reset_at") else ""
+        parts.append(f"{window_name(str(entry.get('window')))} "
+                     f"{percent(float(entry.get('utilization') or 0))}{reset}")
+    return ", ".join(parts) or None
 
 
 def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
@@ -481,23 +513,29 @@ def agent_check_output(run: Run) -> dict:
     facts = [f"- state: {run.state.value}", f"- exit code: {run.exit_code}"]
     if run.started_at and run.finished_at:
         facts.append(f"- duration: {run.finished_at - run.started_at:.1f}s")
-    for key, label in (("turns", "turns"), ("cost_usd", "cost (USD)"),
-                       ("session_id", "session")):
+    for key, label in (("turns", "turns"), ("session_id", "session")):
         if run.agent.get(key) is not None:  # the agent's own report: data
             facts.append(f"- {label}: {code_span(str(run.agent[key]))}")
+    cost = turn_cost(run)
+    if cost:
+        facts.append(f"- this turn's cost: {cost}")
     if run.env_build:
         facts.append(f"- environment: {environment_line(run.env_build)}")
     if run.dirty:
         facts.append("- uncommitted changes were left in the sandbox (not published)")
     model = run.agent.get("model") or {}
     if model:
-        cost = f", ${model['cost_usd']:.4f}" if model.get("cost_usd") is not None else ""
+        cost = (f", ${model['cost_usd']:.4f}" if model.get("cost_usd") is not None
+                else ", cost unknown (no price for the model)")
         facts.append(f"- model traffic through hangar: {model.get('requests', 0)} request(s), "
                      f"{model.get('input_tokens', 0)} tokens in, "
                      f"{model.get('output_tokens', 0)} out{cost}")
     blocked = blocked_line(run.agent.get("egress_blocked") or [])
     if blocked:
         facts.append(f"- {blocked}")
+    windows = usage_windows_line(run.agent.get("usage_windows") or [])
+    if windows:
+        facts.append(f"- the model's usage as this turn ended: {windows}")
     failure = model_failure(run)
     if failure:
         title = "The agent could not work"

@@ -8,6 +8,7 @@ A command's own usage and `/hangar help` come from the commands' self-descriptio
 from __future__ import annotations
 
 from app import commands
+from app.render import usage
 from app.render.reasons import Sentences, Why, word
 from app.render.text import code_span
 
@@ -63,6 +64,14 @@ ANSWERS: Sentences = {
         f"{', '.join(str(a) for a in have) or 'none'}."),
     "picked_another": lambda login, n, pr: (
         f"Closed: @{login} kept attempt {n} (#{pr}) instead."),
+    "resumed": lambda login, pauses: (
+        f"▶️ @{login} resumed the agents hangar had paused: "
+        + "; ".join(usage.resumed(why) for why in pauses)
+        + ". They start as agent slots free up; the pause stays lifted until that usage "
+        "resets, and comes back if the model refuses requests."),
+    "not_paused": lambda: (
+        "Nothing here waits for the model: no queued agent of this job is paused by its "
+        "usage. `/hangar status` shows where the work stands."),
 }
 
 

@@ -8,14 +8,15 @@ records only what it changed, so a step cut short by a crash is taken again.
 Which file holds what:
 - steps.py: the run's step (dispatch by state), a failed step's backoff, and collect
   (the pull request opened or updated, the `hangar / agent` check run);
-- queue.py: who runs next (per model credential), and a credential's pause near its limit;
+- queue.py: who runs next (per model credential), and a credential's pause at its usage
+  threshold; pause.py: the pause's pure rule; costs.py: a turn's own cost and tokens;
 - agent.py: the agent's turn: its sandbox, prompt, model route and session; watching it;
 - publishing.py: hangar pushes the branch itself; what GitHub refuses is held, not lost;
 - verify.py: the verify command on the exact head, in a clean sandbox;
 - sandbox.py: what the steps share: a run's sandbox checked out, commands that must
   succeed, check runs;
 - jobs.py: the job's step, its status comment, and reaping orphan sandboxes at start;
-- commands.py: run, cancel, verify, retry, status.
+- commands.py: run, cancel, verify, retry, status, resume.
 
 This file is the concern's face: code outside the folder imports from here only (the
 import-graph test holds it to that). It names every name the single module app/runs.py
@@ -52,16 +53,22 @@ from app.runs.jobs import (
     refresh_status,
     wake_job,
 )
+from app.runs.pause import FANOUT_WARN_PCT, Pause, PauseWhy, highest
 from app.runs.publishing import (
     publish,
     push_refusal,
 )
 from app.runs.queue import (
     credential_key,
-    model_pause_notes,
-    model_paused_until,
+    credential_pause,
+    model_pause,
+    model_pauses,
+    model_readings,
     queue_positions,
+    resume_model,
     slot_free,
+    usage_report,
+    usage_windows,
     wake_queued,
 )
 from app.runs.sandbox import (
@@ -89,10 +96,13 @@ __all__ = [
     "ACTIONS",
     "AGENT_LOG",
     "AGENT_PREAMBLE",
+    "FANOUT_WARN_PCT",
     "PROVIDER_CALL_TIMEOUT_S",
     "SESSION_ARCHIVE",
     "SESSION_MAX_BYTES",
     "VERIFY_CHECK",
+    "Pause",
+    "PauseWhy",
     "VerifyTrouble",
     "advance_job",
     "advance_run",
@@ -102,10 +112,13 @@ __all__ = [
     "checkout_for",
     "collect",
     "credential_key",
+    "credential_pause",
     "find_or_open_pr",
+    "highest",
     "model_facts",
-    "model_pause_notes",
-    "model_paused_until",
+    "model_pause",
+    "model_pauses",
+    "model_readings",
     "model_route",
     "must_each",
     "note_failure",
@@ -118,12 +131,15 @@ __all__ = [
     "reap_orphans",
     "refresh_status",
     "restore_session",
+    "resume_model",
     "review_context",
     "save_session",
     "session_archive",
     "slot_free",
     "start_agent",
     "trouble",
+    "usage_report",
+    "usage_windows",
     "verify",
     "verify_actions",
     "verify_conclusion",

@@ -15,7 +15,15 @@ from app.ghops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.redact import redact, tail
 from app.render.reasons import Why
-from app.runs.queue import model_paused_until, slot_free, wake_queued
+from app.runs.costs import turn_usage
+from app.runs.queue import (
+    credential_key,
+    credential_pause,
+    model_pause,
+    slot_free,
+    usage_windows,
+    wake_queued,
+)
 from app.runs.sandbox import REPO, must, prepare_sandbox
 from sandbox.provider import SandboxError
 
@@ -52,10 +60,12 @@ async def start_agent(engine: StepContext, run: Run) -> None:
                                                await ops.branch_sha(job.base_branch))
         engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
         return
-    reset_at = model_paused_until(engine, run)
-    if reset_at is not None:
-        # The credential is near its limit: wait for the reset instead of failing there.
-        engine.patch_run(run.id, retry_at=reset_at)
+    pause = model_pause(engine, run)
+    if pause is not None:
+        # The credential is at its threshold: wait for the reset (or, with none known, look
+        # again for a fresh reading); a person's resume wakes it at once.
+        engine.patch_run(run.id, retry_at=pause.until or time.time()
+                         + engine.settings.poll_interval_seconds)
         return
     if not slot_free(engine, run):
         # A slot, or a place nearer the front, coming free wakes the run (wake_queued);
@@ -113,7 +123,9 @@ def model_route(engine: StepContext, run: Run, sb: Any, spec: Any) -> Any:
     if spec.harness == "script" or engine.models is None:
         return None
     token = engine.models.issue(sb.id, credential=spec.model_credential_env, run_id=run.id)
-    return ModelRoute(model_base_url(engine.settings.proxy_base_url, sb.id), token)
+    # A subscription's token (by the name rule of app/upstream.py): the CLI runs as a plan's.
+    return ModelRoute(model_base_url(engine.settings.proxy_base_url, sb.id), token,
+                      subscription="OAUTH" in spec.model_credential_env)
 
 
 
@@ -251,10 +263,16 @@ async def agent_stopped(
         log.warning("agent log unreadable", extra={"run": run.id, "reason": str(exc)})
         log_text = ""
     harness = harness_for(EnvSpec.model_validate(run.env))
-    agent = harness.parse(log_text).model_dump()
+    usage = engine.models.usage(run.id) if engine.models is not None else None
+    # The stream's readings date from the run's last model answer, as far as hangar knows.
+    agent = harness.parse(log_text, at=usage.at if usage else None).model_dump()
     if agent.get("summary"):
         agent["summary"] = redact(agent["summary"])
+    record_stream_usage(engine, run, agent)
+    before = previous_turn(engine, run)
+    agent.update(turn_usage(agent, before.agent if before else None, usage))
     agent.update(model_facts(engine, run, agent))
+    agent["usage_windows"] = usage_windows(engine, credential_key(run))
     agent.update(egress_facts(engine, run))
     warnings = list(run.warnings)
     try:
@@ -272,6 +290,15 @@ async def agent_stopped(
                 + (f" with code {exit_code}" if exit_code is not None else ""))
 
 
+def record_stream_usage(engine: StepContext, run: Run, agent: dict) -> None:
+    """The usage windows the CLI's stream reported go to the credential's ledger."""
+    from proxy.usage import Reading
+
+    readings = [Reading(**r) for r in agent.get("rate_limits") or []]
+    if readings and engine.models is not None:
+        engine.models.record_readings(credential_key(run), readings)
+
+
 def model_facts(engine: StepContext, run: Run, agent: dict) -> dict:
     """What the gateway saw of this run's model traffic, and when a rate limit resets."""
     usage = engine.models.usage(run.id) if engine.models is not None else None
@@ -281,11 +308,11 @@ def model_facts(engine: StepContext, run: Run, agent: dict) -> dict:
         "requests": usage.requests, "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
         "last_status": usage.last_status, "last_error": usage.last_error}}
-    reset_at = usage.reset_at
-    if reset_at is None:
-        limit = engine.models.limit(usage.credential)
-        reset_at = limit.reset_at if limit else None
-    facts["model"]["reset_at"] = reset_at
+    # The model takes requests again at the latest of the refusal's retry-after and the
+    # resets of the credential's windows that hold: the later one holds.
+    pause = credential_pause(engine, usage.credential)
+    resets = [t for t in (usage.reset_at, pause.until if pause else None) if t is not None]
+    facts["model"]["reset_at"] = max(resets) if resets else None
     if agent.get("failure") is None and usage.last_status in (401, 403, 429, 502):
         # The CLI gave up without saying why; the gateway knows.
         from sandbox.harness import classify_failure

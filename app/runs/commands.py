@@ -1,5 +1,5 @@
 """The jobs-and-runs concern's `/hangar` commands: run (a job, or a turn on its PR),
-cancel, verify, retry and status. Who may use them, and where, is checked once for every
+cancel, verify, retry, status and resume. Who may use them, and where, is checked once for every
 command (app.intents.process_intent, from each command's declaration in app.commands)."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from app.models import Intent, RunKind, RunStage, RunState
 from app.render.reasons import Why
 from app.runs.jobs import refresh_status
 from app.runs.publishing import request_retry
+from app.runs.queue import credential_key, resume_model
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -91,10 +92,35 @@ async def status(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     return "status refreshed"
 
 
+async def resume(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    """Lift the model pause that holds this job's queued agents (each window until its
+    reset); the agents start as slots allow."""
+    job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
+                                                      intent.thread.number)
+    waiting = [r for r in engine.runs_of(job.id) if r.state == RunState.QUEUED
+               and not r.finished and r.env] if job else []
+    lifted = []
+    for credential in sorted({credential_key(r) for r in waiting}):
+        pause = resume_model(engine, credential, by=intent.author)
+        if pause is not None:
+            lifted.append(pause.why)
+            engine.note(job.id, f"@{intent.author} resumed {credential} "
+                                f"({', '.join(sorted(pause.holding))})")
+    if not lifted:
+        await reply(ops, intent, Why(Answer.NOT_PAUSED))
+        return "nothing paused"
+    for run in waiting:
+        engine.patch_run(run.id, retry_at=0.0)  # look again now
+    await reply(ops, intent, Why(Answer.RESUMED, login=intent.author, pauses=lifted))
+    await refresh_status(engine, job.id)
+    return f"resumed {len(lifted)} credential(s)"
+
+
 ACTIONS = {
     "run": run_agent,
     "cancel": cancel,
     "verify": verify_again,
     "retry": retry_push,
     "status": status,
+    "resume": resume,
 }

@@ -11,7 +11,7 @@ from app import render
 from app.egress import running_refusal_notes
 from app.models import JobState, RunOutcome, RunStage
 from app.runs.publishing import rescue_commits
-from app.runs.queue import model_pause_notes, queue_positions
+from app.runs.queue import model_pauses, model_readings, queue_positions
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -70,10 +70,12 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
                                     or n in job.status_posting
                                     or any(r.finished for r in runs if r.pr_number == n))]
     said = engine.pr_status(job.thread.repo, prs)  # what landing and auto-fix say
-    notes = [*model_pause_notes(engine, runs), *running_refusal_notes(engine, runs),
-             *said.notes]
+    notes = [*running_refusal_notes(engine, runs), *said.notes]
+    readings = {run_id: (r.window, r.utilization)
+                for run_id, r in model_readings(engine, runs).items()}
     body = render.status_comment(job, runs, queue=queue_positions(engine), notes=notes,
-                                 landed=said.landed)
+                                 landed=said.landed, paused=model_pauses(engine, runs),
+                                 readings=readings)
     ops = None
     interval = engine.settings.status_edit_interval_seconds
     due = 0.0

@@ -1,5 +1,6 @@
 """Who runs next: agents are capped per model credential, first come first served, and
-a credential near its reported limit pauses its queue until the reset."""
+a credential at its usage threshold pauses its queue (app/runs/pause.py) until the reset,
+a fresh reading below it, or a person's resume."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from app import render
 from app.models import Run, RunKind, RunState
+from app.render.reasons import Why
+from app.runs.pause import Pause, highest, pause_of
+from proxy.usage import Reading
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -51,26 +54,90 @@ def slot_free(engine: StepContext, run: Run) -> bool:
     return free > 0 and queue_positions(engine).get(run.id, 1) <= free
 
 
+# -- the model's usage ------------------------------------------------------------------
 
-def model_paused_until(engine: StepContext, run: Run) -> float | None:
-    """When a credential's reported usage is at pause_at_pct or more: its reset time."""
-    if engine.models is None or run.env.get("harness") in (None, "script"):
+
+def model_pause(engine: StepContext, run: Run) -> Pause | None:
+    """Whether the run's credential is paused (app/runs/pause.py); an agent run only."""
+    if (engine.models is None or run.kind == RunKind.VERIFY
+            or run.env.get("harness") in (None, "script")):
         return None
-    limit = engine.models.limit(credential_key(run))
+    return credential_pause(engine, credential_key(run))
+
+
+def credential_pause(engine: StepContext, credential: str) -> Pause | None:
+    if engine.models is None:
+        return None
+    return pause_of(credential, engine.models.readings(credential),
+                    engine.models.resumed(credential), engine.settings.pause_at_pct,
+                    time.time())
+
+
+def model_pauses(engine: StepContext, runs: list[Run]) -> dict[str, Why]:
+    """What each of these queued runs waits for, when its credential is paused."""
+    paused: dict[str, Why] = {}
+    by_credential: dict[str, Pause | None] = {}
+    for run in runs:
+        if run.state != RunState.QUEUED or run.finished or not run.env:
+            continue
+        key = credential_key(run)
+        if key not in by_credential:
+            by_credential[key] = model_pause(engine, run)
+        if by_credential[key] is not None:
+            paused[run.id] = by_credential[key].why
+    return paused
+
+
+def model_readings(engine: StepContext, runs: list[Run]) -> dict[str, Reading]:
+    """The most used live window of each running agent's credential, for its line."""
+    shown: dict[str, Reading] = {}
     now = time.time()
-    if (limit is None or limit.reset_at is None or limit.reset_at <= now
-            or limit.utilization * 100 < engine.settings.pause_at_pct):
+    for run in runs:
+        if run.state != RunState.RUNNING or engine.models is None or run.kind == RunKind.VERIFY:
+            continue
+        reading = highest(engine.models.readings(credential_key(run)), now)
+        if reading is not None:
+            shown[run.id] = reading
+    return shown
+
+
+def resume_model(engine: StepContext, credential: str, *, by: str) -> Pause | None:
+    """A person lifts the credential's pause: its queued agents start (None: not paused)."""
+    pause = credential_pause(engine, credential)
+    if pause is None:
         return None
-    return limit.reset_at
+    engine.models.resume(credential, by=by, windows=pause.holding)
+    wake_queued(engine)
+    return pause
 
 
-def model_pause_notes(engine: StepContext, runs: list[Run]) -> list[str]:
-    notes = []
-    for key in sorted({credential_key(r) for r in runs if r.state == RunState.QUEUED}):
-        waiting = [r for r in runs if r.state == RunState.QUEUED and credential_key(r) == key]
-        reset_at = model_paused_until(engine, waiting[0])
-        if reset_at is not None:
-            limit = engine.models.limit(key)
-            notes.append(render.model_pause_line(limit.utilization, engine.settings.pause_at_pct,
-                                                 reset_at))
-    return notes
+def usage_windows(engine: StepContext, credential: str) -> list[dict]:
+    """The credential's windows whose resets have not passed, for a run's record."""
+    if engine.models is None:
+        return []
+    now = time.time()
+    return [{"window": r.window, "utilization": r.utilization, "reset_at": r.reset_at,
+             "source": r.source, "at": r.at}
+            for r in engine.models.readings(credential)
+            if r.reset_at is None or r.reset_at > now]
+
+
+def usage_report(engine: StepContext) -> dict[str, dict]:
+    """Per credential the ledger knows: its windows whose resets have not passed, and its
+    pause (None when agents may start), for the API, the fleet page and /metrics."""
+    if engine.models is None:
+        return {}
+    now = time.time()
+    report = {}
+    for credential, readings in engine.models.all_readings().items():
+        pause = credential_pause(engine, credential)
+        resumed = engine.models.resumed(credential)
+        report[credential] = {
+            "windows": [r.as_dict() for r in readings if r.reset_at is None or r.reset_at > now],
+            "paused": None if pause is None else {
+                "window": pause.reading.window, "utilization": pause.reading.utilization,
+                "threshold_pct": pause.threshold_pct, "until": pause.until,
+                "refused": pause.reading.refused, "source": pause.reading.source},
+            "resumed": None if resumed is None else {
+                "at": resumed.at, "by": resumed.by, "windows": resumed.windows}}
+    return report

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from fakehub.model import Fault, ModelServer, fix_calc_script
 from proxy import TokenRegistry, gateway
-from proxy.gateway import Endpoint, ModelLedger, UsageMeter, price, read_limits, setup_gateway
+from proxy.gateway import Endpoint, ModelLedger, UsageMeter, price, setup_gateway
 
 REAL_KEY = "sk-real-credential-1234"
 ANTHROPIC_BODY = {
@@ -69,9 +69,10 @@ async def test_relays_with_the_real_key_and_meters_the_stream(world):
     assert usage.requests == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
     assert usage.cost_usd == pytest.approx(price("claude-sonnet-4-5", usage.input_tokens,
                                                  usage.output_tokens))
-    limit = world.ledger.limit("ANTHROPIC_API_KEY")
-    assert limit.utilization == pytest.approx(0.1)
-    assert limit.reset_at > time.time() + 3000
+    (tokens,) = world.ledger.readings("ANTHROPIC_API_KEY")
+    assert (tokens.window, tokens.source) == ("tokens", "anthropic headers")
+    assert tokens.utilization == pytest.approx(0.1)
+    assert tokens.reset_at > time.time() + 3000
 
 
 async def test_openai_responses_use_a_bearer_credential(world):
@@ -87,7 +88,9 @@ async def test_openai_responses_use_a_bearer_credential(world):
     assert world.model.requests[-1]["headers"]["Authorization"] == f"Bearer {REAL_KEY}"
     usage = world.ledger.usage("run-2")
     assert usage.input_tokens > 0 and usage.output_tokens > 0
-    assert world.ledger.limit("OPENAI_API_KEY").utilization == pytest.approx(0.1)
+    (tokens,) = world.ledger.readings("OPENAI_API_KEY")
+    assert (tokens.window, tokens.source) == ("tokens", "openai headers")
+    assert tokens.utilization == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("case", ["no token", "wrong token", "other sandbox", "run ended",
@@ -146,16 +149,30 @@ async def test_a_credential_without_a_secret_is_a_plain_refusal(world):
 async def test_a_429_passes_through_and_marks_the_credential_full_until_retry_after(world):
     world.model.script.fault = Fault(429, "This request would exceed your rate limit.",
                                      retry_after_s=120, times=1)
+    world.model.script.reset_in_s = 60  # the tokens window resets before retry-after
     response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
                                        headers={"x-api-key": world.token})
     assert response.status == 429
     assert response.headers["retry-after"] == "120"
     await response.read()  # the limit is written while the answer passes, before its end
-    limit = world.ledger.limit("ANTHROPIC_API_KEY")
-    assert limit.utilization == 1.0
-    assert limit.reset_at == pytest.approx(time.time() + 120, abs=5)
+    windows = {r.window: r for r in world.ledger.readings("ANTHROPIC_API_KEY")}
+    assert windows["429"].utilization == 1.0 and windows["429"].status == "rejected"
+    assert windows["429"].reset_at == pytest.approx(time.time() + 120, abs=5)
+    assert windows["tokens"].utilization == 1.0
     usage = world.ledger.usage("run-1")
     assert usage.last_status == 429 and "rate limit" in usage.last_error
+    # The run waits for the later of retry-after and the full window's reset.
+    assert usage.reset_at == pytest.approx(time.time() + 120, abs=5)
+
+
+async def test_a_429_holds_until_a_full_windows_later_reset(world):
+    world.model.script.fault = Fault(429, "This request would exceed your rate limit.",
+                                     retry_after_s=1, times=1)
+    world.model.script.reset_in_s = 3600
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    await response.read()
+    assert world.ledger.usage("run-1").reset_at == pytest.approx(time.time() + 3600, abs=5)
 
 
 async def test_an_unreachable_endpoint_is_a_502_that_names_it(world, unused_tcp_port):
@@ -208,10 +225,10 @@ async def test_the_stream_is_not_buffered(aiohttp_server, aiohttp_client, tmp_pa
     assert b"message_start" in first and b"message_delta" not in first
     # A long answer's limits are written while it streams, not only at its end.
     for _ in range(200):
-        if ledger.limit("ANTHROPIC_API_KEY") is not None:
+        if ledger.readings("ANTHROPIC_API_KEY"):
             break
         await asyncio.sleep(0.05)
-    assert ledger.limit("ANTHROPIC_API_KEY").utilization == pytest.approx(0.75)
+    assert ledger.readings("ANTHROPIC_API_KEY")[0].utilization == pytest.approx(0.75)
     assert ledger.usage("run-1") is None
     agent_has_it.set()
     assert b"message_delta" in await response.read()
@@ -284,27 +301,6 @@ async def test_upstream_connections_are_kept_alive_and_carry_no_other_runs_cooki
     assert [cookie for _, cookie in seen] == [None, None, None]
 
 
-def test_read_limits_anthropic_openai_and_429():
-    now = 1_000_000.0
-    anthropic = {"anthropic-ratelimit-tokens-limit": "1000",
-                 "anthropic-ratelimit-tokens-remaining": "50",
-                 "anthropic-ratelimit-tokens-reset": "1970-01-12T13:48:20Z",
-                 "anthropic-ratelimit-requests-limit": "100",
-                 "anthropic-ratelimit-requests-remaining": "90",
-                 "anthropic-ratelimit-requests-reset": "1970-01-12T13:46:41Z"}
-    utilization, reset_at, kept = read_limits(anthropic, 200, now)
-    assert utilization == pytest.approx(0.95) and reset_at == pytest.approx(now + 100)
-    assert len(kept) == 6
-    openai = {"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "59",
-              "x-ratelimit-reset-requests": "1s", "x-ratelimit-limit-tokens": "150000",
-              "x-ratelimit-remaining-tokens": "30000", "x-ratelimit-reset-tokens": "6m0s"}
-    utilization, reset_at, _ = read_limits(openai, 200, now)
-    assert utilization == pytest.approx(0.8) and reset_at == pytest.approx(now + 360)
-    utilization, reset_at, _ = read_limits({"retry-after": "30"}, 429, now)
-    assert utilization == 1.0 and reset_at == pytest.approx(now + 30)
-    assert read_limits({"content-type": "text/plain"}, 200, now) == (0.0, None, {})
-
-
 def test_usage_meter_reads_split_sse_and_json():
     meter = UsageMeter("text/event-stream")
     stream = (b'event: message_start\ndata: {"type":"message_start","message":{"model":'
@@ -321,8 +317,24 @@ def test_usage_meter_reads_split_sse_and_json():
         meter.feed(stream[i:i + 7])
     meter.finish()
     assert (meter.model, meter.input_tokens, meter.output_tokens) == ("claude-haiku-4-5", 15, 7)
-    assert meter.cost_usd == pytest.approx((15 * 1 + 7 * 5) / 1e6)
+    # Haiku 4.5: $1 a million fresh input tokens, $0.10 cache reads, $5 output.
+    assert meter.cost_usd == pytest.approx((10 * 1 + 5 * 0.1 + 7 * 5) / 1e6)
     meter = UsageMeter("application/json")
     meter.feed(b'{"model":"unknown-model","usage":{"input_tokens":3,"output_tokens":4}}')
     meter.finish()
     assert (meter.input_tokens, meter.output_tokens, meter.cost_usd) == (3, 4, None)
+
+
+async def test_an_answer_taken_after_a_refusal_ends_it(world):
+    # A 429 that named no reset holds until the model takes a request again.
+    world.model.script.fault = Fault(429, "overloaded", retry_after_s=60, times=1)
+    world.model.script.reset_in_s = 1
+    refused = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                      headers={"x-api-key": world.token})
+    await refused.read()
+    assert "429" in {r.window for r in world.ledger.readings("ANTHROPIC_API_KEY")}
+    taken = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                    headers={"x-api-key": world.token})
+    assert taken.status == 200
+    await taken.read()
+    assert {r.window for r in world.ledger.readings("ANTHROPIC_API_KEY")} == {"tokens"}

@@ -20,12 +20,16 @@ CASES = {
     ("claude", "refused-key"): ("auth", 401, "Invalid API key"),
     ("claude", "unreachable"): ("unreachable", None, "Connection refused"),
     ("claude", "resume-failed"): ("resume_failed", None, "No conversation found"),
+    ("claude", "subscription"): (None, None, "I fixed add() in calc.py"),
+    ("claude", "usage-limit"): ("rate_limit", 429, "hit your weekly limit"),
     ("codex", "ok"): (None, None, "I fixed add() in calc.py"),
     ("codex", "ok-turn2"): (None, None, "I documented add()"),
     ("codex", "rate-limit"): ("rate_limit", 429, "429 Too Many Requests"),
     ("codex", "refused-key"): ("auth", 401, "401 Unauthorized"),
     ("codex", "unreachable"): ("unreachable", None, "waiting for network"),
     ("codex", "resume-failed"): ("resume_failed", None, "no rollout found"),
+    ("codex", "subscription"): (None, None, "I fixed add() in calc.py"),
+    ("codex", "usage-limit"): ("rate_limit", None, "hit your usage limit"),
 }  # fmt: skip
 
 

@@ -135,7 +135,10 @@ def test_claude_parses_a_full_stream():
     assert facts.session_id == SESSION
     assert facts.summary == "Fixed the flaky test; PR #99 is ready."
     assert facts.turns == 4
-    assert facts.cost_usd == pytest.approx(0.24722425)
+    # The session's total so far; the turn's own comes from hangar (app/runs/costs.py).
+    assert facts.session_cost_usd == pytest.approx(0.24722425)
+    assert facts.session_tokens == {"input": 38, "output": 0}
+    assert facts.cost_usd is None  # no model_usage_since_last_result in this result
     assert facts.usage["output_tokens"] == 424
     assert facts.rate_limit["status"] == "allowed_warning"
     assert facts.rate_limit["rateLimitType"] == "five_hour"
@@ -169,7 +172,9 @@ def test_claude_rejected_rate_limit_and_error_result():
     facts = ClaudeHarness().parse(jsonl(CLAUDE_INIT, rejected, error_result))
     assert facts.rate_limit == rejected["rate_limit_info"]
     assert facts.summary is None
-    assert facts.cost_usd == pytest.approx(0.01)
+    assert facts.session_cost_usd == pytest.approx(0.01)
+    assert [(r["window"], r["utilization"], r["reset_at"], r["status"])
+            for r in facts.rate_limits] == [("5h", 1.0, 1778565600, "rejected")]
     assert "model rate limit: rejected" in facts.warnings
     assert "the agent ended with an error: error_during_execution" in facts.warnings
 
