@@ -32,7 +32,7 @@ from app.intents import job_id_for
 from app.keys import ENGINE, SETTINGS, STORE
 from app.landing import LandRequest, land_id
 from app.models import Intent, IntentState, Job, Run, RunKind, Thread
-from app.runs import credential_key
+from app.runs import credential_key, usage_report
 
 CHANGES = web.AppKey("changes", Changes)
 MAX_WAIT_S = 120.0
@@ -341,24 +341,40 @@ def land_view(request: LandRequest) -> dict:
     return view
 
 
-def usage_view(runs: list[Run], max_agents: int) -> dict:
-    """Per model credential: agents running and queued against the cap, turns and cost so
-    far, and the last rate-limit report an agent gave."""
+def usage_view(runs: list[Run], max_agents: int, report: dict[str, dict] | None = None) -> dict:
+    """Per model credential: agents running and queued against the cap, turns and the sum
+    of their own costs (a turn whose price is unknown is counted, not priced), the last
+    rate-limit report an agent gave, and from the ledger (`report`, app.runs.usage_report)
+    its usage windows and its pause."""
     out: dict[str, dict] = {}
+
+    def entry(credential: str) -> dict:
+        return out.setdefault(credential, {
+            "running": 0, "queued": 0, "max_concurrent": max_agents, "turns": 0,
+            "agent_turns": 0, "cost_usd": 0.0, "cost_unknown_turns": 0,
+            "input_tokens": 0, "output_tokens": 0, "rate_limit": None,
+            "windows": [], "paused": None, "resumed": None})
+
     for run in sorted(runs, key=lambda r: r.started_at or r.queued_at):
         if run.kind == RunKind.VERIFY:
             continue
-        u = out.setdefault(credential_key(run), {
-            "running": 0, "queued": 0, "max_concurrent": max_agents, "turns": 0,
-            "agent_turns": 0, "cost_usd": 0.0, "rate_limit": None})
+        u = entry(credential_key(run))
         if not run.finished and run.state.value in ("running", "queued"):
             u[run.state.value] += 1
         if run.started_at is not None:
             u["turns"] += 1
         u["agent_turns"] += run.agent.get("turns") or 0
-        u["cost_usd"] = round(u["cost_usd"] + (run.agent.get("cost_usd") or 0.0), 6)
+        cost = run.agent.get("cost_usd")
+        if isinstance(cost, int | float):
+            u["cost_usd"] = round(u["cost_usd"] + cost, 6)
+        elif run.agent.get("input_tokens") or run.agent.get("output_tokens"):
+            u["cost_unknown_turns"] += 1
+        u["input_tokens"] += run.agent.get("input_tokens") or 0
+        u["output_tokens"] += run.agent.get("output_tokens") or 0
         if run.agent.get("rate_limit"):
             u["rate_limit"] = run.agent["rate_limit"]
+    for credential, usage in (report or {}).items():
+        entry(credential).update(usage)
     return {"credentials": out}
 
 
@@ -466,10 +482,11 @@ async def get_land(call: Call) -> web.Response:
 
 
 @route("GET", "/api/usage", "read",
-       "Per model credential: agents running and queued against the cap, turns, cost, "
-       "the last rate-limit report")
+       "Per model credential: agents running and queued against the cap, turns, their "
+       "cost, the usage windows the model reported and whether new agents are paused")
 async def get_usage(call: Call) -> web.Response:
-    return ok(usage_view(call.store.all("run", Run), call.engine.settings.max_concurrent_agents))
+    return ok(usage_view(call.store.all("run", Run), call.engine.settings.max_concurrent_agents,
+                         usage_report(call.engine)))
 
 
 @route("GET", "/api/events", "read",
@@ -615,6 +632,13 @@ async def pick(call: Call) -> web.Response:
        success=202)
 async def cancel_job(call: Call) -> web.Response:
     return _ask(call, _job(call), "cancel", pr=None)
+
+
+@route("POST", "/api/jobs/{job_id}/resume", "operate",
+       "Start the job's agents that the model's usage paused, as `/hangar resume`: the "
+       "pause stays lifted until that usage resets", action="job.resume", success=202)
+async def resume_job(call: Call) -> web.Response:
+    return _ask(call, _job(call), "resume", pr=None)
 
 
 @route("POST", "/api/land", "land",

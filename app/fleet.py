@@ -21,7 +21,8 @@ from app.keys import ENGINE, SETTINGS, STORE
 from app.landing import FINAL, LandRequest
 from app.models import Job, Run, RunKind, RunState
 from app.pages import escape, link, page, table
-from app.runs import queue_positions
+from app.render import usage as render_usage
+from app.runs import queue_positions, usage_report
 
 COOKIE = "hangar_token"
 RECENT_JOBS = 25
@@ -150,10 +151,12 @@ def render_fleet(view: FleetView, web_url: str, now: float) -> str:
         if view.recent else "<p class=muted>No jobs yet.</p>") + "</section>")
     if view.usage:  # a section only where there is something to show
         parts.append("<section id=usage><h2>Model usage per credential</h2>" + table(
-            ["credential", "running", "queued", "turns", "cost", "last rate limit"],
+            ["credential", "running", "queued", "turns", "cost", "usage", "new agents",
+             "last rate limit"],
             [[escape(name), escape(f"{u['running']} of {u['max_concurrent']}"),
               escape(str(u["queued"])), escape(str(u["agent_turns"] or u["turns"])),
-              escape(f"${u['cost_usd']:.2f}"), escape(_rate_limit(u.get("rate_limit")))]
+              escape(_cost(u)), _windows(u.get("windows") or [], now),
+              _paused(u.get("paused"), now), escape(_rate_limit(u.get("rate_limit")))]
              for name, u in sorted(view.usage.items())]) + "</section>")
     if view.builds:
         parts.append("<section id=builds><h2>Environment builds</h2>" + table(
@@ -165,6 +168,36 @@ def render_fleet(view: FleetView, web_url: str, now: float) -> str:
                  if b["error"] else ""),
               escape(b["reason"]), escape(b["age"])] for b in view.builds]) + "</section>")
     return "".join(parts)
+
+
+def _cost(usage: dict) -> str:
+    unknown = usage.get("cost_unknown_turns") or 0
+    more = f" + {unknown} turn(s) of unknown cost" if unknown else ""
+    return f"${usage.get('cost_usd') or 0:.2f}{more}"
+
+
+def _windows(windows: list[dict], now: float) -> str:
+    """Each window the model reported: '7-day 91% (resets Tue 09:12 UTC)'."""
+    rows = []
+    for w in sorted(windows, key=lambda w: -w["utilization"]):
+        reset = (f" (resets {render_usage.when(w['reset_at'], now)})" if w.get("reset_at")
+                 else "")
+        name = render_usage.WINDOWS.get(w["window"], w["window"])
+        rows.append(f"<span id=window-{escape(w['window'])}>{escape(name)} "
+                    f"{escape(render_usage.percent(w['utilization']))}{escape(reset)}</span>")
+    return "<br>".join(rows) or "<span class=muted>no reading yet</span>"
+
+
+def _paused(paused: dict | None, now: float) -> str:
+    if not paused:
+        return "<span class=ok>start</span>"
+    name = render_usage.WINDOWS.get(paused["window"], paused["window"])
+    until = (f"until {render_usage.when(paused['until'], now)}" if paused.get("until")
+             else "until a reading below the threshold or a resume")
+    what = ("refused by the model" if paused.get("refused")
+            else f"{name} at {render_usage.percent(paused['utilization'])} ≥ "
+                 f"{paused['threshold_pct']:g}%")
+    return f"<span class=bad id=paused>paused: {escape(what)}, {escape(until)}</span>"
 
 
 def _rate_limit(report) -> str:
@@ -223,7 +256,8 @@ async def fleet_page(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     view = fleet_view(store.all("job", Job), runs, store.all("land", LandRequest, active=True),
                       queue_positions(engine), now, store.all(BUILD, EnvBuildRow),
-                      usage_view(runs, settings.max_concurrent_agents)["credentials"])
+                      usage_view(runs, settings.max_concurrent_agents,
+                                 usage_report(engine))["credentials"])
     return page("hangar", render_fleet(view, settings.git_base_url, now),
                 headers={"Refresh": "15"})
 

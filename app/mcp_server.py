@@ -165,6 +165,13 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await ask(ctx, f"/api/jobs/{job_id}/cancel", {})
 
     @server.tool()
+    async def resume(job_id: str, ctx: Context = None) -> Result:
+        """Start a job's agents that hangar paused because the model's usage reached its
+        threshold (usage shows the windows and the pause), as `/hangar resume`: the pause
+        stays lifted until that usage resets. Needs scope operate."""
+        return await ask(ctx, f"/api/jobs/{job_id}/resume", {})
+
+    @server.tool()
     async def request_land(job_id: str, pr: int | None = None, ctx: Context = None) -> Result:
         """Ask hangar to land a job's pull request, as `/hangar land`. hangar brings the
         branch up to date, waits for the required checks on the exact head, and merges
@@ -192,8 +199,9 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
     @server.tool()
     async def usage(ctx: Context = None) -> Result:
         """Per model credential: agents running and queued against the concurrency cap,
-        turns and cost so far, and the last rate-limit report. Check it before starting
-        many attempts. Needs scope read."""
+        turns and their cost so far, the usage windows the model reported (utilization
+        0..1 and reset), and `paused` when new agents wait for the usage to reset (resume
+        lifts it). Check it before starting many attempts. Needs scope read."""
         return await call(ctx, "GET", "/api/usage")
 
     @server.tool()

@@ -1,7 +1,7 @@
 """A few Prometheus metrics, rendered in the text exposition format.
 
-hangar needs a handful of counters and one histogram; a small registry keeps the
-dependency list to the chosen parts.
+hangar needs a handful of counters, one histogram and the model's usage as gauges; a
+small registry keeps the dependency list to the chosen parts.
 """
 
 from __future__ import annotations
@@ -31,6 +31,31 @@ class Counter:
         values = dict(self._values) or {(): 0.0}
         lines += [f"{self.name}{_labels(k)} {v:g}" for k, v in sorted(values.items())]
         return lines
+
+
+class Gauge:
+    """Values set as a whole each time they are read (the model's usage per credential)."""
+
+    def __init__(self, name: str, help_text: str):
+        self.name, self.help = name, help_text
+        self._values: dict[LabelKey, float] = {}
+        self._lock = threading.Lock()
+
+    def replace(self, values: dict[LabelKey, float]) -> None:
+        with self._lock:
+            self._values = dict(values)
+
+    def value(self, **labels: str) -> float | None:
+        return self._values.get(tuple(sorted(labels.items())))
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} gauge"]
+        lines += [f"{self.name}{_labels(k)} {v:g}" for k, v in sorted(self._values.items())]
+        return lines
+
+
+def labels(**values: str) -> LabelKey:
+    return tuple(sorted(values.items()))
 
 
 class Histogram:
@@ -84,6 +109,15 @@ class Metrics:
         self.engine_looks = Counter(
             "hangar_engine_looks_total", "Times the engine looked over its rows' due times."
         )
+        self.model_usage = Gauge(
+            "hangar_model_usage_ratio",
+            "The model's last reported usage per credential and window, 0 to 1 (windows "
+            "whose reset has passed are left out).",
+        )
+        self.model_paused = Gauge(
+            "hangar_model_paused",
+            "1 while new agents on a credential wait for its usage to reset, else 0.",
+        )
 
     def render(self) -> str:
         parts = [
@@ -94,6 +128,8 @@ class Metrics:
             self.engine_steps,
             self.engine_step_errors,
             self.engine_looks,
+            self.model_usage,
+            self.model_paused,
         ]
         return "\n".join(line for p in parts for line in p.render()) + "\n"
 

@@ -15,8 +15,10 @@ import orjson
 from aiohttp import web
 from gidgethub import ValidationFailure, sansio
 
-from app.keys import DISPATCHER, METRICS, SETTINGS, STORE, WRITER
+from app.keys import DISPATCHER, ENGINE, METRICS, SETTINGS, STORE, WRITER
+from app.metrics import labels
 from app.payloads import check_delivery
+from app.runs import usage_report
 from app.store import Delivery
 
 log = logging.getLogger(__name__)
@@ -165,6 +167,14 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(
-        text=request.app[METRICS].render(), content_type="text/plain", charset="utf-8"
-    )
+    metrics_ = request.app[METRICS]
+    if ENGINE in request.app:
+        # The model's usage is read from its ledger when asked for, not kept twice.
+        report = usage_report(request.app[ENGINE])
+        metrics_.model_usage.replace({
+            labels(credential=credential, window=w["window"]): w["utilization"]
+            for credential, usage in report.items() for w in usage["windows"]})
+        metrics_.model_paused.replace({
+            labels(credential=credential): float(usage["paused"] is not None)
+            for credential, usage in report.items()})
+    return web.Response(text=metrics_.render(), content_type="text/plain", charset="utf-8")

@@ -93,7 +93,24 @@ def test_usage_per_credential():
             _run(RunState.EXITED, kind="verify", cost=9.0)]
     assert usage_view(runs, 3) == {"credentials": {"ANTHROPIC_API_KEY": {
         "running": 1, "queued": 1, "max_concurrent": 3, "turns": 2, "agent_turns": 6,
-        "cost_usd": 0.75, "rate_limit": {"status": "allowed_warning"}}}}
+        "cost_usd": 0.75, "cost_unknown_turns": 0, "input_tokens": 0, "output_tokens": 0,
+        "rate_limit": {"status": "allowed_warning"}, "windows": [], "paused": None,
+        "resumed": None}}}
+
+
+def test_usage_sums_turns_own_costs_and_counts_unknown_ones():
+    priced = _run(RunState.EXITED, cost=0.11)
+    priced.agent.update(input_tokens=1000, output_tokens=10)
+    unpriced = _run(RunState.EXITED)
+    unpriced.agent.update(cost_usd=None, input_tokens=500, output_tokens=5)
+    window = {"window": "7d", "utilization": 0.91, "reset_at": 2e9, "status": None,
+              "source": "anthropic headers", "at": 1.0}
+    view = usage_view([priced, unpriced], 3, {"ANTHROPIC_API_KEY": {
+        "windows": [window], "paused": None, "resumed": None}})["credentials"]
+    usage = view["ANTHROPIC_API_KEY"]
+    assert (usage["cost_usd"], usage["cost_unknown_turns"]) == (0.11, 1)
+    assert (usage["input_tokens"], usage["output_tokens"]) == (1500, 15)
+    assert usage["windows"] == [window]
 
 
 async def test_waiters_wake_on_the_change_not_a_timer(tmp_path):

@@ -32,3 +32,18 @@ async def test_unreadable_bodies_get_422_with_a_reason(client, body, reason):
     response = await client.post("/api/jobs", data=body, headers=AUTH)
     assert response.status == 422
     assert reason in await response.text()
+
+
+async def test_resume_records_the_intent_a_comment_would(client):
+    from app.keys import ENGINE
+    from app.models import Intent, Job, Thread
+
+    engine = client.app[ENGINE]
+    job = engine.save_job(Job(thread=Thread(repo="acme/widgets", number=3, installation_id=1),
+                              requested_by="mona", prompt="fix", clone_url="x",
+                              base_branch="main"))
+    response = await client.post(f"/api/jobs/{job.id}/resume", headers=AUTH)
+    assert response.status == 202
+    intent = engine.store.get("intent", (await response.json())["intent"], Intent)
+    assert (intent.command, intent.author_type, intent.thread.number) == ("resume", "Api", 3)
+    assert (await client.post("/api/jobs/job-nope/resume", headers=AUTH)).status == 404

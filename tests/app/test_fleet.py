@@ -90,3 +90,28 @@ def test_model_usage_per_credential_is_shown_when_there_is_some():
     assert "<h2>Model usage per credential</h2>" in html
     assert "<td>ANTHROPIC_API_KEY</td><td>1 of 3</td><td>1</td><td>4</td><td>$0.50</td>" in html
     assert "status: &lt;allowed&gt;" in html
+
+
+def test_each_credentials_windows_the_pause_and_its_end_are_shown():
+    from app.api import usage_view
+
+    reset = NOW + 2 * 86400
+    windows = [{"window": "7d", "utilization": 0.913, "reset_at": reset, "status": None,
+                "source": "anthropic headers", "at": NOW - 5},
+               {"window": "5h", "utilization": 0.34, "reset_at": NOW + 600, "status": None,
+                "source": "anthropic headers", "at": NOW - 5},
+               {"window": "<b>odd</b>", "utilization": 0.1, "reset_at": None, "status": None,
+                "source": "claude stream", "at": NOW - 5}]
+    paused = {"window": "7d", "utilization": 0.913, "threshold_pct": 90.0, "until": reset,
+              "refused": False, "source": "anthropic headers"}
+    runs = [run("job-1", env={"model_credential_env": "PLAN"})]
+    usage = usage_view(runs, 3, {"PLAN": {"windows": windows, "paused": paused,
+                                          "resumed": None}})["credentials"]
+    html = render_fleet(fleet_view([], runs, [], {}, NOW, usage=usage), "w", NOW)
+    assert "7-day 91% (resets Wed 13:46 UTC)" in html  # within a point of 0.913
+    assert "5-hour 34% (resets Mon 13:56 UTC)" in html
+    assert "&lt;b&gt;odd&lt;/b&gt; 10%" in html and "<b>odd" not in html
+    assert "paused: 7-day at 91% ≥ 90%, until Wed 13:46 UTC" in html
+    usage["PLAN"]["paused"] = None
+    html = render_fleet(fleet_view([], runs, [], {}, NOW, usage=usage), "w", NOW)
+    assert "<span class=ok>start</span>" in html

@@ -22,7 +22,7 @@ from tests.e2e.test_fanout import THREE_WAYS
 
 pytestmark = pytest.mark.slow
 TOKEN = "test-api-token-0123456789"
-TOOLS = {"start_job", "get_job", "get_ranking", "pick", "follow_up", "verify", "cancel",
+TOOLS = {"start_job", "get_job", "get_ranking", "pick", "follow_up", "verify", "cancel", "resume",
          "request_land", "land_status", "cancel_land", "usage", "list_jobs", "get_run"}
 
 
