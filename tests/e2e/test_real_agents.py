@@ -8,6 +8,7 @@ a follow-up on the PR resumes the first turn's session and adds a commit.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,83 @@ def test_model_failures_are_said_plainly(world, model, cli, case, monkeypatch,
                                  lambda: words in world.status(issue) and world.status(issue),
                                  f"the status comment to say {words!r}", 90)
     assert "rephrase the request" not in status
+
+
+# A subscription shared by a team: Claude's plan token (by its name, an OAuth token) and
+# a ChatGPT plan's usage headers for Codex.
+PLANS = {"claude": "ANTHROPIC_OAUTH_TOKEN", "codex": "OPENAI_API_KEY"}
+RAW_7D = 0.913  # what the model's answers say of the 7-day window
+HELD = ("⏸️ waiting for the model: the model's 7-day usage is 91%; hangar pauses new agents "
+        "at 90%; resets ")
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_a_shared_subscription_pauses_at_its_threshold_and_a_person_resumes(
+        world, model, cli, monkeypatch):
+    from tests.e2e.test_api import TOKEN, call
+
+    credential = PLANS[cli]
+    monkeypatch.setenv(credential, REAL_KEY)
+    model.model.script.subscription = {"5h": 0.34, "7d": RAW_7D}
+    world.api_token = TOKEN
+    world.start_hangar(
+        env={"harness": cli, "agent_command": need_cli(cli), "model_credential_env": credential},
+        settings={"model_endpoints": {credential: {"base_url": model.url}}}, max_minutes=5)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_showing_status(world, issue, lambda: world.verified(issue), f"{cli}'s first turn")
+    head = pr["head"]["sha"]
+    # The run that received 91% says so: its check run carries the reading.
+    summary = world.checks(head)["hangar / agent"]["output"]["summary"]
+    assert "the model's usage as this turn ended: 7-day 91% (resets " in summary, summary
+
+    # The next run on that credential is held, and says what for, in its own line.
+    world.hub.comment(world.repo, pr["number"], "/hangar document add()",
+                      as_user=world.maintainer)
+    status = wait_showing_status(world, issue, lambda: HELD in world.status(issue)
+                                 and world.status(issue), "the held run's line", 90)
+    assert ", or `/hangar resume`" in status.split(HELD)[1].splitlines()[0]
+    # What hangar shows is within one point of what the model's answers said (A16).
+    _, usage = call(world, "GET", "/api/usage")
+    shown = {w["window"]: w for w in usage["credentials"][credential]["windows"]}
+    assert abs(shown["7d"]["utilization"] * 100 - RAW_7D * 100) < 1
+    figure = re.search(r"the model's 7-day usage is (\d+)%", status).group(1)
+    assert abs(int(figure) - RAW_7D * 100) < 1  # the held line's
+    assert usage["credentials"][credential]["paused"]["window"] == "7d"
+
+    # Someone who may only read is refused, with the reason; the run stays held.
+    world.hub.comment(world.repo, pr["number"], "/hangar resume", as_user=world.reader)
+    wait_until(lambda: any("only from people with write access" in r
+                           for r in world.replies(pr["number"])), 60, "the refusal")
+    assert HELD in world.status(issue)
+
+    # A writer resumes it: the follow-up starts, resumes its session and lands a commit.
+    world.hub.comment(world.repo, pr["number"], "/hangar resume", as_user=world.maintainer)
+    pr2 = wait_showing_status(world, issue, lambda: second_head(world, pr, head),
+                              f"{cli}'s follow-up after the resume")
+    assert "2 commit(s)" in pr2["body"]
+    assert any("resumed the agents hangar had paused" in r for r in world.replies(pr["number"]))
+
+    # The follow-up's cost and tokens are its own, not the resumed session's totals.
+    _, jobs = call(world, "GET", "/api/jobs")
+    _, job = call(world, "GET", f"/api/jobs/{jobs[0]['id']}")
+    turns = {r["turn"]: r["agent"] for r in job["runs"] if r["kind"] != "verify"}
+    first, second = turns[1], turns[2]
+    assert second["session_id"] == first["session_id"]
+    assert second["cost_from"] == "gateway"
+    assert second["cost_usd"] == pytest.approx(second["model"]["cost_usd"], abs=1e-6)
+    assert second["input_tokens"] == second["model"]["input_tokens"]
+    assert second["input_tokens"] == (second["session_tokens"]["input"]
+                                      - first["session_tokens"]["input"])
+    if cli == "claude":  # Claude Code prices its session too: the turn is what it added
+        assert second["cost_usd"] == pytest.approx(
+            second["session_cost_usd"] - first["session_cost_usd"], abs=1e-4)
+    assert sum(t["cost_usd"] for t in turns.values()) == pytest.approx(
+        usage_after(world, credential)["cost_usd"], abs=1e-5)
+
+
+def usage_after(world, credential: str) -> dict:
+    from tests.e2e.test_api import call
+
+    _, usage = call(world, "GET", "/api/usage")
+    return usage["credentials"][credential]
