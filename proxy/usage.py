@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import math
 import re
 import sqlite3
 import time
@@ -94,37 +95,46 @@ class Resume:
 # ---- reading headers ------------------------------------------------------------------
 
 
+_ANTHROPIC, _UNIFIED, _OPENAI, _CODEX = ("anthropic-ratelimit-", "anthropic-ratelimit-unified-",
+                                         "x-ratelimit-", "x-codex-")
+
+
 def from_headers(headers: Any, status: int, now: float) -> list[Reading]:
-    """Every window an answer's headers report, and a 429's hold."""
-    kept = {k.lower(): v for k, v in headers.items()}
+    """Every window an answer's headers report, and a 429's hold. One pass sorts the
+    headers by family: the gateway reads every answer's on its way."""
+    anthropic: dict[str, dict[str, str]] = {}
+    openai: dict[str, dict[str, str]] = {}
+    unified: dict[str, str] = {}
+    codex: dict[str, str] = {}
+    retry_after = ""
+    for key, value in headers.items():
+        key = key.lower()
+        if key.startswith(_ANTHROPIC):
+            if key.startswith(_UNIFIED):
+                unified[key[len(_UNIFIED):]] = value
+            else:
+                kind, _, field = key[len(_ANTHROPIC):].rpartition("-")
+                anthropic.setdefault(kind, {})[field] = value
+        elif key.startswith(_OPENAI):
+            field, _, kind = key[len(_OPENAI):].partition("-")
+            openai.setdefault(kind, {})[field] = value
+        elif key.startswith(_CODEX):
+            codex[key[len(_CODEX):]] = value
+        elif key == "retry-after":
+            retry_after = value
     readings: dict[str, Reading] = {}
-    for reading in [*_anthropic_limits(kept, now), *_unified(kept, now), *_openai_limits(kept, now),
-                    *_codex(kept, now)]:
-        readings[reading.window] = reading
+    for family, read in ((anthropic, lambda: _remaining(anthropic, now, "anthropic headers")),
+                         (unified, lambda: _unified(unified, now)),
+                         (openai, lambda: _remaining(openai, now, "openai headers")),
+                         (codex, lambda: _codex(codex, now))):
+        if family:  # most answers carry one family, or none
+            for reading in read():
+                readings[reading.window] = reading
     if status == 429:
-        seconds = reset_seconds(kept.get("retry-after", ""), now)
+        seconds = reset_seconds(retry_after, now)
         readings[REFUSED] = Reading(REFUSED, 1.0, now + seconds if seconds is not None else None,
                                     "rejected", "429 retry-after", now)
     return list(readings.values())
-
-
-def _anthropic_limits(headers: dict[str, str], now: float) -> Iterator[Reading]:
-    kinds: dict[str, dict[str, str]] = {}
-    for key, value in headers.items():
-        if key.startswith("anthropic-ratelimit-") and not key.startswith(
-                "anthropic-ratelimit-unified-"):
-            kind, _, field = key.removeprefix("anthropic-ratelimit-").rpartition("-")
-            kinds.setdefault(kind, {})[field] = value
-    yield from _remaining(kinds, now, "anthropic headers")
-
-
-def _openai_limits(headers: dict[str, str], now: float) -> Iterator[Reading]:
-    kinds: dict[str, dict[str, str]] = {}
-    for key, value in headers.items():
-        if key.startswith("x-ratelimit-"):
-            field, _, kind = key.removeprefix("x-ratelimit-").partition("-")
-            kinds.setdefault(kind, {})[field] = value
-    yield from _remaining(kinds, now, "openai headers")
 
 
 def _remaining(kinds: dict[str, dict[str, str]], now: float, source: str) -> Iterator[Reading]:
@@ -138,39 +148,40 @@ def _remaining(kinds: dict[str, dict[str, str]], now: float, source: str) -> Ite
                       now + seconds if seconds is not None else None, None, source, now)
 
 
-def _unified(headers: dict[str, str], now: float) -> Iterator[Reading]:
-    """A Claude subscription's windows; the overall status names the window it refused."""
-    prefix = "anthropic-ratelimit-unified-"
+def _unified(fields: dict[str, str], now: float) -> Iterator[Reading]:
+    """A Claude subscription's windows (`fields` without the family's prefix); the overall
+    status names the window it refused."""
     windows: dict[str, Reading] = {}
-    for key, value in headers.items():
-        if key.startswith(prefix) and key.endswith("-utilization"):
-            window = key.removeprefix(prefix).removesuffix("-utilization")
+    for key, value in fields.items():
+        if key.endswith("-utilization"):
+            window = key.removesuffix("-utilization")
             used = _float(value)
             if used is None or window.startswith(("overage", "grace", "slow")):
                 continue  # paid overage and grace are not the plan's own windows
             windows[window] = Reading(
-                window, _fraction(used), _epoch(headers.get(f"{prefix}{window}-reset")),
-                headers.get(f"{prefix}{window}-status"), "anthropic headers", now)
-    if headers.get(f"{prefix}status") == "rejected":
-        claim = headers.get(f"{prefix}representative-claim", "")
+                window, _fraction(used), _epoch(fields.get(f"{window}-reset")),
+                fields.get(f"{window}-status"), "anthropic headers", now)
+    if fields.get("status") == "rejected":
+        claim = fields.get("representative-claim", "")
         window = WINDOW_NAMES.get(claim, claim) or REFUSED
         known = windows.get(window)
         windows[window] = Reading(
-            window, 1.0, _epoch(headers.get(f"{prefix}reset")) or (known and known.reset_at),
+            window, 1.0, _epoch(fields.get("reset")) or (known and known.reset_at),
             "rejected", "anthropic headers", now)
     yield from windows.values()
 
 
-def _codex(headers: dict[str, str], now: float) -> Iterator[Reading]:
+def _codex(fields: dict[str, str], now: float) -> Iterator[Reading]:
+    """A Codex plan's primary and secondary windows (`fields` without `x-codex-`)."""
     for slot in ("primary", "secondary"):
-        used = _float(headers.get(f"x-codex-{slot}-used-percent"))
+        used = _float(fields.get(f"{slot}-used-percent"))
         if used is None:
             continue
-        minutes = _float(headers.get(f"x-codex-{slot}-window-minutes"))
+        minutes = _float(fields.get(f"{slot}-window-minutes"))
         window = (WINDOW_MINUTES.get(int(minutes), f"{int(minutes)}m") if minutes else slot)
-        reset = _epoch(headers.get(f"x-codex-{slot}-reset-at"))
+        reset = _epoch(fields.get(f"{slot}-reset-at"))
         if reset is None:
-            seconds = _float(headers.get(f"x-codex-{slot}-reset-after-seconds"))
+            seconds = _float(fields.get(f"{slot}-reset-after-seconds"))
             reset = now + seconds if seconds is not None else None
         yield Reading(window, _fraction(used / 100), reset, None, "codex headers", now)
 
@@ -271,13 +282,13 @@ def reset_seconds(value: str, now: float) -> float | None:
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, bool):
+    if value is None or isinstance(value, bool):
         return None
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number == number and abs(number) != float("inf") else None
+    return number if math.isfinite(number) else None
 
 
 def _epoch(value: Any) -> float | None:
