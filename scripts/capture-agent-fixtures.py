@@ -139,6 +139,8 @@ def capture(name: str) -> dict[str, str]:
 def scrub(text: str) -> str:
     """Ports and machine-specific paths out, so that fixtures do not churn."""
     text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:8787", text)
+    # Claude Code names its project directory after the scratch checkout's path.
+    text = re.sub(r"-[\w-]*?-workspace-repo/", "-workspace-repo/", text)
     return text.replace(str(Path.home()), "/root")
 
 
