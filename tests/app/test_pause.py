@@ -293,3 +293,21 @@ async def test_the_apis_resume_is_taken_as_a_maintainers(paused_world):
     await intents.process_intent(engine, asked.id)
     assert engine.store.get("intent", asked.id, Intent).outcome == "resumed 1 credential(s)"
     assert model_pause(engine, run) is None
+
+
+def test_the_running_agents_line_carries_its_credentials_latest_reading():
+    running = Run(job_id="j", branch="b", base_branch="main", state=RunState.RUNNING,
+                  started_at=60.0)
+    assert render.run_line(running, reading=("7d", 0.913)) == (
+        "🛠️ the agent is working in a sandbox (since 00:01:00 UTC); the model's 7-day "
+        "usage: 91%")
+    assert render.run_line(running) == "🛠️ the agent is working in a sandbox (since 00:01:00 UTC)"
+
+
+async def test_a_running_agents_reading_reaches_its_status_line(paused_world):
+    engine, _, job, run = paused_world()
+    engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time())
+    from app.runs import model_readings
+
+    [(run_id, reading)] = model_readings(engine, engine.runs_of(job.id)).items()
+    assert (run_id, reading.window, reading.utilization) == (run.id, "7d", 0.91)
