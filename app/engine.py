@@ -55,6 +55,9 @@ BACKOFF_MAX_S = 300.0
 # membership and collaborator events drop it at once.
 PERMISSION_TTL_S = 30
 CONFIG_TTL_S = 30
+# A branch's classic protection, or its absence (a 404 is charged every time and never a
+# 304), is kept this long; a `branch_protection_rule` event drops it at once.
+PROTECTION_TTL_S = 3600
 REBUILD_RETRY_S = 5.0
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
@@ -92,7 +95,8 @@ class StepContext(Protocol):
     async def permission(self, ops: RepoOps, login: str) -> str: ...
     async def may_write(self, ops: RepoOps, login: str) -> bool: ...
     async def config_text(self, ops: RepoOps, ref: str,
-                          sha: str | None = None) -> str | None: ...
+                          sha: str | None = None, path: str | None = None) -> str | None: ...
+    async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
     def save_job(self, job: Job) -> Job: ...
@@ -201,7 +205,9 @@ class Engine:
         self._provider_factory = providers or self._make_provider
         self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)
         self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
-        self._pinned_configs: LRUCache[tuple[str, str], str | None] = LRUCache(1024)
+        self._pinned_configs: LRUCache[tuple[str, ...], str | None] = LRUCache(1024)
+        self._protections: TTLCache[tuple[str, str], dict | None] = TTLCache(
+            1024, PROTECTION_TTL_S)
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken: set[str] = set()  # rows a wake named: due at once, once
@@ -524,21 +530,37 @@ class Engine:
         """A lock for work that several rows' steps may do at once (e.g. one comment)."""
         return self._locks.setdefault(key, asyncio.Lock())
 
-    async def config_text(self, ops: RepoOps, ref: str, sha: str | None = None) -> str | None:
-        """`.github/hangar.yml` at ref, read at most every CONFIG_TTL_S per repo and ref;
-        given the commit ref points at now, read once for that commit (it never changes:
-        a file that is not there, a 404, is kept too, and a 404 no ETag makes free)."""
+    async def config_text(self, ops: RepoOps, ref: str, sha: str | None = None,
+                          path: str | None = None) -> str | None:
+        """`.github/hangar.yml` (or another file at `path`) at ref, read at most every
+        CONFIG_TTL_S per repo and ref; given the commit ref points at now, read once for
+        that commit (it never changes: a file that is not there, a 404, is kept too, and a
+        404 no ETag makes free)."""
         from app.repoconfig import CONFIG_PATH
 
+        path = path or CONFIG_PATH
         if sha is not None:
-            pinned = (ops.full_name, sha)
+            pinned = (ops.full_name, sha, path)
             if pinned not in self._pinned_configs:
-                self._pinned_configs[pinned] = await ops.get_text(CONFIG_PATH, ref=sha)
+                self._pinned_configs[pinned] = await ops.get_text(path, ref=sha)
             return self._pinned_configs[pinned]
-        key = (ops.full_name, ref)
+        key = (ops.full_name, ref) if path == CONFIG_PATH else (ops.full_name, f"{ref}:{path}")
         if key not in self._configs:
-            self._configs[key] = await ops.get_text(CONFIG_PATH, ref=ref)
+            self._configs[key] = await ops.get_text(path, ref=ref)
         return self._configs[key]
+
+    async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None:
+        """The branch's classic protection, or None when it has none or the installation
+        may not read it: kept PROTECTION_TTL_S, absence too (GitHub charges every 404)."""
+        key = (ops.full_name, branch)
+        if key not in self._protections:
+            self._protections[key] = await ops.protection(branch)
+        return self._protections[key]
+
+    def forget_protection(self, repo: str | None) -> None:
+        """A `branch_protection_rule` event: the repository's classic protection changed."""
+        for key in [k for k in list(self._protections) if repo is None or k[0] == repo]:
+            self._protections.pop(key, None)
 
     async def may_write(self, ops: RepoOps, login: str) -> bool:
         return await self.permission(ops, login) in WRITE_PERMISSIONS

@@ -9,8 +9,9 @@ from __future__ import annotations
 import base64
 import time
 from typing import Any
+from urllib.parse import quote
 
-from gidgethub import BadRequest
+from gidgethub import BadRequest, GitHubException, HTTPException
 
 from app import render
 from app.github import GitHubClient, get_or_none
@@ -28,6 +29,24 @@ def same_repository(pr: dict) -> bool:
     return head.get("id") is not None and head.get("id") == ((pr.get("base") or {}).get(
         "repo") or {}).get("id")
 PAGE = 100  # GitHub's largest page; its default is 30
+
+UNRESOLVED_THREADS = """
+query($owner: String!, $name: String!, $number: Int!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $after) {
+        nodes { isResolved }
+        pageInfo { hasNextPage endCursor }
+      }
+    }
+  }
+}"""
+
+
+def graphql_url(gh: GitHubClient) -> str:
+    """GitHub's GraphQL endpoint beside the REST base (Enterprise: /api/graphql)."""
+    base = str(gh.base_url).rstrip("/")
+    return base[: -len("/v3")] + "/graphql" if base.endswith("/api/v3") else base + "/graphql"
 
 
 def pr_facts(pr: dict) -> dict:
@@ -86,6 +105,54 @@ class RepoOps:
         data = await get_or_none(self.gh, f"{self.base}/collaborators/{login}/permission")
         return (data or {}).get("permission", "none")
 
+    async def protection(self, branch: str) -> dict | None:
+        """The branch's classic protection; None when it has none (404 "Branch not
+        protected") or the installation may not read it (no administration: read)."""
+        try:
+            return await self.gh.getitem(f"{self.base}/branches/{branch}/protection")
+        except HTTPException as exc:
+            status = int(exc.status_code)
+            if status == 404 or (status == 403 and "not accessible" in str(exc)):
+                return None
+            raise  # a rate limit is no answer: the step is tried again
+
+    async def team_member(self, team: str, login: str) -> bool:
+        """Whether `login` is an active member of `@org/team` (a CODEOWNERS owner)."""
+        org, _, slug = team.lstrip("@").partition("/")
+        data = await get_or_none(self.gh, f"/orgs/{org}/teams/{slug}/memberships/{login}")
+        return (data or {}).get("state") == "active"
+
+    async def unresolved_threads(self, number: int) -> int | None:
+        """How many review threads of the PR are unresolved (GraphQL only: REST does not
+        say); None when GitHub would not answer."""
+        count, after = 0, None
+        try:
+            while True:
+                data = await self.gh.graphql(
+                    UNRESOLVED_THREADS, endpoint=graphql_url(self.gh), owner=self.owner,
+                    name=self.name, number=number, after=after)
+                threads = data["repository"]["pullRequest"]["reviewThreads"]
+                count += sum(1 for t in threads["nodes"] if not t["isResolved"])
+                if not threads["pageInfo"]["hasNextPage"]:
+                    return count
+                after = threads["pageInfo"]["endCursor"]
+        except (GitHubException, KeyError, TypeError):
+            return None
+
+    async def deployed(self, sha: str, environments: tuple[str, ...] | list[str]) -> list[str]:
+        """The environments whose latest deployment of `sha` succeeded."""
+        done = []
+        for env in environments:
+            url = f"{self.base}/deployments?sha={sha}&environment={quote(env)}&per_page=1"
+            latest = await get_or_none(self.gh, url)
+            if not latest:
+                continue
+            statuses = await get_or_none(
+                self.gh, f"{self.base}/deployments/{latest[0]['id']}/statuses?per_page=1")
+            if statuses and statuses[0].get("state") == "success":
+                done.append(env)
+        return done
+
     # -- git facts ------------------------------------------------------------------
 
     async def branch_sha(self, branch: str) -> str | None:
@@ -115,6 +182,9 @@ class RepoOps:
                 "people": [{"login": user.get("login"), "type": user.get("type")}
                            for role in ("author", "committer")
                            if (user := c.get(role) or {}).get("login")],
+                "verified": bool(((c.get("commit") or {}).get("verification") or {}).get(
+                    "verified")),
+                "parents": len(c.get("parents") or []) or 1,
             }
             for c in (data.get("commits") or [])[:MAX_COMPARE_COMMITS]
         ]

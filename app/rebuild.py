@@ -218,7 +218,7 @@ async def imply_land_request(engine: StepContext, job: Job, pr_number: int) -> N
     """An approval asks hangar to land the PR: the land step reads the reviews itself."""
 
     request = landing.ensure_request(engine, job, pr_number)
-    request.due_at = 0
+    landing.wake_request(request)
     landing.save(engine, request)
     engine.wake()
 

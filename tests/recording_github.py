@@ -72,6 +72,7 @@ class RecordingGitHub(GitHubAPI):
     calls: list[Call] = field(default_factory=list)
     comments: dict[int, dict] = field(default_factory=dict)
     own_checks: dict[int, dict] = field(default_factory=dict)
+    threads: list[dict] = field(default_factory=list)  # the PR's review threads (GraphQL)
 
     def __post_init__(self) -> None:
         super().__init__("hangar-tests")
@@ -97,6 +98,10 @@ class RecordingGitHub(GitHubAPI):
         path = url.removeprefix("https://api.github.com")
         data = json.loads(body) if body else None
         self.calls.append(Call(method, path, data))
+        if path == "/graphql":  # the only GraphQL read hangar makes of a PR: its threads
+            answer = {"data": {"repository": {"pullRequest": {"reviewThreads": {
+                "nodes": self.threads, "pageInfo": {"hasNextPage": False, "endCursor": None}}}}}}
+            return 200, {"content-type": "application/json"}, json.dumps(answer).encode()
         status, answer = self._scripted(method, path) or self._answer(method, path, data)
         raw = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
         content_type = "text/plain" if isinstance(answer, str) else "application/json"
@@ -113,6 +118,8 @@ class RecordingGitHub(GitHubAPI):
 
     def _answer(self, method: str, path: str, data: Any) -> tuple[int, Any]:
         base = f"/repos/{self.repo}"
+        if path.startswith("/orgs/") and "/teams/" in path:
+            return 404, {"message": "Not Found"}  # nobody is on a team here
         assert path.startswith(base), path
         route, _, query = path.removeprefix(base).partition("?")
         for pattern, want, answer in self._routes():

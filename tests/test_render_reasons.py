@@ -24,6 +24,8 @@ TABLES: list[tuple[type[StrEnum], dict]] = [
     (landing.LandReason, land_words.LAND_REASONS),
     (landing.NotCounted, land_words.NOT_COUNTED),
     (landing.GateFact, land_words.GATE_FACTS),
+    (landing.Needs, land_words.GATE_NEEDS),
+    (landing.Cannot, land_words.GATE_CANNOT),
     (intents.Answer, replies.ANSWERS),
     (autofix.Stop, fix_words.STOPPED),
     (runs.VerifyTrouble, verify_words.ERRORS),

@@ -9,6 +9,8 @@ GitHub decides what may merge; hangar only ever asks it, with the approved head 
 The whole concern lives in this folder, one kind of thing a file:
 
 - rows.py      the land request row and its persistence: states, reviews, save/get/move
+- gate.py      GitHub's merge decision before hangar asks: every rule on the base branch
+               (rulesets, every page, and classic protection) and what is still missing
 - rules.py     the pure decisions: does an approval count, what the checks and the
                branch's rules say, what GitHub's answer to a merge means; reason codes
 - intake.py    what an event recorded by the engine does to a row: note it, wake it
@@ -25,6 +27,16 @@ from offered, so no import of `app.landing` had to change.
 from app.landing.commands import (
     cancel,
     handle_command,
+)
+from app.landing.gate import (
+    Cannot,
+    Facts,
+    Gate,
+    Needs,
+    branch_gate,
+    missing_for_merge,
+    parse_codeowners,
+    usable_methods,
 )
 from app.landing.intake import (
     job_for_pr,
@@ -46,6 +58,7 @@ from app.landing.rows import (
     move,
     save,
     set_reason,
+    wake_request,
 )
 from app.landing.rules import (
     LAND_CHECK,
@@ -86,6 +99,7 @@ from app.landing.steps import (
     allowed_methods,
     await_approval,
     base_changed,
+    base_gate,
     closing_commits,
     commit_makers,
     conflicting_files,
@@ -127,10 +141,14 @@ __all__ = [
     "UPDATE_PATIENCE_S",
     "VERIFY_CHECK",
     "BaseMoved",
+    "Cannot",
+    "Facts",
+    "Gate",
     "GateFact",
     "LandReason",
     "LandRequest",
     "LandState",
+    "Needs",
     "NotCounted",
     "ReviewRecord",
     "RowChanged",
@@ -142,6 +160,8 @@ __all__ = [
     "asked_update",
     "await_approval",
     "base_changed",
+    "base_gate",
+    "branch_gate",
     "bypassing_rulesets",
     "cancel",
     "checks_verdict",
@@ -170,8 +190,10 @@ __all__ = [
     "merge",
     "merge_answer",
     "merge_shown_if_slow",
+    "missing_for_merge",
     "move",
     "one_line",
+    "parse_codeowners",
     "pusher_unknown",
     "pushers",
     "read_commit_makers",
@@ -194,8 +216,10 @@ __all__ = [
     "sync_reviews",
     "update",
     "update_refused",
+    "usable_methods",
     "verification_outcome",
     "wait_for_ci",
+    "wake_request",
     "who_made",
     "with_protection",
 ]

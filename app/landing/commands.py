@@ -15,6 +15,7 @@ from app.landing.rows import (
     get,
     move,
     save,
+    wake_request,
 )
 from app.landing.rules import LandReason, approval_refusal
 from app.landing.steps import show, who_made
@@ -51,7 +52,7 @@ async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> s
         request = get(engine, request.id) or request
         request.ack_sensitive_sha = pr["head"]["sha"]
     request.wished = True
-    request.due_at = 0
+    wake_request(request)
     if request.state in (*RESTARTABLE, LandState.CANCELLED):
         move(engine, request, LandState.QUEUED, Why(LandReason.ASKED_TO_LAND, login=intent.author))
     save(engine, request)

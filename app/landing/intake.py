@@ -16,6 +16,7 @@ from app.landing.rows import (
     land_id,
     move,
     save,
+    wake_request,
 )
 from app.landing.rules import LAND_CHECK, LandReason, stopped_by_checks
 from app.render.reasons import Why
@@ -34,7 +35,7 @@ def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
     # A dismissal names the review it dismisses: mark it; a redelivery changes nothing.
     if event.action == "dismissed" and existing is not None and not existing.dismissed:
         existing.dismissed = True
-        request.due_at = 0
+        wake_request(request)
         save(engine, request)
         return
     if existing is not None:
@@ -45,7 +46,7 @@ def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
         state=state, commit_id=event.review.commit_id, dismissed=event.action == "dismissed"))
     if state == "approved" and request.state in RESTARTABLE:
         move(engine, request, LandState.QUEUED, Why(LandReason.NEW_APPROVAL))
-    request.due_at = 0
+    wake_request(request)
     save(engine, request)
 
 
@@ -55,7 +56,7 @@ def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
         return
     request = get(engine, land_id(job.thread.repo, event.number))
     if request:  # a close or a merge is the step's to record: it reads the PR and shows it
-        request.due_at = 0
+        wake_request(request)
         save(engine, request)
     if event.action == "synchronize":
         if request and request.state in RESTARTABLE:
@@ -71,7 +72,10 @@ def record_ci(
     says_ci = not (ours and check in (None, LAND_CHECK))
     for request in engine.store.all("land", LandRequest, active=True):
         if request.repo == repo and request.head_sha == head_sha:
-            request.due_at = 0
+            if says_ci:
+                wake_request(request)
+            else:
+                request.due_at = 0
             if says_ci and stopped_by_checks(request):
                 move(engine, request, LandState.QUEUED, Why(LandReason.CHECKS_AGAIN))
             save(engine, request)

@@ -73,6 +73,13 @@ class LandRequest(BaseModel):
     updated_at_ask: float = 0.0
     history: list[dict[str, Any]] = []
     due_at: float = 0.0  # the engine's next look; events set it to now
+    # An event (a review, a push, a check, a command) asked for this look: a look the slow
+    # poll made while the request waits for a person reads only the reviews (quiet_look).
+    woken: bool = True
+    looked_at: float = 0.0  # the last full look
+    # The head GitHub refused to merge for a rule it named: not asked again for it until
+    # an event (a review, a check, a push, a command) says something changed.
+    refused: str | None = None
     problems: list[str] = []  # what is wrong in .github/hangar.yml (defaults apply)
     impostors: list[str] = []  # others' checks under hangar's names, set aside (said once)
     shown: str | None = None  # what check run `hangar / land` last said, to skip no-op edits
@@ -85,6 +92,14 @@ class LandRequest(BaseModel):
     @property
     def active(self) -> bool:
         return self.state not in FINAL
+
+
+def wake_request(request: LandRequest) -> None:
+    """An event says something changed: look at the request now, a full look, and ask
+    GitHub again even about a head it refused."""
+    request.due_at = 0
+    request.woken = True
+    request.refused = None
 
 
 def land_id(repo: str, pr_number: int) -> str:

@@ -52,6 +52,9 @@ class LandReason(StrEnum):
     WITHDRAWN = "withdrawn"
     GAVE_UP = "gave_up"
     BASE_CHANGED = "base_changed"
+    GATE_WAITS = "gate_waits"  # GitHub's rules still ask a person for something
+    GATE_CANNOT = "gate_cannot"  # a rule hangar cannot meet on this branch
+    MERGE_REFUSED_WAITS = "merge_refused_waits"  # GitHub's 405 named a rule: wait for it
     # why a PR's file list is incomplete
     FILES_NOT_ALL_LISTED = "files_not_all_listed"
     TOO_MANY_FILES = "too_many_files"
@@ -360,6 +363,8 @@ def merge_answer(status: int, message: str) -> str | None:
         return None
     if "base branch was modified" in lowered:
         return "base_moved"
+    if lowered.strip().rstrip(".") == "pull request is not mergeable":
+        return "transient"  # GitHub answers so while it still computes mergeability
     if "merge queue" in lowered:
         return "queue"
     if "not allowed on this repository" in lowered:

@@ -9,13 +9,27 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from gidgethub import BadRequest, HTTPException
+from gidgethub import BadRequest
 
 from app import ci, render, runs
 from app.engine import PrNotes
-from app.ghops import read_ci
+from app.ghops import PAGE, read_ci
 from app.github import get_or_none
 from app.intents import request_verification
+from app.landing.gate import (
+    CODEOWNERS_PATHS,
+    Facts,
+    Gate,
+    blockers,
+    branch_gate,
+    missing_for_merge,
+    not_counted_sources,
+    pick_method,
+    required_names,
+    required_results,
+    team_owners,
+    usable_methods,
+)
 from app.landing.rows import (
     IN_FLIGHT,
     RESTARTABLE,
@@ -48,10 +62,8 @@ from app.landing.rules import (
     land_check_status,
     merge_answer,
     one_line,
-    required_from_rules,
     update_refused,
     verification_outcome,
-    with_protection,
 )
 from app.models import AutofixRow, JobState, RunKind, Verification, autofix_row_id
 from app.render import landing as words
@@ -99,9 +111,17 @@ async def advance_land(engine: StepContext, request_id: str) -> None:
                 save(engine, request)
 
 
+# Reasons a request waits on for a person: the slow poll only reads the reviews then.
+WAITING_FOR_PEOPLE = (LandReason.APPROVALS_WANTED, LandReason.GATE_WAITS,
+                      LandReason.MERGE_REFUSED_WAITS, LandReason.SENSITIVE)
+FULL_LOOK_EVERY_S = 3600.0  # ... and looks at everything at least this often
+
+
 async def land_step(engine: StepContext, request: LandRequest) -> None:
     job = engine.get_job(request.job_id)
     ops = await engine.repo_ops(job.thread)
+    if await quiet_look(engine, ops, request):
+        return
     pr = await ops.get_pr(request.pr_number)
     if pr.get("merged"):
         return await landed(engine, ops, request, pr.get("merge_commit_sha"))
@@ -145,19 +165,45 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
         move(engine, request, LandState.UPDATING, None)
     if request.state == LandState.UPDATING:
         await update(engine, ops, request, compare)
-    if request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL):
-        policy = with_protection(policy, await read_protection(ops, request.base))
+    gate, rulesets = Gate(), []
+    if request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
+                         LandState.MERGING):
+        # Every rule that applies to the base (all pages), and its classic protection.
+        gate, rulesets = await base_gate(engine, ops, request.base)
+        policy = policy.model_copy(update={
+            "required_approvals": max(policy.required_approvals, gate.approvals)})
     if request.state == LandState.WAITING_CI or (
             request.state == LandState.AWAITING_APPROVAL
             and len(approved) >= policy.required_approvals):
         # What passed while it waited for a person may have failed since (a re-run, a
         # "Verify again"): read once more in the step that would merge.
-        await wait_for_ci(engine, ops, request, policy)
+        await wait_for_ci(engine, ops, request, policy, gate)
     if request.state == LandState.AWAITING_APPROVAL:
-        await await_approval(engine, ops, request, policy, approved, compare)
+        await await_approval(engine, ops, request, policy, approved, compare, gate=gate,
+                             pr=pr)
     if request.state == LandState.MERGING:
-        await merge_shown_if_slow(engine, ops, request, policy)
+        await merge_shown_if_slow(engine, ops, request, policy, gate, rulesets)
     await show(engine, ops, request)
+
+
+async def quiet_look(engine: StepContext, ops: RepoOps, request: LandRequest) -> bool:
+    """A look of the slow poll at a request that waits for a person: read only the reviews
+    (an approval whose webhook was missed); True when nothing else is to be done. Events
+    (a push, a close, a check, a review, a command) make the next look a full one, and a
+    missed one comes back through the redelivery catch-up; the full look comes hourly."""
+    waiting = (request.state in (LandState.QUEUED, LandState.AWAITING_APPROVAL)
+               and request.reason_code in WAITING_FOR_PEOPLE)
+    if request.woken or not waiting or time.time() - request.looked_at > FULL_LOOK_EVERY_S:
+        request.woken, request.looked_at = False, time.time()
+        save(engine, request)
+        return False
+    known = [(r.id, r.dismissed) for r in request.reviews]
+    await sync_reviews(engine, ops, request)
+    if [(r.id, r.dismissed) for r in request.reviews] != known:
+        request.looked_at = time.time()
+        save(engine, request)
+        return False
+    return True
 
 
 async def base_changed(
@@ -381,20 +427,29 @@ async def conflicting_files(ops: RepoOps, request: LandRequest) -> list[str]:
 
 
 async def wait_for_ci(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    gate: Gate | None = None,
 ) -> None:
-    rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{request.base}")
-    required = list(dict.fromkeys([*required_from_rules(rules), *policy.required_checks]))
-    if policy.require_verification and VERIFY_CHECK not in required:
-        required.append(VERIFY_CHECK)
+    """The required checks on the head: each counted only from the sources its rule takes
+    (a check bound to an App by `integration_id` only from that App's check run), with
+    hangar's own `hangar / verify` and the repository's `land.required_checks`."""
+    if gate is None:
+        gate, _ = await base_gate(engine, ops, request.base)
+    extra = [*policy.required_checks]
+    if policy.require_verification:
+        extra.append(VERIFY_CHECK)
+    required = required_names(gate, extra)
     verified = ensure_verified(engine, request)
     check_runs, statuses = await read_ci(ops, request.head_sha)
-    results = ci.read(check_runs, statuses, own_app_id=engine.settings.app_id)
+    results = required_results(gate, extra, check_runs, statuses,
+                               own_app_id=engine.settings.app_id)
     if VERIFY_CHECK in required:
         results.outcomes[VERIFY_CHECK] = verification_outcome(
             results.outcomes.get(VERIFY_CHECK), verified)
-    if set(results.impostors) - set(request.impostors):
-        request.impostors = list(dict.fromkeys([*request.impostors, *results.impostors]))
+    set_aside = [*results.impostors, *(words.source_not_taken(*found) for found in
+                                       not_counted_sources(gate, check_runs, statuses))]
+    if set(set_aside) - set(request.impostors):
+        request.impostors = list(dict.fromkeys([*request.impostors, *set_aside]))
         save(engine, request)
     verdict, names = ci.verdict(required, results)
     if verdict == "failed":
@@ -441,7 +496,8 @@ def ensure_verified(engine: StepContext, request: LandRequest) -> Verification |
 
 async def await_approval(
     engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
-    approved: list[ReviewRecord], compare: dict | None = None,
+    approved: list[ReviewRecord], compare: dict | None = None, *, gate: Gate | None = None,
+    pr: dict | None = None,
 ) -> None:
     if len(approved) < policy.required_approvals:
         set_reason(request, approvals_wanted(request, policy, len(approved)))
@@ -452,9 +508,68 @@ async def await_approval(
         set_reason(request, Why(LandReason.SENSITIVE, paths=touched, gap=gap))
         save(engine, request)
         return
+    if gate is not None:
+        # GitHub's own decision, computed before asking: what a person must still do.
+        needs = missing_for_merge(gate, await gate_facts_now(engine, ops, request, gate,
+                                                             compare, pr))
+        if needs:
+            set_reason(request, Why(LandReason.GATE_WAITS, needs=needs))
+            save(engine, request)
+            return
+    if request.refused == request.head_sha:
+        return  # GitHub refused this head for a rule it named: an event asks again
     if lane_taken(engine, request):
         return
     move(engine, request, LandState.MERGING, None)
+
+
+async def gate_facts_now(engine: StepContext, ops: RepoOps, request: LandRequest, gate: Gate,
+                         compare: dict | None, pr: dict | None) -> Facts:
+    """What the gate's rules look at, read now (only what the gate asks about)."""
+    files = [name for f in (compare or {}).get("files") or []
+             for name in (f["filename"], f.get("previous_filename")) if name]
+    reviews = [{"user": {"login": r.user}, "commit_id": r.commit_id,
+                "state": "DISMISSED" if r.dismissed else r.state.upper()}
+               for r in sorted(request.reviews, key=lambda r: r.id)]
+    decisive = {r.user for r in request.reviews
+                if r.state in ("approved", "changes_requested")
+                and r.user_type != "Bot" and not r.user.endswith("[bot]")}
+    permissions = {login.lower(): await engine.permission(ops, login) for login in decisive}
+    base_sha = (compare or {}).get("base_sha")
+    codeowners = None
+    teams: dict[str, list[str]] = {}
+    if gate.code_owners:
+        codeowners = await read_codeowners(engine, ops, request.base, base_sha)
+        for team in team_owners(codeowners, files):
+            teams[team] = [login for login in decisive
+                           if await ops.team_member(team, login)]
+    pushed = pushers(engine, request)
+    return Facts(
+        author=((pr or {}).get("user") or {}).get("login") or "", head_sha=request.head_sha,
+        reviews=reviews, permissions=permissions,
+        last_pusher=pushed[-1] if pushed and pusher_unknown(engine, request) is None
+        and not hangar_pushed(engine, request) else None,
+        changed_files=files, codeowners=codeowners, teams=teams,
+        unresolved_threads=await ops.unresolved_threads(request.pr_number)
+        if gate.threads else 0,
+        deployed=await ops.deployed(request.head_sha, gate.deployments)
+        if gate.deployments else ())
+
+
+def hangar_pushed(engine: StepContext, request: LandRequest) -> bool:
+    """hangar's agent made the head (its own push, as the App)."""
+    return any(r.head_sha == request.head_sha for r in engine.runs_of(request.job_id)
+               if r.pr_number == request.pr_number and r.kind != RunKind.VERIFY)
+
+
+async def read_codeowners(engine: StepContext, ops: RepoOps, base: str,
+                          base_sha: str | None) -> str | None:
+    """The base's CODEOWNERS, where GitHub looks for it (the first found counts)."""
+    for path in CODEOWNERS_PATHS:
+        text = await engine.config_text(ops, base, base_sha, path=path)
+        if text is not None:
+            return text
+    return None
 
 
 async def sensitive_on_pr(
@@ -473,29 +588,46 @@ async def sensitive_on_pr(
 
 
 async def merge(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    gate: Gate | None = None, rulesets: list[dict] | None = None,
 ) -> None:
     job = engine.get_job(request.job_id)
     pr = await ops.get_pr(request.pr_number)
     if pr.get("merged"):  # a crash after GitHub merged: record it once
         return await landed(engine, ops, request, pr.get("merge_commit_sha"))
-    _, rulesets = await read_rules(ops, request.base)
+    if gate is None or rulesets is None:
+        gate, rulesets = await base_gate(engine, ops, request.base)
     bypass = bypassing_rulesets(rulesets, engine.settings.app_id)
     if bypass:  # GitHub would not hold hangar to the ruleset: it is no gate
         return move(engine, request, LandState.REJECTED,
                     Why(LandReason.BYPASS_ACTOR, ruleset=bypass[0]))
-    if policy.method != "squash":  # the agent's own commit messages would land as written
+    compare = await ops.compare(request.base, request.head_sha)
+    usable, out = usable_methods(
+        gate, await allowed_methods(ops),
+        commits_verified=bool(compare["commits"]) and all(
+            c.get("verified") for c in compare["commits"]),
+        merge_commits_in_pr=any(c.get("parents", 1) > 1 for c in compare["commits"]))
+    cannot = blockers(gate, own_app_id=engine.settings.app_id, usable=usable,
+                      methods_out=out)
+    if cannot:  # said once: the request ends here until a person changes something
+        return move(engine, request, LandState.REJECTED, Why(LandReason.GATE_CANNOT,
+                                                             cannot=cannot))
+    method = pick_method(policy.method, usable) or policy.method
+    if method != policy.method:
+        engine.note(request.job_id,
+                    words.method_fallback_note(request.pr_number, policy.method, method))
+    if method != "squash":  # the agent's own commit messages would land as written
         closing = await closing_commits(ops, request)
         if closing:
             sha, said = closing[0]
             return move(engine, request, LandState.REJECTED, Why(
-                LandReason.CLOSING_COMMIT, sha=sha, said=said, method=policy.method))
+                LandReason.CLOSING_COMMIT, sha=sha, said=said, method=method))
     # GitHub merges onto whatever the base is now; what was checked is head on the old base.
-    if (await ops.compare(request.base, request.head_sha))["behind_by"] > 0:
+    if compare["behind_by"] > 0:
         return move(engine, request, LandState.UPDATING,
                     Why(LandReason.BASE_MOVED, base=request.base))
-    method = policy.method
-    for _ in range(2):  # a second try only with a method the repository allows
+    transient = 0
+    for _ in range(2 + MERGE_TRANSIENT_TRIES):  # another method, or a transient answer
         try:
             result = await ops.gh.put(
                 f"{ops.base}/pulls/{request.pr_number}/merge",
@@ -508,8 +640,22 @@ async def merge(
             answer = merge_answer(status, str(exc))
             if answer == "head_moved":
                 return move(engine, request, LandState.UPDATING, Why(LandReason.HEAD_MOVED))
-            if answer == "base_moved":
-                raise BaseMoved(one_line(str(exc))) from exc  # tried again, backing off
+            if answer in ("base_moved", "transient"):
+                # GitHub is still computing mergeability, or the base moved under the merge:
+                # read the PR again and ask again, a bounded number of times.
+                transient += 1
+                if transient > MERGE_TRANSIENT_TRIES:
+                    raise BaseMoved(one_line(str(exc))) from exc  # the engine backs off
+                await asyncio.sleep(MERGE_RETRY_S * 2 ** (transient - 1))
+                again = await ops.get_pr(request.pr_number)
+                if again.get("merged"):
+                    return await landed(engine, ops, request, again.get("merge_commit_sha"))
+                if again["head"]["sha"] != request.head_sha:
+                    return None  # the next look sees the new head
+                if again.get("mergeable") is False:
+                    return move(engine, request, LandState.UPDATING,
+                                Why(LandReason.BASE_MOVED, base=request.base))
+                continue
             if answer == "method":
                 allowed = await allowed_methods(ops)
                 other = next((m for m in (method, *MERGE_METHODS) if m in allowed), None)
@@ -527,8 +673,11 @@ async def merge(
             if answer == "workflows":
                 return move(engine, request, LandState.FAILED, Why(LandReason.MERGE_WORKFLOWS))
             if answer == "rejected":
-                return move(engine, request, LandState.REJECTED,
-                            Why(LandReason.MERGE_REFUSED, said=one_line(str(exc))))
+                # GitHub named a rule hangar's own reading missed: wait for it to change
+                # (a review, a check, a push wakes the request) rather than end.
+                request.refused = request.head_sha
+                return move(engine, request, LandState.AWAITING_APPROVAL,
+                            Why(LandReason.MERGE_REFUSED_WAITS, said=one_line(str(exc))))
             raise
     else:
         return None
@@ -536,15 +685,20 @@ async def merge(
 
 
 SHOW_MERGING_AFTER_S = 2.0
+# GitHub's transient refusals ("Pull Request is not mergeable" while it computes, "Base
+# branch was modified") are asked again this many times, 1, 2, 4 s apart, the PR read anew.
+MERGE_TRANSIENT_TRIES = 3
+MERGE_RETRY_S = 1.0
 
 
 async def merge_shown_if_slow(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy
+    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    gate: Gate | None = None, rulesets: list[dict] | None = None,
 ) -> None:
     """Merge; the status comment says "merging" only if GitHub takes a while. A merge
     is one request: shown at once, that edit would be two writes (the issue's comment
     and the PR's) made stale a second later by the ones that say "landed"."""
-    merging = asyncio.ensure_future(merge(engine, ops, request, policy))
+    merging = asyncio.ensure_future(merge(engine, ops, request, policy, gate, rulesets))
     try:
         done, _ = await asyncio.wait({merging}, timeout=SHOW_MERGING_AFTER_S)
         if not done:
@@ -631,19 +785,25 @@ async def read_gate(
 async def read_protection(ops: RepoOps, branch: str) -> dict | None:
     """The branch's classic protection; None when it has none (404 "Branch not
     protected") or the installation may not read it (no administration: read)."""
-    try:
-        return await ops.gh.getitem(f"{ops.base}/branches/{branch}/protection")
-    except HTTPException as exc:
-        status = int(exc.status_code)
-        if status == 404 or (status == 403 and "not accessible" in str(exc)):
-            return None
-        raise  # a rate limit is no answer: the step is tried again
+    return await ops.protection(branch)
+
+
+async def base_gate(engine: StepContext, ops: RepoOps, branch: str
+                    ) -> tuple[Gate, list[dict]]:
+    """What every rule on `branch` asks of a merge (its rulesets' rules, every page, and
+    its classic protection, whose absence is kept), and the rulesets they come from."""
+    rules, rulesets = await read_rules(ops, branch)
+    classic = await engine.branch_protection(ops, branch)
+    names = {rs["id"]: rs.get("name") or str(rs["id"]) for rs in rulesets if rs.get("id")}
+    return branch_gate(rules, classic, names), rulesets
 
 
 async def read_rules(ops: RepoOps, branch: str) -> tuple[list[dict], list[dict]]:
-    """The active rules for a branch, and the rulesets they come from."""
+    """The active rules for a branch (every page: GitHub lists 30 by default), and the
+    rulesets they come from."""
 
-    rules = await ops.gh.getitem(f"{ops.base}/rules/branches/{branch}")
+    rules = [rule async for rule in ops.gh.getiter(
+        f"{ops.base}/rules/branches/{branch}?per_page={PAGE}")]
     rulesets = []
     for ruleset_id in sorted({r["ruleset_id"] for r in rules if r.get("ruleset_id")}):
         found = await get_or_none(ops.gh, f"{ops.base}/rulesets/{ruleset_id}")

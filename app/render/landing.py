@@ -44,8 +44,91 @@ def _method_refused(method: str, said: str, allowed: list[str]) -> str:
             + "; set `land.method` in .github/hangar.yml to one of them")
 
 
+def _people(logins: list[str]) -> str:
+    return " or ".join(o if o.startswith("@") or "@" in o else f"@{o}" for o in logins)
+
+
+def _gate_approvals(missing: int, required: int, rule: str, not_pusher: str | None) -> str:
+    return (f"{missing} more approval(s) from someone with write access ({rule} asks for "
+            f"{required}" + (f"; not from @{not_pusher}, who pushed last" if not_pusher else "")
+            + ")")
+
+
+def _gate_code_owner(owners: list[str], patterns: list[str], paths: list[str]) -> str:
+    where = ", ".join(code_span(p) for p in patterns[:3])
+    return f"1 more approval from a code owner of {where} ({_people(owners)})"
+
+
+METHOD_OUT: Sentences = {
+    "repo_settings": lambda method: f"{method}: the repository's settings turn it off",
+    "allowed_merge_methods": lambda method, rule: (
+        f"{method}: {rule}'s allowed_merge_methods leaves it out"),
+    "required_linear_history": lambda method, rule: (
+        f"{method}: {rule} requires linear history"),
+    "required_signatures": lambda method, rule: (
+        f"{method}: {rule} requires signed commits, and GitHub signs only the squash (and "
+        "merge) commits it makes, not the pull request's own or rebased commits"),
+}
+
+
+def _gate_no_method(reasons: list[dict]) -> str:
+    said = "; ".join(word(METHOD_OUT, Why(r["why"], **{k: v for k, v in r.items()
+                                                        if k != "why"})) for r in reasons)
+    return (f"no merge method meets this branch's rules ({said}): allow one in the repository "
+            "settings and the ruleset, then `/hangar land`")
+
+
+# What GitHub's rules still ask before a merge (`app.landing.gate` codes).
+GATE_NEEDS: Sentences = {
+    "gate_approvals": _gate_approvals,
+    "gate_changes_requested": lambda users: (
+        f"{_people(users)} requested changes: their approval, or a dismissal of that review, "
+        "is needed"),
+    "gate_code_owner": _gate_code_owner,
+    "gate_threads": lambda count, rule: (
+        f"{count} unresolved conversation(s) on the pull request: resolve them ({rule} asks "
+        "for every conversation to be resolved)"),
+    "gate_deployments": lambda environments, rule: (
+        "a successful deployment of this head to "
+        + ", ".join(code_span(e) for e in environments) + f" ({rule})"),
+}
+
+# What hangar cannot satisfy on a branch, whatever a person does on the pull request.
+GATE_CANNOT: Sentences = {
+    "gate_no_method": _gate_no_method,
+    "gate_update_restricted": lambda rule: (
+        f"{rule} lets only its bypass actors update this branch, and hangar's App is not one "
+        "(nor should it be): merge by hand, or lift the rule for this branch"),
+    "gate_locked": lambda rule: (
+        f"the branch is locked ({rule}: lock_branch): nothing merges into it until it is "
+        "unlocked"),
+    "gate_push_restricted": lambda rule: (
+        f"{rule} restricts who may push to this branch and hangar's App is not among them: "
+        "add it to the restrictions' apps, or merge by hand"),
+    "gate_check_from_other_app": lambda check, app_id, rule: (
+        f"{rule} requires {check} from App {app_id}, which is not hangar's App; only hangar "
+        "reports it: set the check's integration_id to hangar's App id"),
+}
+
+
+def gate_needs(whys: list[Why]) -> str:
+    return "; ".join(word(GATE_NEEDS if str(w.code) in GATE_NEEDS else GATE_CANNOT, w)
+                     for w in whys)
+
+
+def _merge_refused_waits(said: str) -> str:
+    return (f"GitHub refused the merge: {said}. hangar asks again when that changes (a new "
+            "review, a check, a push)")
+
+
 # Why a land request stands where it stands (its `reason`), by `LandReason` code.
 LAND_REASONS: Sentences = {
+    "gate_waits": lambda needs: f"waiting for {gate_needs(needs)}",
+    "gate_cannot": lambda cannot: (
+        f"GitHub would refuse this merge whatever is done on the pull request: "
+        f"{gate_needs(cannot)}"),
+    "merge_refused_waits": _merge_refused_waits,
+
     "approvals_wanted": _approvals_wanted,
     "sensitive": _sensitive,
     "lane_taken": lambda pr: f"waiting for #{pr} to finish landing",
@@ -247,6 +330,12 @@ def land_check_summary(request: Any, gate: list[tuple[bool, str]]) -> str:
 def land_notes(request: Any) -> list[str]:
     """What landing says about a PR in its job's status comment."""
     return [land_line(request), *(f"⚠️ {p}" for p in request.problems)]
+
+
+def source_not_taken(kind: str, name: str, who: Any, app_id: int) -> str:
+    """A report under a required check's name from a source its rule does not take."""
+    return (f"{kind} {code_span(name)} from {code_span(str(who))}: the rule takes only App "
+            f"{app_id}'s check run")
 
 
 def impostors_note(impostors: list[str]) -> str:

@@ -117,32 +117,89 @@ CASES = [
     Case("hangar's App may bypass the ruleset: rejected, not merged around it",
          rulesets={11: {**GATE[11], "current_user_can_bypass": "always"}},
          ends=LandState.REJECTED, reason="bypass actor of ruleset 'main'"),
-    Case("merge refused by the ruleset: rejected with GitHub's words",
+    Case("merge refused by a rule hangar's reading missed: it waits with GitHub's words, "
+         "asking again only when something changes",
          script={("PUT", MERGE): refusal(
              405, "Repository rule violations found\n\nA conversation must be resolved")},
-         ends=LandState.REJECTED,
+         ends=LandState.AWAITING_APPROVAL,
          reason="GitHub refused the merge: Repository rule violations found: A conversation",
          puts=[(MERGE, SQUASH)]),
+    Case("GitHub still computes mergeability (405 not mergeable): read the PR, ask again",
+         script={("PUT", MERGE): [*refusal(405, "Pull Request is not mergeable"),
+                                  (200, {"sha": MERGED})]},
+         puts=[(MERGE, SQUASH), (MERGE, SQUASH)]),
+    Case("a ruleset asks for 2 approvals, 1 given: it waits, and no merge",
+         rules=[*REQUIRED, {"type": "pull_request", "ruleset_id": 11, "parameters": {
+             "required_approving_review_count": 2, "dismiss_stale_reviews_on_push": True,
+             "require_code_owner_review": False, "require_last_push_approval": False,
+             "required_review_thread_resolution": False}}],
+         ends=LandState.AWAITING_APPROVAL, reason="waiting for 1 approval(s) of `aaaaaaa`"),
+    Case("code owners' review required: waits for one of `src/auth/`'s owners, no merge",
+         state=LandState.AWAITING_APPROVAL,
+         rules=[*REQUIRED, {"type": "pull_request", "ruleset_id": 11, "parameters": {
+             "required_approving_review_count": 1, "dismiss_stale_reviews_on_push": True,
+             "require_code_owner_review": True, "require_last_push_approval": False,
+             "required_review_thread_resolution": False}}],
+         github={"contents": {".github/CODEOWNERS": "* @rita\n/src/auth/ @alice @acme/sec\n"},
+                 "files": [{"filename": "src/auth/login.py"}, {"filename": "README.md"}]},
+         ends=LandState.AWAITING_APPROVAL,
+         reason="1 more approval from a code owner of `/src/auth/` (@alice or @acme/sec)"),
+    Case("conversations must be resolved and one is not: it waits, no merge",
+         state=LandState.AWAITING_APPROVAL,
+         rules=[*REQUIRED, {"type": "pull_request", "ruleset_id": 11, "parameters": {
+             "required_approving_review_count": 1, "dismiss_stale_reviews_on_push": True,
+             "require_code_owner_review": False, "require_last_push_approval": False,
+             "required_review_thread_resolution": True}}],
+         github={"threads": [{"isResolved": True}, {"isResolved": False}]},
+         ends=LandState.AWAITING_APPROVAL, reason="1 unresolved conversation(s)"),
+    Case("a check bound to the CI App is not met by a person's commit status of that name",
+         rules=[{"type": "required_status_checks", "ruleset_id": 11, "parameters": {
+             "required_status_checks": [{"context": "ci / test", "integration_id": 2}],
+             "strict_required_status_checks_policy": False}}],
+         checks=[GREEN[1]],
+         github={"statuses": [{"context": "ci / test", "state": "success",
+                               "creator": {"login": "eve"}}]},
+         ends=LandState.WAITING_CI, reason="waiting for ci / test"),
+    Case("linear history asked, squash forbidden by the repository: rebase, never a merge",
+         rules=[*REQUIRED, {"type": "required_linear_history", "ruleset_id": 11}],
+         github={"repo_settings": {"allow_squash_merge": False}},
+         puts=[(MERGE, {"sha": HEAD, "merge_method": "rebase"})]),
+    Case("signatures required, only merge commits allowed: hangar cannot, and says which rule",
+         rules=[*REQUIRED, {"type": "required_signatures", "ruleset_id": 11}],
+         github={"repo_settings": {"allow_squash_merge": False, "allow_rebase_merge": False}},
+         ends=LandState.REJECTED, reason="main requires signed commits"),
+    Case("only bypass actors may update the branch: hangar cannot, and says which rule",
+         rules=[*REQUIRED, {"type": "update", "ruleset_id": 11,
+                            "parameters": {"update_allows_fetch_and_merge": False}}],
+         ends=LandState.REJECTED, reason="main lets only its bypass actors update"),
+    Case("a ruleset's allowed_merge_methods leaves out squash: merged with one it allows",
+         rules=[*REQUIRED, {"type": "pull_request", "ruleset_id": 11, "parameters": {
+             "required_approving_review_count": 1, "dismiss_stale_reviews_on_push": True,
+             "require_code_owner_review": False, "require_last_push_approval": False,
+             "required_review_thread_resolution": False, "allowed_merge_methods": ["merge"]}}],
+         puts=[(MERGE, {"sha": HEAD, "merge_method": "merge"})]),
     Case("merge refused because the head moved: updating again, no second merge",
          script={("PUT", MERGE): refusal(409, "Head branch was modified. Review and try the "
                                               "merge again.")},
          ends=LandState.UPDATING, reason="the head moved", puts=[(MERGE, SQUASH)]),
-    Case("merge refused because the base moved: the step fails and is tried again",
+    Case("merge refused because the base moved, again and again: asked again after reading "
+         "the PR, a bounded number of times, then the step fails and is tried again",
          script={("PUT", MERGE): refusal(405, "Base branch was modified. Review and try the "
                                               "merge again.")},
-         ends=LandState.MERGING, raises=landing.BaseMoved, puts=[(MERGE, SQUASH)]),
-    Case("squash not allowed: merged again with a method the repository allows",
+         ends=LandState.MERGING, raises=landing.BaseMoved, puts=[(MERGE, SQUASH)] * 4),
+    Case("squash not allowed by the repository's settings: merged with a method they allow",
+         github={"repo_settings": {"allow_squash_merge": False}},
+         puts=[(MERGE, {"sha": HEAD, "merge_method": "merge"})]),
+    Case("squash refused though the settings read allowed it: asked again with another",
          script={("PUT", MERGE): [
              *refusal(405, "Squash merges are not allowed on this repository."),
              (200, {"sha": MERGED})]},
-         github={"repo_settings": {"allow_squash_merge": False}},
-         puts=[(MERGE, SQUASH), (MERGE, {"sha": HEAD, "merge_method": "merge"})]),
-    Case("no method allowed that hangar may use: rejected, saying how to set land.method",
-         script={("PUT", MERGE): refusal(405, "Squash merges are not allowed on this "
-                                              "repository.")},
+         github={"repo_settings": {"allow_squash_merge": True}},
+         ends=LandState.REJECTED, reason="set `land.method`", puts=[(MERGE, SQUASH)]),
+    Case("no method allowed that hangar may use: rejected before asking, saying what to do",
          github={"repo_settings": {"allow_squash_merge": False, "allow_merge_commit": False,
                                    "allow_rebase_merge": False}},
-         ends=LandState.REJECTED, reason="set `land.method`", puts=[(MERGE, SQUASH)]),
+         ends=LandState.REJECTED, reason="no merge method meets this branch's rules"),
     Case("the base takes changes through a merge queue only: rejected, saying so",
          script={("PUT", MERGE): refusal(405, "Changes must be made through the merge queue")},
          ends=LandState.REJECTED, reason="merge queue", puts=[(MERGE, SQUASH)]),
@@ -178,6 +235,12 @@ def rows(engine: Engine, gh: RecordingGitHub, state: LandState) -> LandRequest:
         reviews=[ReviewRecord(id=r["id"], user=r["user"]["login"], state=r["state"].lower(),
                               commit_id=r["commit_id"]) for r in gh.reviews])
     return landing.save(engine, request)
+
+
+@pytest.fixture(autouse=True)
+def no_merge_retry_pause(monkeypatch):
+    """GitHub's transient answers are asked again 1, 2, 4 s apart; here at once."""
+    monkeypatch.setattr("app.landing.steps.MERGE_RETRY_S", 0.0)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
