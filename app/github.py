@@ -7,20 +7,26 @@
 - A read is retried after a 5xx or a timeout, with capped exponential backoff. A write
   (POST, PATCH, PUT, DELETE) never is: GitHub may have done it before failing to answer,
   so the caller reads back (its marker, its name) before writing again.
-- When an installation is rate limited, every call for it fails at once with
-  `RateLimited` until the reset GitHub named; the engine holds the row until then.
-  Content-creating calls are spaced (GitHub asks for a second between them).
+- When an installation is rate limited (any 429; a 403 with a rate-limit answer), every
+  call for it fails at once with `RateLimited` until the reset GitHub named; the engine
+  holds the row until then. Secondary limits that repeat wait exponentially longer.
+  Content-creating calls are spaced (GitHub asks for a second between them) and kept
+  within 80 a minute and 500 an hour.
+- ETags are specific to the token that got them (GitHub's are): a conditional request is
+  sent only with that token, so a new token's first read of a URL is a plain one.
+- A 401 drops the cached installation token and mints a new one, once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import random
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,8 +62,11 @@ class RetryPolicy:
     max_delay_s: float = 60.0
     request_timeout_s: float = 30.0
     write_spacing_s: float = 1.0  # between content-creating calls of one installation
-    # GitHub's secondary limit: at most 80 content-creating requests a minute.
+    # GitHub's secondary limits: at most 80 content-creating requests a minute, 500 an hour.
     writes_per_minute: int = 80
+    writes_per_hour: int = 500
+    secondary_wait_s: float = 60.0  # a secondary limit that names no time: at least this
+    secondary_wait_max_s: float = 1800.0  # ... doubling while they repeat, up to this
     max_inline_wait_s: float = 5.0  # a shorter rate-limit wait is slept; a longer one raises
 
 
@@ -79,6 +88,31 @@ def limited_until(exc: BaseException) -> float | None:
         if delay is not None:
             return time.time() + delay
     return None
+
+
+class TokenCache(MutableMapping):
+    """One token's view of its installation's ETag cache: GitHub's ETags are specific to
+    the token that got them, so an entry made with another token is not sent."""
+
+    def __init__(self, shared: JsonCache, token: str):
+        self._shared = shared
+        self._prefix = hashlib.sha256(token.encode()).hexdigest()[:16] + " "
+
+    def __getitem__(self, url: str) -> tuple[Any, Any, Any, Any]:
+        return self._shared[self._prefix + url]
+
+    def __setitem__(self, url: str, value: tuple[Any, Any, Any, Any]) -> None:
+        self._shared[self._prefix + url] = value
+
+    def __delitem__(self, url: str) -> None:
+        del self._shared[self._prefix + url]
+
+    def __iter__(self) -> Iterator[str]:
+        return (k.removeprefix(self._prefix) for k in self._shared
+                if k.startswith(self._prefix))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class JsonCache(MutableMapping):
@@ -114,6 +148,9 @@ class Allowance:
     why: str = ""
     next_write_at: float = 0.0
     recent_writes: deque[float] = field(default_factory=deque)  # monotonic times, last minute
+    hour_writes: deque[float] = field(default_factory=deque)  # monotonic times, last hour
+    secondary_strikes: int = 0  # secondary limits in a row (each waits twice as long)
+    last_strike: float = 0.0
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     cache: JsonCache = field(default_factory=JsonCache)
     charged: int = 0  # answers that counted against the limit (not 304)
@@ -121,6 +158,17 @@ class Allowance:
     def limit(self, until: float, why: str) -> None:
         if until > self.limited_until:
             self.limited_until, self.why = until, why
+
+    def strike(self, policy: RetryPolicy, asked: float | None) -> float:
+        """A secondary limit: how long to pause, exponentially longer while they repeat
+        (a strike is forgotten after the longest pause has passed without another)."""
+        now = time.time()
+        if now - self.last_strike > policy.secondary_wait_max_s:
+            self.secondary_strikes = 0
+        self.secondary_strikes += 1
+        self.last_strike = now
+        base = asked if asked is not None else policy.secondary_wait_s
+        return min(policy.secondary_wait_max_s, base * 2 ** (self.secondary_strikes - 1))
 
 
 class GitHubClient(GitHubAPI):
@@ -135,13 +183,16 @@ class GitHubClient(GitHubAPI):
         retry: RetryPolicy = RetryPolicy(),
         metrics: Metrics | None = None,
         allowance: Allowance | None = None,
+        renew: Callable[[str], Awaitable[str]] | None = None,
     ):
         self.allowance = allowance or Allowance()
         super().__init__(session, USER_AGENT, oauth_token=oauth_token, base_url=base_url,
-                         cache=self.allowance.cache if oauth_token else None)
+                         cache=TokenCache(self.allowance.cache, oauth_token)
+                         if oauth_token else None)
         self.retry = retry
         self.metrics = metrics
         self.calls = 0
+        self._renew = renew  # drops a refused token and mints another (AppAuth.client)
 
     async def manage_rate_limit(self, *, method: str, url: str) -> None:
         allowance = self.allowance
@@ -153,6 +204,15 @@ class GitHubClient(GitHubAPI):
             recent, now = allowance.recent_writes, time.monotonic()
             while recent and now - recent[0] >= 60:
                 recent.popleft()
+            hour = allowance.hour_writes
+            while hour and now - hour[0] >= 3600:
+                hour.popleft()
+            if len(hour) >= self.retry.writes_per_hour:
+                # GitHub's content-creation budget for the hour: pause, never be refused.
+                allowance.limit(time.time() + hour[0] + 3600 - now,
+                                f"{len(hour)} content-creating calls in the last hour, "
+                                "GitHub's limit")
+                raise RateLimited(allowance.limited_until, allowance.why)
             if len(recent) >= self.retry.writes_per_minute:
                 # Wait for the minute to free a write rather than be refused by GitHub.
                 wait = recent[0] + 60 - now
@@ -166,12 +226,14 @@ class GitHubClient(GitHubAPI):
                 await asyncio.sleep(wait)
             allowance.next_write_at = time.monotonic() + self.retry.write_spacing_s
             recent.append(time.monotonic())
+            hour.append(time.monotonic())
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
         headers = {**headers, "x-github-api-version": API_VERSION}
         timeout = aiohttp.ClientTimeout(total=self.retry.request_timeout_s)
+        renewed = False
         for attempt in range(1, self.retry.attempts + 1):
             self.calls += 1
             try:
@@ -183,6 +245,18 @@ class GitHubClient(GitHubAPI):
                     if response.status != 304:
                         self.allowance.charged += 1
                     self._note_remaining(response.status, response.headers)
+                    if response.status == 401 and self._renew is not None and not renewed:
+                        # A revoked or expired token: drop it, mint another, ask once more
+                        # (GitHub did nothing with a request it did not authenticate).
+                        renewed = True
+                        token = await self._renew(self.oauth_token or "")
+                        self.oauth_token = token
+                        self._cache = TokenCache(self.allowance.cache, token)
+                        headers = {**{k: v for k, v in headers.items()
+                                      if k.lower() not in ("authorization", "if-none-match",
+                                                           "if-modified-since")},
+                                   "authorization": f"token {token}"}
+                        continue
                     return response.status, response.headers, payload
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self._count("error")
@@ -214,11 +288,15 @@ class GitHubClient(GitHubAPI):
         status = int(exception.status_code)
         limit = rate_limit_delay(status, exception.headers, str(exception))
         if limit is not None:
-            # GitHub did not do what was asked: trying it again is safe, after the wait.
+            # GitHub did not do what was asked: trying it again is safe, after the wait. The
+            # whole installation pauses (its other steps too); a secondary limit that
+            # repeats pauses it exponentially longer.
+            if is_secondary(status, exception.headers):
+                limit = self.allowance.strike(self.retry, retry_after(exception.headers))
+            until = time.time() + limit
+            why = f"GitHub answered {status}: rate limited"
+            self.allowance.limit(until, why)
             if limit > self.retry.max_inline_wait_s or attempt >= self.retry.attempts:
-                until = time.time() + limit
-                why = f"GitHub answered {status}: rate limited"
-                self.allowance.limit(until, why)
                 raise RateLimited(until, why) from exception
             delay = limit
         elif status >= 500 and method in READS and attempt < self.retry.attempts:
@@ -241,9 +319,23 @@ class GitHubClient(GitHubAPI):
             self.metrics.github_requests.inc(outcome=outcome)
 
 
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        return max(0.0, float(lowered["retry-after"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def is_secondary(status: int, headers: Mapping[str, str]) -> bool:
+    """A secondary limit (any limit but the primary one, whose remaining is 0)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return lowered.get("x-ratelimit-remaining") != "0"
+
+
 def rate_limit_delay(status: int, headers: Mapping[str, str], message: str = "") -> float | None:
     """Seconds GitHub asks to wait before asking again, or None when this answer is not a
-    rate limit (then it must not be retried as one)."""
+    rate limit (then it must not be retried as one). Any 429 is a limit."""
     if status not in (403, 429):
         return None
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -257,8 +349,10 @@ def rate_limit_delay(status: int, headers: Mapping[str, str], message: str = "")
             return max(0.0, float(lowered["x-ratelimit-reset"]) - time.time()) + 1
         except (KeyError, ValueError):
             return 60.0
-    if "secondary rate limit" in message.lower():
+    if "secondary rate limit" in message.lower() or "rate limit" in message.lower():
         return 60.0  # GitHub's advice when it names no time: at least a minute
+    if status == 429:
+        return 60.0  # too many requests, whatever the words
     return None
 
 
@@ -342,8 +436,18 @@ class AppAuth:
             self._tokens[key] = token
             return token
 
+    def forget_token(self, installation_id: int, token: str) -> None:
+        """GitHub refused this token (401): it is not used again."""
+        for key in [k for k, v in list(self._tokens.items()) if v.token == token]:
+            self._tokens.pop(key, None)
+
     async def client(self, installation_id: int) -> GitHubClient:
         token = await self.installation_token(installation_id)
+
+        async def renew(refused: str) -> str:
+            self.forget_token(installation_id, refused)
+            return (await self.installation_token(installation_id)).token
+
         return GitHubClient(
             self.session,
             base_url=self.api_url,
@@ -351,6 +455,7 @@ class AppAuth:
             metrics=self.metrics,
             retry=self.retry,
             allowance=self.allowance(installation_id),
+            renew=renew,
         )
 
 

@@ -192,6 +192,11 @@ class Driver:
 
         return self._call(mint)
 
+    def revoke_token(self, token: str) -> None:
+        """Revoke a token (as `DELETE /installation/token` or an admin would): GitHub then
+        answers 401 "Bad credentials" to it."""
+        self._call(lambda: self._hub.store.tokens.pop(token, None))
+
     # -- acting as people -----------------------------------------------------------
 
     def create_issue(self, repo: str, title: str, body: str = "", as_user: str = "") -> int:

@@ -77,11 +77,14 @@ def build_api(hub: Hub, faults: Faults) -> web.Application:
 
 
 def _conditional(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
-    """A GET answered 200 carries an ETag; asked again with it (If-None-Match), 304."""
+    """A GET answered 200 carries an ETag; asked again with it (If-None-Match), 304. As
+    GitHub's, the ETag is specific to the token that asked: another token's is no match."""
     body = getattr(response, "body", None)
     if request.method != "GET" or response.status != 200 or not isinstance(body, bytes):
         return response
-    digest = hashlib.sha256(body + response.headers.get("Link", "").encode()).hexdigest()
+    token = request.headers.get("Authorization", "").encode()
+    digest = hashlib.sha256(body + response.headers.get("Link", "").encode()
+                            + b"\0" + token).hexdigest()
     etag = f'"{digest[:40]}"'
     if etag in [t.strip().removeprefix("W/") for t in
                 request.headers.get("If-None-Match", "").split(",")]:

@@ -294,3 +294,97 @@ async def test_an_installation_without_workflows_still_gets_a_contents_push_toke
             assert (await upstream.credentials(grant))[1] == token
     minted = [c for c in fakehub.api_calls() if c[1].endswith("/access_tokens")]
     assert [c[2] for c in minted] == [422, 201]  # asked with workflows, then contents only
+
+
+async def test_etags_are_the_tokens_that_got_them(installed):
+    """GitHub's ETags are token-specific: a new token's first read is a plain, charged one
+    (no conditional request it cannot win), and its repeat is free again."""
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        first = await auth.client(installation)
+        await first.getitem("/repos/acme/widgets")
+        await first.getitem("/repos/acme/widgets")
+        auth.forget_token(installation, first.oauth_token)  # the next hour's token
+        second = await auth.client(installation)
+        assert second.oauth_token != first.oauth_token
+        await second.getitem("/repos/acme/widgets")
+        await second.getitem("/repos/acme/widgets")
+    statuses = [c[2] for c in hub.api_calls() if c[1] == "/repos/acme/widgets"]
+    assert statuses == [200, 304, 200, 304]
+
+
+async def test_fakehubs_etag_is_no_match_for_another_token(installed):
+    hub, _, installation = installed
+    one, two = hub.installation_token(installation), hub.installation_token(installation)
+    async with aiohttp.ClientSession() as session:
+        url = f"{hub.api_url}/repos/acme/widgets"
+        async with session.get(url, headers={"Authorization": f"token {one}"}) as response:
+            etag = response.headers["ETag"]
+        for token, status in ((one, 304), (two, 200)):
+            async with session.get(url, headers={"Authorization": f"token {token}",
+                                                 "If-None-Match": etag}) as response:
+                assert response.status == status
+
+
+async def test_a_revoked_token_is_dropped_and_another_minted_once(installed):
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh = await auth.client(installation)
+        hub.revoke_token(gh.oauth_token)
+        assert (await gh.getitem("/repos/acme/widgets"))["name"] == "widgets"
+        assert auth.tokens_minted == 2
+        # The new token is the cached one now; a client made later uses it.
+        assert (await auth.client(installation)).oauth_token == gh.oauth_token
+        # A second refusal in the same call is GitHub's answer: not minted again.
+        hub.inject_fault("GET", r"^/repos/acme/widgets$", status=401, times=2,
+                         message="Bad credentials")
+        with pytest.raises(BadRequest):
+            await gh.getitem("/repos/acme/widgets")
+        assert auth.tokens_minted == 3
+
+
+async def test_a_429_without_words_pauses_the_installation(installed):
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh = await auth.client(installation)
+        hub.inject_fault("GET", r"^/repos/acme/widgets$", status=429, message="Too many")
+        with pytest.raises(RateLimited) as caught:
+            await gh.getitem("/repos/acme/widgets")
+        assert caught.value.until >= time.time() + 55
+
+
+async def test_repeated_secondary_limits_pause_exponentially_longer(installed):
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh = await auth.client(installation)
+        pauses = []
+        for _ in range(3):
+            hub.inject_fault("GET", r"^/repos/acme/widgets$", secondary_rate_limit=True)
+            with pytest.raises(RateLimited) as caught:
+                await gh.getitem("/repos/acme/widgets")
+            pauses.append(caught.value.until - time.time())
+            auth.allowance(installation).limited_until = 0  # the pause is over
+        assert 55 <= pauses[0] <= 61 and 115 <= pauses[1] <= 121 and 235 <= pauses[2] <= 241
+
+
+async def test_writes_past_the_hours_allowance_pause_without_asking(installed):
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=RetryPolicy(write_spacing_s=0, writes_per_hour=2))
+        gh = await auth.client(installation)
+        for _ in range(2):
+            await gh.post("/repos/acme/widgets/issues", data={"title": "t"})
+        with pytest.raises(RateLimited) as caught:
+            await gh.post("/repos/acme/widgets/issues", data={"title": "t"})
+        assert "in the last hour" in str(caught.value)
+    posts = [c for c in hub.api_calls() if c[0] == "POST" and c[1].endswith("/issues")]
+    assert len(posts) == 2
