@@ -192,6 +192,29 @@ class Driver:
 
         return self._call(mint)
 
+    def resolve_thread(self, repo: str, number: int, review_id: int, index: int = 0,
+                       resolved: bool = True) -> None:
+        """Resolve (or unresolve) the thread a review's line comment started, as a person
+        pressing "Resolve conversation" (GraphQL `resolveReviewThread`)."""
+        def resolve() -> None:
+            pr = self._hub.pull(self._repo(repo), number).pull
+            thread = f"{review_id}-{index}"
+            if resolved:
+                pr.resolved_threads.add(thread)
+            else:
+                pr.resolved_threads.discard(thread)
+
+        self._call(resolve)
+
+    def deploy(self, repo: str, sha: str, environment: str, state: str = "success") -> None:
+        """A deployment of `sha` to `environment` whose latest status is `state`."""
+        def record() -> None:
+            target = self._repo(repo)
+            target.deployments.append({"id": self._hub.store.next_id(), "sha": sha,
+                                       "environment": environment, "state": state})
+
+        self._call(record)
+
     def revoke_token(self, token: str) -> None:
         """Revoke a token (as `DELETE /installation/token` or an admin would): GitHub then
         answers 401 "Bad credentials" to it."""
@@ -254,11 +277,13 @@ class Driver:
 
         self._call(toggle)
 
-    def delay_mergeability(self, reads: int = 1) -> None:
+    def delay_mergeability(self, reads: int = 1, merges: int = 0) -> None:
         """The next `reads` GETs of an open PR answer mergeable null, state "unknown",
-        as GitHub does while it computes mergeability in the background."""
+        as GitHub does while it computes mergeability in the background; the next `merges`
+        merges are answered 405 "Pull Request is not mergeable" meanwhile, as GitHub's."""
         def set_reads() -> None:
             self._hub.unknown_mergeability_reads = reads
+            self._hub.uncomputed_merges = merges
 
         self._call(set_reads)
 

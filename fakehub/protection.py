@@ -59,6 +59,9 @@ def normalize(body: dict[str, Any]) -> dict[str, Any]:
         }
     for flag in FLAGS:
         stored[flag] = bool(body.get(flag))
+    # Set through its own endpoint on GitHub (POST .../required_signatures); here also
+    # through the PUT, for tests.
+    stored["required_signatures"] = bool(body.get("required_signatures"))
     return stored
 
 
@@ -77,7 +80,8 @@ def as_github(stored: dict[str, Any], url: str) -> dict[str, Any]:
     if reviews is not None:
         shaped["required_pull_request_reviews"] = {
             "url": f"{url}/required_pull_request_reviews", **reviews}
-    shaped["required_signatures"] = {"url": f"{url}/required_signatures", "enabled": False}
+    shaped["required_signatures"] = {"url": f"{url}/required_signatures",
+                                     "enabled": bool(stored.get("required_signatures"))}
     shaped["enforce_admins"] = {"url": f"{url}/enforce_admins",
                                 "enabled": stored["enforce_admins"]}
     for flag in FLAGS:

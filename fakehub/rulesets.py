@@ -228,6 +228,8 @@ def check_state(
         if latest.status != "completed":
             return "pending"
         return "success" if latest.conclusion in PASSING_CONCLUSIONS else "failure"
+    if integration_id is not None:
+        return "missing"  # a check bound to an App: nobody else's report counts, statuses none
     for status in statuses:  # newest first
         if status.context == context:
             return {"success": "success", "pending": "pending"}.get(status.state, "failure")
@@ -239,22 +241,73 @@ def required_checks_reasons(
     runs: list[CheckRun],
     statuses: list[Status],
 ) -> tuple[list[str], bool]:
-    """(reasons, any_pending) for the required status checks on one head."""
-    reasons: list[str] = []
-    pending = False
+    """(reasons, any_pending) for the required status checks on one head, in GitHub's
+    words: one check is named ("Required status check "ci / test" is expected."), several
+    are counted ("2 of 3 required status checks are expected.", "... have not succeeded:
+    1 expected and 1 failing.")."""
+    states: dict[str, str] = {}
     for active in rules:
         if active.type != "required_status_checks":
             continue
         for check in active.parameters.get("required_status_checks", []):
             state = check_state(check["context"], check.get("integration_id"), runs, statuses)
-            if state == "success":
-                continue
-            pending = pending or state in ("pending", "missing")
-            if state == "failure":
-                reasons.append(f"Required status check \"{check['context']}\" has failed.")
-            else:
-                reasons.append(f"Required status check \"{check['context']}\" is expected.")
-    return reasons, pending
+            if states.get(check["context"]) in (None, "success"):
+                states[check["context"]] = state
+    return checks_sentence(states), any(s in ("pending", "missing") for s in states.values())
+
+
+CHECK_WORDS = {"missing": "expected", "pending": "in progress", "failure": "failing"}
+
+
+def checks_sentence(states: dict[str, str]) -> list[str]:
+    """GitHub's one sentence for the required checks that have not succeeded."""
+    bad = {name: state for name, state in states.items() if state != "success"}
+    if not bad:
+        return []
+    if len(states) == 1:
+        name, state = next(iter(bad.items()))
+        return [f"Required status check \"{name}\" is {CHECK_WORDS[state]}."]
+    kinds = [CHECK_WORDS[k] for k in ("missing", "pending", "failure")
+             if k in bad.values()]
+    if len(kinds) == 1:
+        return [f"{len(bad)} of {len(states)} required status checks are {kinds[0]}."]
+    counts = " and ".join(f"{sum(1 for s in bad.values() if CHECK_WORDS[s] == k)} {k}"
+                          for k in kinds)
+    return [f"{len(bad)} of {len(states)} required status checks have not succeeded: "
+            f"{counts}."]
+
+
+# GitHub's words for a merge the other rules refuse.
+NOT_LINEAR = "This branch must not contain merge commits."
+UNSIGNED = "Commits must have verified signatures."
+THROUGH_QUEUE = "Changes must be made through the merge queue"
+UPDATE_RESTRICTED = "Cannot update this protected ref."
+UNRESOLVED = "A conversation must be resolved before this pull request can be merged."
+
+
+def owners_sentence(owners: list[str]) -> str:
+    """GitHub's words for a missing code owner approval."""
+    return f"Waiting on code owner review from {' and/or '.join(o.lstrip('@') for o in owners)}."
+
+
+def method_reasons(rules: list[ActiveRule], method: str, *, pr_has_merge_commits: bool,
+                   pr_commits_signed: bool) -> list[str]:
+    """What the rules say against merging with `method` (fakehub signs nothing a person
+    pushed; the squash and merge commits it makes count as GitHub's, signed)."""
+    reasons = []
+    for active in rules:
+        kind, params = active.type, active.parameters
+        allowed = params.get("allowed_merge_methods") if kind == "pull_request" else None
+        if allowed and method not in allowed:
+            # [unconfirmed] GitHub's wording for a method a ruleset leaves out.
+            reasons.append(f"Merge method {method} is not allowed on this branch.")
+        if kind == "required_linear_history" and (
+                method == "merge" or (method == "rebase" and pr_has_merge_commits)):
+            reasons.append(NOT_LINEAR)
+        if kind == "required_signatures" and (
+                method == "rebase" or (method == "merge" and not pr_commits_signed)):
+            reasons.append(UNSIGNED)
+    return reasons
 
 
 def strict_policy(rules: list[ActiveRule]) -> bool:

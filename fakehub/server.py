@@ -10,6 +10,7 @@ import time
 
 from aiohttp import web
 
+from fakehub import gql
 from fakehub.faults import FAULTS_KEY, Faults, answer
 from fakehub.git_http import HUB_KEY, add_git_routes
 from fakehub.hub import Hub, HubError
@@ -135,6 +136,7 @@ def create_app(hub: Hub) -> web.Application:
     app[HUB_KEY] = hub
     app[FAULTS_KEY] = faults
     app.add_subapp(API_PREFIX, build_api(hub, faults))
+    app.router.add_post("/api/graphql", gql.endpoint)  # GitHub Enterprise's GraphQL address
     app.add_routes(apps.web_routes)  # the App manifest flow's pages on the web host
     add_git_routes(app)
 

@@ -141,6 +141,8 @@ class Repo:
     fork_of: int | None = None  # the parent repository's id, for a fork
     # The repository's merge settings: which merge buttons (and merge_method values) work.
     merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")
+    # Deployments: {id, sha, environment, state, creator} (the latest status's state).
+    deployments: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def full_name(self) -> str:
@@ -182,6 +184,9 @@ class PullRequest:
     merge_commit_sha: str | None = None
     maintainer_can_modify: bool = False
     head_repo_id: int | None = None  # a fork's id when the head lives there (GitHub: head.repo)
+    # Review threads (each line comment of a review starts one: "<review id>-<index>")
+    # that someone resolved.
+    resolved_threads: set[str] = field(default_factory=set)
 
 
 @dataclass

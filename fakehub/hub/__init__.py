@@ -59,6 +59,7 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps):
         # GitHub computes mergeability in the background; reads before it is done see
         # mergeable null and mergeable_state "unknown". Tests can ask for that.
         self.unknown_mergeability_reads = 0
+        self.uncomputed_merges = 0  # merges answered 405 while mergeability is computed
         # github.com serves public repositories to anonymous git; tests may forbid it to
         # catch code that forgets its credentials.
         self.anonymous_git_reads = True

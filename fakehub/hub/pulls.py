@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakehub import gitrepo, protection, rulesets
+from fakehub import codeowners, gitrepo, protection, rulesets
 from fakehub.hub.errors import HubError
 from fakehub.state import (
     Identity,
@@ -228,12 +228,39 @@ class PullOps:
         behind = bool(base_tip) and not gitrepo.is_ancestor(repo.path, base_tip, pr.head_sha)
         is_admin = (actor is not None and actor.kind == "user"
                     and self.permission(repo, actor) == "admin")
-        return protection.merge_refusal(
+        refusal = protection.merge_refusal(
             stored, is_admin=is_admin, approvals=verdict.approvals,
             changes_requested=verdict.changes_requested, check_states=states, behind=behind)
+        if refusal or (is_admin and not stored["enforce_admins"]):
+            return refusal
+        if reviews.get("require_code_owner_reviews"):
+            owners = self.code_owner_refusals(
+                repo, issue, bool(reviews.get("dismiss_stale_reviews")),
+                bool(reviews.get("require_last_push_approval")))
+            if owners:
+                return owners[0]
+        if stored.get("required_conversation_resolution") and self.unresolved_threads(
+                repo, issue):
+            return rulesets.UNRESOLVED
+        if stored.get("lock_branch"):
+            return rulesets.UPDATE_RESTRICTED
+        return None
 
-    def merge_refusals(self, repo: Repo, issue: Issue, actor: Identity | None) -> list[str]:
-        """What the base branch's rules say against merging this PR now."""
+    def classic_method_refusal(self, repo: Repo, issue: Issue, method: str) -> str | None:
+        """Classic protection's linear history and signatures, against a merge method."""
+        pr = issue.pull
+        assert pr is not None
+        stored = repo.protections.get(pr.base_ref) or {}
+        if stored.get("required_linear_history") and method == "merge":
+            return rulesets.NOT_LINEAR
+        if stored.get("required_signatures") and method in ("merge", "rebase"):
+            return rulesets.UNSIGNED
+        return None
+
+    def merge_refusals(self, repo: Repo, issue: Issue, actor: Identity | None,
+                       method: str | None = None) -> list[str]:
+        """What the base branch's rules say against merging this PR now (with `method`:
+        also against that merge method)."""
         pr = issue.pull
         assert pr is not None
         rules = rulesets.active_rules(repo, pr.base_ref)
@@ -245,10 +272,10 @@ class PullOps:
             if active.type != "pull_request":
                 continue
             needed = int(active.parameters.get("required_approving_review_count", 0))
-            verdict = self._review_verdict(
-                repo, issue,
-                only_current_head=bool(active.parameters.get("dismiss_stale_reviews_on_push")),
-                last_push=bool(active.parameters.get("require_last_push_approval")))
+            stale = bool(active.parameters.get("dismiss_stale_reviews_on_push"))
+            last_push = bool(active.parameters.get("require_last_push_approval"))
+            verdict = self._review_verdict(repo, issue, only_current_head=stale,
+                                           last_push=last_push)
             if verdict.changes_requested:
                 reasons.append("Changes must be addressed before merging: a reviewer with "
                                "write access requested changes.")
@@ -257,6 +284,11 @@ class PullOps:
                 reasons.append(
                     f"At least {needed} approving {noun} required by reviewers with write access."
                 )
+            if active.parameters.get("require_code_owner_review"):
+                reasons.extend(self.code_owner_refusals(repo, issue, stale, last_push))
+            if (active.parameters.get("required_review_thread_resolution")
+                    and self.unresolved_threads(repo, issue)):
+                reasons.append(rulesets.UNRESOLVED)
         check_reasons, _ = rulesets.required_checks_reasons(
             rules, self.store.check_runs_for(repo, pr.head_sha),
             self.store.statuses_for(repo, pr.head_sha)
@@ -266,7 +298,76 @@ class PullOps:
             base_tip = gitrepo.ref_sha(repo.path, pr.base_ref)
             if base_tip and not gitrepo.is_ancestor(repo.path, base_tip, pr.head_sha):
                 reasons.append("This branch must be up to date with the base branch.")
+        for active in rules:
+            if active.type == "required_deployments":
+                for env in active.parameters.get("required_deployment_environments") or []:
+                    if not self.deployed(repo, pr.head_sha, env):
+                        # [unconfirmed] GitHub's wording for a missing deployment.
+                        reasons.append(f"Required deployment \"{env}\" is expected.")
+            elif active.type == "merge_queue":
+                reasons.append(rulesets.THROUGH_QUEUE)
+            elif active.type == "update":
+                reasons.append(rulesets.UPDATE_RESTRICTED)
+        if method is not None:
+            commits = gitrepo.commits_between(repo.path, pr.base_sha, pr.head_sha, limit=1000)
+            reasons.extend(rulesets.method_reasons(
+                rules, method, pr_has_merge_commits=any(len(c.parents) > 1 for c in commits),
+                pr_commits_signed=False))
         return list(dict.fromkeys(reasons))
+
+    def code_owner_refusals(self, repo: Repo, issue: Issue, stale: bool,
+                            last_push: bool) -> list[str]:
+        """GitHub's words for each set of owners whose approval a changed file still needs
+        (owners read from the base's CODEOWNERS; a team owner is never met here)."""
+        pr = issue.pull
+        assert pr is not None
+        rules = codeowners.read(repo.path, gitrepo.ref_sha(repo.path, pr.base_ref) or
+                                pr.base_sha)
+        if not rules:
+            return []
+        base = gitrepo.merge_base(repo.path, pr.base_sha, pr.head_sha) or pr.base_sha
+        approvers = self._approvers(repo, issue, only_current_head=stale, last_push=last_push)
+        waiting: list[list[str]] = []
+        for change in gitrepo.diff_files(repo.path, base, pr.head_sha):
+            named = codeowners.owners(rules, change.filename)
+            if named and not any(o.lstrip("@").lower() in approvers for o in named) \
+                    and named not in waiting:
+                waiting.append(named)
+        return [rulesets.owners_sentence(named) for named in waiting]
+
+    def _approvers(self, repo: Repo, issue: Issue, *, only_current_head: bool,
+                   last_push: bool) -> set[str]:
+        """The logins whose approval counts, as count_reviews counts them."""
+        pr = issue.pull
+        assert pr is not None
+        reviews = self.store.reviews_for(repo, issue.number)
+        found = set()
+        for review in reviews:
+            one = rulesets.count_reviews(
+                [r for r in reviews if r.user.id == review.user.id],
+                author_id=issue.user.id, head_sha=pr.head_sha,
+                only_current_head=only_current_head,
+                has_write=lambda u: permission_at_least(self.store.permission(repo, u), "write"),
+                last_pusher_id=repo.last_pushers.get(pr.head_ref) if last_push else None)
+            if one.approvals:
+                found.add(review.user.login.lower())
+        return found
+
+    def review_threads(self, repo: Repo, issue: Issue) -> list[tuple[str, Any, dict]]:
+        """(thread id, review, comment) for each line comment: each starts a thread."""
+        return [(f"{review.id}-{index}", review, comment)
+                for review in self.store.reviews_for(repo, issue.number)
+                for index, comment in enumerate(review.comments)]
+
+    def unresolved_threads(self, repo: Repo, issue: Issue) -> int:
+        assert issue.pull is not None
+        return sum(1 for thread_id, _, _ in self.review_threads(repo, issue)
+                   if thread_id not in issue.pull.resolved_threads)
+
+    def deployed(self, repo: Repo, sha: str, environment: str) -> bool:
+        latest = [d for d in repo.deployments if d["sha"] == sha
+                  and d["environment"] == environment]
+        return bool(latest) and latest[-1]["state"] == "success"
 
     def merge_pull(
         self,
@@ -292,10 +393,15 @@ class PullOps:
                 {"resource": "PullRequest", "code": "invalid", "field": "merge_method"}])
         if method not in repo.merge_methods:
             raise HubError(405, DISALLOWED_METHOD[method])
-        classic = self.classic_refusal(repo, issue, actor)
+        if self.uncomputed_merges > 0:
+            # GitHub answers so while it computes mergeability (`mergeable: null`).
+            self.uncomputed_merges -= 1
+            raise HubError(405, "Pull Request is not mergeable")
+        classic = (self.classic_refusal(repo, issue, actor)
+                   or self.classic_method_refusal(repo, issue, method))
         if classic:
             raise HubError(405, classic)
-        reasons = self.merge_refusals(repo, issue, actor)
+        reasons = self.merge_refusals(repo, issue, actor, method)
         if reasons:
             raise HubError(405, rulesets.render_violations(f"refs/heads/{pr.base_ref}", reasons))
         base_tip = gitrepo.ref_sha(repo.path, pr.base_ref)

@@ -132,7 +132,7 @@ def test_stale_approval_and_failing_check_block_the_merge(protected):
     refused = _merge(world, number, new_head)
     assert refused.status == 405
     assert "approving review" in refused.body["message"]
-    assert 'Required status check "ci / test" has failed.' in refused.body["message"]
+    assert 'Required status check "ci / test" is failing.' in refused.body["message"]
     world.hub.review(world.repo, number, "reviewer", "APPROVE")
     still = _merge(world, number, new_head)
     assert still.status == 405 and "approving review" not in still.body["message"]

@@ -1,0 +1,136 @@
+"""GitHub's GraphQL API, the part hangar uses: a pull request's review threads.
+
+Queries are parsed and validated by graphql-core against a subset of GitHub's own schema
+(the types and fields below are spelled as in GitHub's public schema), so a query GitHub
+would refuse as invalid is refused here too; what is not in the subset is refused as an
+unknown field, not answered with something made up.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from aiohttp import web
+from graphql import build_schema, graphql
+
+from fakehub import auth
+from fakehub.git_http import HUB_KEY
+from fakehub.state import Repo
+
+SCHEMA = build_schema('''
+"""An object with an ID."""
+interface Node { id: ID! }
+
+type Query {
+  repository(owner: String!, name: String!, followRenames: Boolean = true): Repository
+}
+
+type Repository implements Node {
+  id: ID!
+  name: String!
+  nameWithOwner: String!
+  pullRequest(number: Int!): PullRequest
+}
+
+type PullRequest implements Node {
+  id: ID!
+  number: Int!
+  headRefOid: GitObjectID!
+  reviewThreads(after: String, before: String, first: Int, last: Int):
+    PullRequestReviewThreadConnection!
+}
+
+type PullRequestReviewThreadConnection {
+  nodes: [PullRequestReviewThread]
+  pageInfo: PageInfo!
+  totalCount: Int!
+}
+
+type PullRequestReviewThread implements Node {
+  id: ID!
+  isResolved: Boolean!
+  isOutdated: Boolean!
+  path: String!
+}
+
+type PageInfo {
+  endCursor: String
+  hasNextPage: Boolean!
+  hasPreviousPage: Boolean!
+  startCursor: String
+}
+
+"""A Git object ID."""
+scalar GitObjectID
+''')
+
+
+def node_id(kind: str, ident: Any) -> str:
+    return base64.b64encode(f"{kind}:{ident}".encode()).decode()
+
+
+def _threads(hub, repo: Repo, issue, first: int | None, after: str | None) -> dict:
+    if first is None or not 1 <= first <= 100:
+        raise ValueError("You must provide a `first` or `last` value to properly paginate the "
+                         "`reviewThreads` connection.")
+    threads = hub.review_threads(repo, issue)
+    start = int(base64.b64decode(after).decode()) if after else 0
+    chunk = threads[start:start + first]
+    nodes = [{"id": node_id("PullRequestReviewThread", thread_id),
+              "isResolved": thread_id in issue.pull.resolved_threads, "isOutdated": False,
+              "path": comment.get("path", "")} for thread_id, _, comment in chunk]
+    end = start + len(chunk)
+    return {"nodes": nodes, "totalCount": len(threads), "pageInfo": {
+        "hasNextPage": end < len(threads), "hasPreviousPage": start > 0,
+        "startCursor": base64.b64encode(str(start).encode()).decode() if chunk else None,
+        "endCursor": base64.b64encode(str(end).encode()).decode() if chunk else None}}
+
+
+def _root(hub, ident) -> dict:
+    def repository(_info, owner: str, name: str, followRenames: bool = True):
+        repo = hub.store.repo(f"{owner}/{name}")
+        if repo is None or not auth.can_read(hub.store, ident, repo):
+            raise LookupError(f"Could not resolve to a Repository with the name "
+                              f"'{owner}/{name}'.")
+
+        def pull_request(_info, number: int):
+            issue = hub.store.issue(repo, number)
+            if issue is None or issue.pull is None:
+                raise LookupError(f"Could not resolve to a PullRequest with the number of "
+                                  f"{number}.")
+            return {"id": node_id("PullRequest", issue.pull.id), "number": number,
+                    "headRefOid": issue.pull.head_sha,
+                    "reviewThreads": lambda _i, first=None, after=None, **_: _threads(
+                        hub, repo, issue, first, after)}
+
+        return {"id": node_id("Repository", repo.id), "name": repo.name,
+                "nameWithOwner": repo.full_name, "pullRequest": pull_request}
+
+    return {"repository": repository}
+
+
+async def endpoint(request: web.Request) -> web.Response:
+    """POST /api/graphql (GitHub Enterprise's address; github.com's is /graphql)."""
+    hub = request.app[HUB_KEY]
+    try:
+        ident = auth.identify(hub.store, request.headers.get("Authorization"))
+    except auth.AuthError as exc:
+        return web.json_response({"message": exc.message}, status=exc.status)
+    if ident is None:
+        return web.json_response({"message": "This endpoint requires you to be authenticated."},
+                                 status=401)
+    try:
+        body = await request.json()
+    except ValueError:
+        return web.json_response({"message": "Problems parsing JSON"}, status=400)
+    result = await graphql(SCHEMA, body.get("query") or "", root_value=_root(hub, ident),
+                           variable_values=body.get("variables"))
+    answer: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        answer["errors"] = [{"message": e.message, "path": e.path,
+                             "type": "NOT_FOUND" if isinstance(e.original_error, LookupError)
+                             else None} for e in result.errors]
+    caller = f"{ident.kind}:{ident.installation_id or ident.user.id}"
+    hub.store.api_calls.append((ident.app_id, caller, "POST", "/graphql", 200))
+    return web.json_response(answer)
