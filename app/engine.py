@@ -97,6 +97,7 @@ class StepContext(Protocol):
     async def config_text(self, ops: RepoOps, ref: str,
                           sha: str | None = None, path: str | None = None) -> str | None: ...
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None: ...
+    def forget_protection(self, repo: str | None) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
     def save_job(self, job: Job) -> Job: ...
@@ -508,7 +509,8 @@ class Engine:
     # -- GitHub -----------------------------------------------------------------------
 
     async def repo_ops(self, thread: Thread) -> RepoOps:
-        return RepoOps(await self.auth.client(thread.installation_id), thread.repo)
+        return RepoOps(await self.auth.client(thread.installation_id), thread.repo,
+                       own_app_id=self.settings.app_id)
 
     async def permission(self, ops: RepoOps, login: str) -> str:
         key = (ops.full_name, login)
@@ -677,6 +679,12 @@ class Engine:
 
     async def record_check_action(self, event: CheckRunEvent) -> None:
         self._tell("check_action", event)
+        self.wake()
+
+    async def record_event(self, name: str, event: Any) -> None:
+        """Any other event a concern listens for (a repository renamed or removed, a
+        re-run of all checks, a ruleset changed, a thread resolved, a deployment)."""
+        self._tell(name, event)
         self.wake()
 
 

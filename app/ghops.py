@@ -57,11 +57,13 @@ def pr_facts(pr: dict) -> dict:
 
 
 class RepoOps:
-    def __init__(self, gh: GitHubClient, full_name: str):
+    def __init__(self, gh: GitHubClient, full_name: str, own_app_id: int | None = None):
         self.gh = gh
         self.full_name = full_name
         self.owner, self.name = full_name.split("/", 1)
         self.base = f"/repos/{full_name}"
+        # hangar's App: only comments it made are hangar's (any bot can copy a marker).
+        self.own_app_id = own_app_id
 
     # -- comments and reactions -----------------------------------------------------
 
@@ -73,10 +75,18 @@ class RepoOps:
     async def find_own_comment(self, number: int, marker: str) -> dict | None:
         url = f"{self.base}/issues/{number}/comments?per_page={PAGE}"
         async for comment in self.gh.getiter(url):
-            user = comment.get("user") or {}
-            if marker in (comment.get("body") or "") and user.get("type") == "Bot":
+            if marker in (comment.get("body") or "") and self.is_own(comment):
                 return comment
         return None
+
+    def is_own(self, comment: dict) -> bool:
+        """Made by hangar's own App (GitHub names the App that made a comment)."""
+        user = comment.get("user") or {}
+        if user.get("type") != "Bot":
+            return False
+        if self.own_app_id is None:
+            return True  # who hangar is was not said (a test's client): any bot's
+        return (comment.get("performed_via_github_app") or {}).get("id") == self.own_app_id
 
     async def upsert_comment(
         self, number: int, marker: str, body: str, known_id: int | None = None,

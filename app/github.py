@@ -436,6 +436,12 @@ class AppAuth:
             self._tokens[key] = token
             return token
 
+    def forget_installation(self, installation_id: int) -> None:
+        """The installation's permissions changed: tokens minted before carry the old."""
+        for key in [k for k in list(self._tokens) if k == installation_id
+                    or (isinstance(k, tuple) and k[0] == installation_id)]:
+            self._tokens.pop(key, None)
+
     def forget_token(self, installation_id: int, token: str) -> None:
         """GitHub refused this token (401): it is not used again."""
         for key in [k for k, v in list(self._tokens.items()) if v.token == token]:

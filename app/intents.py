@@ -30,7 +30,7 @@ from app.models import (
     Thread,
     changed,
 )
-from app.payloads import CheckRunEvent
+from app.payloads import CheckRunEvent, CheckSuiteEvent
 from app.render import replies
 from app.render.reasons import Why
 
@@ -270,3 +270,26 @@ def record_check_action(engine: StepContext, event: CheckRunEvent) -> None:
     command = {"verify": "verify", "retry": "retry"}.get(identifier, "autofix_button")
     engine.save_intent(Intent(id=intent_id, thread=thread, comment_id=0,
                               author=event.sender.login, command=command))
+
+
+def record_suite_rerun(engine: StepContext, event: CheckSuiteEvent) -> None:
+    """"Re-run all checks" on hangar's check suite (GitHub sends it only to the suite's
+    App): each hangar PR whose head it is is verified again, as "Verify again" does."""
+    sender = event.sender
+    if event.installation is None or sender is None or sender.is_bot:
+        return
+    suite = event.check_suite
+    head = suite.get("head_sha") or ""
+    for pr in suite.get("pull_requests") or []:
+        number = pr.get("number")
+        job = job_for_pr(engine, event.repository.full_name, number) if number else None
+        if job is None:
+            continue
+        # One verification per press: the suite's updated_at is new each time.
+        intent_id = f"suite-{suite.get('id')}-{head[:12]}-{suite.get('updated_at')}-{number}"
+        if engine.store.get("intent", intent_id, Intent):
+            continue
+        thread = Thread(repo=event.repository.full_name, number=number,
+                        installation_id=event.installation.id, is_pr=True)
+        engine.save_intent(Intent(id=intent_id, thread=thread, comment_id=0,
+                                  author=sender.login, command="verify"))

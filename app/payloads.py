@@ -148,6 +148,7 @@ class CheckSuiteEvent(_Part):
     check_suite: dict
     repository: Repository
     installation: Installation | None = None
+    sender: Account | None = None
 
 
 class StatusEvent(_Part):
@@ -189,11 +190,76 @@ class Envelope(_Part):
     installation: Installation | None = None
 
 
+class RepositoryEvent(_Part):
+    """repository renamed or transferred: `repository` is as it is now."""
+
+    action: str
+    repository: Repository
+    changes: dict = {}
+    installation: Installation | None = None
+
+
+class _RepositoryRef(_Part):
+    full_name: str
+
+
+class InstallationRepositoriesEvent(_Part):
+    action: str
+    installation: Installation
+    repositories_removed: list[_RepositoryRef] = []
+
+
+class InstallationEvent(_Part):
+    action: str
+    installation: Installation
+
+
+class RulesChangedEvent(_Part):
+    """branch_protection_rule, repository_ruleset: a repository's gate changed."""
+
+    action: str | None = None
+    repository: _RepositoryName | None = None
+
+
+class _PullNumber(_Part):
+    number: Int64
+
+
+class ReviewThreadEvent(_Part):
+    """pull_request_review_thread resolved or unresolved."""
+
+    action: str
+    pull_request: _PullNumber
+    repository: Repository
+    installation: Installation | None = None
+
+
+class _DeploymentPart(_Part):
+    sha: str
+
+
+class DeploymentStatusEvent(_Part):
+    deployment: _DeploymentPart
+    repository: Repository
+    installation: Installation | None = None
+
+
 # The payload each handled (event, action) must parse as; None matches every action.
 HANDLED: dict[tuple[str, str | None], type[_Part]] = {
     ("issue_comment", "created"): IssueCommentEvent,
     ("pull_request", "synchronize"): PullRequestEvent,
     ("pull_request", "closed"): PullRequestEvent,
+    ("pull_request", "reopened"): PullRequestEvent,
+    ("pull_request", "ready_for_review"): PullRequestEvent,
+    ("check_suite", "rerequested"): CheckSuiteEvent,
+    ("repository", "renamed"): RepositoryEvent,
+    ("repository", "transferred"): RepositoryEvent,
+    ("installation_repositories", "removed"): InstallationRepositoriesEvent,
+    ("installation", "new_permissions_accepted"): InstallationEvent,
+    ("branch_protection_rule", None): RulesChangedEvent,
+    ("repository_ruleset", None): RulesChangedEvent,
+    ("pull_request_review_thread", None): ReviewThreadEvent,
+    ("deployment_status", None): DeploymentStatusEvent,
     ("pull_request_review", "submitted"): PullRequestReviewEvent,
     ("pull_request_review", "dismissed"): PullRequestReviewEvent,
     ("pull_request_review_comment", "created"): ReviewCommentEvent,

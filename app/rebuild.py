@@ -108,7 +108,7 @@ async def rebuild_from_github(engine: StepContext) -> Recovered:
         client = await engine.auth.client(installation["id"])
         async for repo in client.getiter("/installation/repositories",
                                          iterable_key="repositories"):
-            ops = RepoOps(client, repo["full_name"])
+            ops = RepoOps(client, repo["full_name"], own_app_id=engine.settings.app_id)
             async for pr in client.getiter(f"{ops.base}/pulls?state=open&per_page=100"):
                 await recover_pr(engine, ops, installation["id"], repo, pr, found,
                                  bot_login=bot_login)
@@ -181,9 +181,8 @@ VERIFY_NAME = "hangar / verify"
 
 async def hangar_checks(engine: StepContext, ops: RepoOps, head: str) -> dict[str, dict]:
     """hangar's own check runs on head, newest of each name."""
-    data = await ops.gh.getitem(f"{ops.base}/commits/{head}/check-runs?filter=latest")
     mine: dict[str, dict] = {}
-    for check in data.get("check_runs", []):
+    for check in await ops.check_runs(head):  # every page: a matrix CI has many
         app_id = (check.get("app") or {}).get("id")
         if check.get("name") in (AGENT_NAME, VERIFY_NAME) and app_id in (None,
                                                                           engine.settings.app_id):

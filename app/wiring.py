@@ -26,6 +26,7 @@ from app import (
     mcp_server,
     rebuild,
     redelivery,
+    repositories,
     runs,
     upstream,
 )
@@ -158,6 +159,17 @@ def register_concerns(engine: Engine) -> None:
     engine.listen("ci", landing.record_ci)
     engine.listen("ci", autofix.on_ci)
     engine.listen("check_action", intents.record_check_action)
+    # "Re-run" on check run `hangar / land` looks at the request again.
+    engine.listen("check_action", landing.record_land_rerun)
+    # "Re-run all checks" on hangar's suite verifies the head again; landing looks again.
+    engine.listen("check_suite_rerequested", intents.record_suite_rerun)
+    engine.listen("check_suite_rerequested", landing.record_suite_rerun)
+    engine.listen("review_thread", landing.record_thread)
+    engine.listen("gate_changed", landing.record_gate_changed)
+    engine.listen("repository_moved", repositories.repository_moved)
+    engine.listen("repositories_removed", repositories.repositories_removed)
+    engine.listen("permissions_accepted",
+                  lambda engine, event: engine.auth.forget_installation(event.installation.id))
     # What each concern says about a job's PRs in its status comment, in this order.
     engine.status_notes(landing.status_notes)
     engine.status_notes(autofix.status_notes)

@@ -6,7 +6,16 @@ intent. They never call GitHub or a sandbox.
 
 from gidgethub.routing import Router
 
-from handlers import checks, comments, installations, members, pulls, reviews, statuses
+from handlers import (
+    checks,
+    comments,
+    installations,
+    members,
+    pulls,
+    repositories,
+    reviews,
+    statuses,
+)
 
 router = Router(
     comments.router,
@@ -16,4 +25,5 @@ router = Router(
     statuses.router,
     installations.router,
     members.router,
+    repositories.router,
 )

@@ -32,3 +32,10 @@ async def finished_suite(event: sansio.Event, *, engine, parts=None, **_) -> Non
     ours = (suite.check_suite.get("app") or {}).get("id") == engine.settings.app_id
     if head_sha:
         await engine.record_ci(suite.repository.full_name, head_sha, ours=ours)
+
+
+@router.register("check_suite", action="rerequested")
+async def rerun_all_checks(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # "Re-run all checks" on hangar's suite (GitHub sends it to the suite's App only).
+    await engine.record_event("check_suite_rerequested",
+                              parts_as(CheckSuiteEvent, event.data, parts))

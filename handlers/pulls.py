@@ -12,6 +12,8 @@ async def new_head(event: sansio.Event, *, engine, parts=None, **_) -> None:
     await engine.record_pull_request(parts_as(PullRequestEvent, event.data, parts))
 
 
+@router.register("pull_request", action="reopened")
+@router.register("pull_request", action="ready_for_review")
 @router.register("pull_request", action="closed")
 async def closed_pr(event: sansio.Event, *, engine, parts=None, **_) -> None:
     await engine.record_pull_request(parts_as(PullRequestEvent, event.data, parts))

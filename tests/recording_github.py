@@ -239,7 +239,8 @@ class RecordingGitHub(GitHubAPI):
 
     def _create_comment(self, number, data, query):
         comment = {"id": 3000 + len(self.comments), "number": int(number), "body": data["body"],
-                   "user": {"login": "hangar[bot]", "type": "Bot"}}
+                   "user": {"login": "hangar[bot]", "type": "Bot"},
+                   "performed_via_github_app": {"id": OWN_APP, "slug": "hangar"}}
         self.comments[comment["id"]] = comment
         return 201, comment
 

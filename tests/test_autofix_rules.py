@@ -314,7 +314,7 @@ async def test_annotations_and_the_actions_job_log_are_evidence():
     runs = [check("ci / test", "completed", "failure", run_id=11, annotations=1),
             check("build", "completed", "failure", slug="github-actions", run_id=777)]
     gh = RecordingGitHub(answers(CI_DONE, runs, [], **{
-        "/repos/acme/widgets/check-runs/11/annotations": (
+        "/repos/acme/widgets/check-runs/11/annotations?per_page=100": (
             200, "application/json",
             [{"path": "calc.py", "start_line": 3, "message": "expected -5"}]),
         "/repos/acme/widgets/actions/jobs/777/logs": (200, "text/plain", LOG),
@@ -329,7 +329,7 @@ async def test_annotations_and_the_actions_job_log_are_evidence():
     assert "ghp_" not in prompt  # the job log's token is redacted
     # the log is fetched for the Actions run only; annotations only when there are some
     assert [c for c in gh.calls if "/actions/" in c or "/annotations" in c] == [
-        "/repos/acme/widgets/check-runs/11/annotations",
+        "/repos/acme/widgets/check-runs/11/annotations?per_page=100",
         "/repos/acme/widgets/actions/jobs/777/logs"]
 
 

@@ -237,7 +237,8 @@ async def collect_failures(
 async def annotations(ops: RepoOps, run: dict) -> list[str]:
     if not (run.get("output") or {}).get("annotations_count"):
         return []
-    found = await ops.gh.getitem(f"{ops.base}/check-runs/{run['id']}/annotations")
+    found = [a async for a in ops.gh.getiter(
+        f"{ops.base}/check-runs/{run['id']}/annotations?per_page=100")]  # every page
     return [f"{a['path']}:{a.get('start_line')}: {a.get('message', '')}" for a in found[:50]]
 
 
@@ -261,8 +262,9 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     author = review["author"]
     config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=job.base_branch))
     policy = config.autofix
-    comments = await ops.gh.getitem(
-        f"{ops.base}/pulls/{row.pr_number}/reviews/{review['review_id']}/comments")
+    comments = [c async for c in ops.gh.getiter(  # every page: a review may leave many
+        f"{ops.base}/pulls/{row.pr_number}/reviews/{review['review_id']}/comments"
+        "?per_page=100")]
     row = get_row(engine, row.id)
     if turn_running(engine, job, row.pr_number):
         patch(engine, row.id, pending_review=review,

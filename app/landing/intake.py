@@ -23,7 +23,14 @@ from app.render.reasons import Why
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.payloads import PullRequestEvent, PullRequestReviewEvent
+    from app.payloads import (
+        CheckRunEvent,
+        CheckSuiteEvent,
+        PullRequestEvent,
+        PullRequestReviewEvent,
+        ReviewThreadEvent,
+        RulesChangedEvent,
+    )
 
 
 def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
@@ -61,6 +68,50 @@ def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
     if event.action == "synchronize":
         if request and request.state in RESTARTABLE:
             move(engine, request, LandState.QUEUED, Why(LandReason.NEW_HEAD))
+    if event.action == "reopened" and request and request.state == LandState.CANCELLED \
+            and request.reason_code == LandReason.PR_CLOSED:
+        # Closing ended the request, not the wish: a reopened PR lands again once approved.
+        move(engine, request, LandState.QUEUED, Why(LandReason.REOPENED))
+
+
+def record_land_rerun(engine: StepContext, event: CheckRunEvent) -> None:
+    """"Re-run" on check run `hangar / land`: the request is looked at again from the start."""
+    if event.action != "rerequested" or event.check_run.name != LAND_CHECK:
+        return
+    request = get(engine, event.check_run.external_id or "")
+    if request is None or request.repo != event.repository.full_name:
+        return
+    wake_request(request)
+    if request.state in RESTARTABLE:
+        move(engine, request, LandState.QUEUED, Why(LandReason.RERUN))
+    save(engine, request)
+
+
+def record_suite_rerun(engine: StepContext, event: CheckSuiteEvent) -> None:
+    """"Re-run all checks" on hangar's suite: landings of that head look again."""
+    head = event.check_suite.get("head_sha")
+    if head:
+        record_ci(engine, event.repository.full_name, head)
+
+
+def record_thread(engine: StepContext, event: ReviewThreadEvent) -> None:
+    """A conversation was resolved or unresolved: a landing waiting for it looks again."""
+    request = get(engine, land_id(event.repository.full_name, event.pull_request.number))
+    if request is not None and request.active:
+        wake_request(request)
+        save(engine, request)
+
+
+def record_gate_changed(engine: StepContext, event: RulesChangedEvent) -> None:
+    """A ruleset or classic protection changed: forget what was kept, look again."""
+    repo = event.repository.full_name if event.repository else None
+    engine.forget_protection(repo)
+    for request in engine.store.all("land", LandRequest, active=True):
+        if repo is None or request.repo == repo:
+            wake_request(request)
+            if request.state == LandState.REJECTED:
+                move(engine, request, LandState.QUEUED, Why(LandReason.GATE_CHANGED))
+            save(engine, request)
 
 
 def record_ci(

@@ -160,3 +160,25 @@ def set_reason(request: LandRequest, why: Why | None) -> None:
     """Why the request stands where it stands: its code, and render's words for it."""
     request.reason_code = None if why is None else str(why.code)
     request.reason = words.reason(why)
+
+
+def rename_requests(engine: StepContext, old: str, new: str) -> int:
+    """The repository was renamed: its land requests go under the new name (and id)."""
+    moved = 0
+    for request in engine.store.all("land", LandRequest):
+        if request.repo != old:
+            continue
+        engine.store.delete("land", request.id)
+        request.repo, request.id = new, land_id(new, request.pr_number)
+        request.version = 0
+        wake_request(request)
+        engine.store.put("land", request.id, request, active=request.active)
+        moved += 1
+    return moved
+
+
+def end_requests(engine: StepContext, repo: str) -> None:
+    """hangar may no longer touch the repository: its land requests end."""
+    for request in engine.store.all("land", LandRequest, active=True):
+        if request.repo == repo:
+            move(engine, request, LandState.CANCELLED, Why("repo_removed"))

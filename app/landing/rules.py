@@ -55,6 +55,10 @@ class LandReason(StrEnum):
     GATE_WAITS = "gate_waits"  # GitHub's rules still ask a person for something
     GATE_CANNOT = "gate_cannot"  # a rule hangar cannot meet on this branch
     MERGE_REFUSED_WAITS = "merge_refused_waits"  # GitHub's 405 named a rule: wait for it
+    REOPENED = "reopened"
+    RERUN = "rerun"
+    GATE_CHANGED = "gate_changed"
+    REPO_REMOVED = "repo_removed"
     # why a PR's file list is incomplete
     FILES_NOT_ALL_LISTED = "files_not_all_listed"
     TOO_MANY_FILES = "too_many_files"

@@ -128,6 +128,12 @@ LAND_REASONS: Sentences = {
         f"GitHub would refuse this merge whatever is done on the pull request: "
         f"{gate_needs(cannot)}"),
     "merge_refused_waits": _merge_refused_waits,
+    "reopened": lambda: "the pull request was reopened",
+    "rerun": lambda: "someone re-ran hangar / land",
+    "gate_changed": lambda: "the branch's rules changed",
+    "repo_removed": lambda: (
+        "the repository was removed from hangar's installation; hangar may no longer touch "
+        "it"),
 
     "approvals_wanted": _approvals_wanted,
     "sensitive": _sensitive,

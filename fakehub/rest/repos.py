@@ -403,3 +403,30 @@ def _as_seen_by(request: web.Request, repo: Repo, shaped: dict,
     if administers and "bypass_actors" in shaped:
         shown["bypass_actors"] = shaped["bypass_actors"]
     return shown
+
+
+@routes.get("/repos/{owner}/{repo}/deployments")
+async def list_deployments(request: web.Request) -> web.Response:
+    """Deployments, newest first, filtered by `sha` and `environment` as GitHub's are."""
+    repo = repo_for(request, "deployments", "read")
+    h = hub(request)
+    sha, env = request.query.get("sha"), request.query.get("environment")
+    found = [{"id": d["id"], "sha": d["sha"], "ref": d["sha"], "environment": d["environment"],
+              "url": f"{h.api_url}/repos/{repo.full_name}/deployments/{d['id']}"}
+             for d in reversed(repo.deployments)
+             if (sha is None or d["sha"] == sha) and (env is None or d["environment"] == env)]
+    chunk, headers = page(request, found)
+    return reply(chunk, headers=headers)
+
+
+@routes.get("/repos/{owner}/{repo}/deployments/{deployment_id}/statuses")
+async def list_deployment_statuses(request: web.Request) -> web.Response:
+    """A deployment's statuses, newest first (fakehub keeps only the latest)."""
+    repo = repo_for(request, "deployments", "read")
+    found = next((d for d in repo.deployments
+                  if d["id"] == int_param(request, "deployment_id")), None)
+    if found is None:
+        raise ApiError(404, "Not Found")
+    chunk, headers = page(request, [{"id": found["id"], "state": found["state"],
+                                     "environment": found["environment"]}])
+    return reply(chunk, headers=headers)

@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
              "app.registration")),
     ("intake", ("app.intake", "app.dispatch")),
     ("handlers", ("handlers",)),
-    ("concern: rebuild", ("app.rebuild",)),
+    ("concern: rebuild", ("app.rebuild", "app.repositories")),
     ("concern: auto-fix", ("app.autofix",)),
     ("concern: landing", ("app.landing",)),
     ("concern: fan-out", ("app.fanout",)),
