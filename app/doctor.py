@@ -10,7 +10,16 @@ from gidgethub import GitHubException
 
 from app.ghops import RepoOps
 from app.github import AppAuth, get_or_none
-from app.landing import read_gate, read_protection
+from app.landing import (
+    CODEOWNERS_PATHS,
+    blockers,
+    branch_gate,
+    read_gate,
+    read_protection,
+    read_rules,
+    usable_methods,
+)
+from app.render import landing as land_words
 from app.settings import Settings, SettingsError
 
 # What the installation must grant for hangar to push, open PRs, report checks and merge.
@@ -85,13 +94,20 @@ async def inspect(settings: Settings, repo: str) -> list[tuple[bool, str]]:
         branch = info["default_branch"]
         ops = RepoOps(gh, repo)
         gate = await read_gate(ops, branch, settings.app_id, classic=True)
-        rules = await gh.getitem(f"/repos/{repo}/rules/branches/{branch}")
-        hangar_rules = await gh.getitem(f"/repos/{repo}/rules/branches/{HANGAR_PROBE}")
+        rules, rulesets = await read_rules(ops, branch)  # every page
+        hangar_rules, _ = await read_rules(ops, HANGAR_PROBE)
         classic = await read_protection(ops, branch)
+        codeowners = False
+        for path in CODEOWNERS_PATHS:
+            codeowners = codeowners or await ops.get_text(path, ref=branch) is not None
         header = (True, f"{repo}: default branch {branch}, installation {installation['id']}")
+        names = {rs["id"]: rs.get("name") or str(rs["id"]) for rs in rulesets if rs.get("id")}
         return [header, app_permission_report(app_info.get("permissions") or {}),
                 permission_report(installation.get("permissions") or {}), *gate,
-                *merging_report(branch, info, rules, classic), pushes_report(hangar_rules)]
+                *merging_report(branch, info, rules, classic), pushes_report(hangar_rules),
+                *gate_report(rules, classic, names, app_id=settings.app_id,
+                             app_slug=app_info.get("slug"), repo=info,
+                             codeowners_found=codeowners)]
 
 
 HANGAR_PROBE = "hangar/doctor"  # a branch name like those hangar pushes, for its rules
@@ -136,3 +152,35 @@ def pushes_report(hangar_rules: list[dict]) -> tuple[bool, str]:
     return False, (f"rules on hangar/* branches would refuse hangar's pushes "
                    f"({', '.join(refusing)}): exclude refs/heads/hangar/** from those "
                    "rulesets' conditions")
+
+
+VERIFY = "hangar / verify"
+
+
+def gate_report(rules: list[dict], classic: dict | None, names: dict[int, str], *,
+                app_id: int | None, app_slug: str | None, repo: dict,
+                codeowners_found: bool) -> list[tuple[bool, str]]:
+    """What of the branch's gate hangar's App relies on, or cannot meet: a required
+    `hangar / verify` bound to hangar's App, CODEOWNERS where code owners must review, and
+    every rule hangar cannot satisfy (each named)."""
+    gate = branch_gate(rules, classic, names, app_slug=app_slug)
+    lines: list[tuple[bool, str]] = []
+    verify = [c for c in gate.checks if c.context == VERIFY]
+    unbound = [c for c in verify if c.integration_id is None]
+    if unbound:
+        lines.append((False, f"{VERIFY} is required by {unbound[0].source} without an "
+                             "integration_id, so anyone who can post a commit status named "
+                             f"{VERIFY} satisfies GitHub's gate for a person's merge: set its "
+                             f"integration_id to hangar's App id ({app_id})"))
+    elif verify:
+        lines.append((True, f"{VERIFY} is required from hangar's App only (integration_id)"))
+    if gate.code_owners and not codeowners_found:
+        lines.append((False, f"{gate.code_owners} asks for code owners' review, but the "
+                             "branch has no CODEOWNERS file (.github/CODEOWNERS, CODEOWNERS "
+                             "or docs/CODEOWNERS): add one, or the rule asks nothing"))
+    flags = {"squash": "allow_squash_merge", "merge": "allow_merge_commit",
+             "rebase": "allow_rebase_merge"}
+    usable, out = usable_methods(gate, [m for m, flag in flags.items() if repo.get(flag, True)])
+    for why in blockers(gate, own_app_id=app_id, usable=usable, methods_out=out):
+        lines.append((False, "hangar cannot land here: " + land_words.gate_needs([why])))
+    return lines

@@ -433,8 +433,10 @@ class Driver:
         strict: bool = False,
         bypass_app_ids: list[int] | tuple[int, ...] = (),
         last_push: bool = False,
+        integration_ids: dict[str, int] | None = None,
     ) -> dict[str, Any]:
-        """The usual ruleset on the default branch: PR, reviews, checks, no force, no delete."""
+        """The usual ruleset on the default branch: PR, reviews, checks, no force, no delete.
+        `integration_ids`: the App each named check must come from."""
         rules: list[dict[str, Any]] = [
             {"type": "deletion"},
             {"type": "non_fast_forward"},
@@ -449,7 +451,10 @@ class Driver:
         if checks:
             rules.append({"type": "required_status_checks", "parameters": {
                 "strict_required_status_checks_policy": strict,
-                "required_status_checks": [{"context": c} for c in checks]}})
+                "required_status_checks": [
+                    {"context": c, **({"integration_id": integration_ids[c]}
+                                      if c in (integration_ids or {}) else {})}
+                    for c in checks]}})
         return self.set_ruleset(repo, {
             "name": "protect default branch",
             "target": "branch",

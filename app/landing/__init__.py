@@ -29,10 +29,12 @@ from app.landing.commands import (
     handle_command,
 )
 from app.landing.gate import (
+    CODEOWNERS_PATHS,
     Cannot,
     Facts,
     Gate,
     Needs,
+    blockers,
     branch_gate,
     missing_for_merge,
     parse_codeowners,
@@ -136,6 +138,7 @@ from app.landing.steps import (
 )
 
 __all__ = [
+    "CODEOWNERS_PATHS",
     "FINAL",
     "IN_FLIGHT",
     "LAND_CHECK",
@@ -167,6 +170,7 @@ __all__ = [
     "await_approval",
     "base_changed",
     "base_gate",
+    "blockers",
     "branch_gate",
     "bypassing_rulesets",
     "cancel",

@@ -48,3 +48,44 @@ def test_pushes_report(rules, ok, named):
     assert good is ok and named in line
     if not ok:
         assert "exclude refs/heads/hangar/**" in line
+
+
+def checks_rule(*checks: dict) -> dict:
+    return {"type": "required_status_checks", "ruleset_id": 3, "parameters": {
+        "required_status_checks": list(checks), "strict_required_status_checks_policy": False}}
+
+
+@pytest.mark.parametrize(("rules", "classic", "codeowners", "expected"), [
+    ([checks_rule({"context": "hangar / verify", "integration_id": 7})], None, True,
+     [(True, "hangar / verify is required from hangar's App only")]),
+    ([checks_rule({"context": "hangar / verify"})], None, True,
+     [(False, "hangar / verify is required by main without an integration_id, so anyone who "
+              "can post a commit status")]),
+    ([], {"required_status_checks": {"strict": False, "contexts": ["hangar / verify"],
+                                     "checks": [{"context": "hangar / verify", "app_id": None}]}},
+     None, [(False, "required by classic branch protection without an integration_id")]),
+    ([{"type": "pull_request", "ruleset_id": 3, "parameters": {
+        "require_code_owner_review": True}}], None, False,
+     [(False, "main asks for code owners' review, but the branch has no CODEOWNERS file")]),
+    ([{"type": "pull_request", "ruleset_id": 3, "parameters": {
+        "require_code_owner_review": True}}], None, True, []),
+    ([{"type": "update", "ruleset_id": 3, "parameters": {}}], None, True,
+     [(False, "hangar cannot land here: main lets only its bypass actors update")]),
+    ([checks_rule({"context": "hangar / verify", "integration_id": 99})], None, True,
+     [(True, "hangar / verify is required from hangar's App only"),
+      (False, "hangar cannot land here: main requires hangar / verify from App 99")]),
+    ([], {"lock_branch": {"enabled": True}}, True,
+     [(False, "hangar cannot land here: the branch is locked")]),
+    ([{"type": "required_linear_history", "ruleset_id": 3},
+      {"type": "pull_request", "ruleset_id": 3,
+       "parameters": {"allowed_merge_methods": ["merge"]}}],
+     None, True, [(False, "hangar cannot land here: no merge method meets")]),
+])
+def test_gate_report(rules, classic, codeowners, expected):
+    from app.doctor import gate_report
+
+    got = gate_report(rules, classic, {3: "main"}, app_id=7, app_slug="hangar", repo=ALL,
+                      codeowners_found=codeowners)
+    assert len(got) == len(expected), got
+    for (ok, line), (want_ok, fragment) in zip(got, expected, strict=True):
+        assert ok is want_ok and fragment in line, line

@@ -954,7 +954,8 @@ def doctor_lines(out: str) -> dict[str, str]:
 
 
 def test_doctor_on_a_well_protected_repository(world):
-    protect(world, checks=("ci / test", "hangar / verify"), last_push=True)
+    protect(world, checks=("ci / test", "hangar / verify"), last_push=True,
+            integration_ids={"hangar / verify": world.app.id})
     result = doctor(world)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = doctor_lines(result.stdout)
@@ -963,7 +964,8 @@ def test_doctor_on_a_well_protected_repository(world):
                      "stale approvals dismissed on push",
                      "required checks: ci / test, hangar / verify", "force pushes blocked",
                      "deletion blocked", "hangar is not a bypass actor",
-                     "the most recent push needs someone else's approval"):
+                     "the most recent push needs someone else's approval",
+                     "hangar / verify is required from hangar's App only (integration_id)"):
         assert expected in lines
     assert any(text.startswith("acme/widgets: default branch main") for text in lines)
     assert any(text.startswith("the App may push branches") for text in lines)
