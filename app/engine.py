@@ -56,8 +56,9 @@ BACKOFF_MAX_S = 300.0
 PERMISSION_TTL_S = 30
 CONFIG_TTL_S = 30
 # A branch's classic protection, or its absence (a 404 is charged every time and never a
-# 304), is kept this long; a `branch_protection_rule` event drops it at once.
-PROTECTION_TTL_S = 3600
+# 304), and what guards a branch as a land check shows it, are kept this long; a
+# `branch_protection_rule` or `repository_ruleset` event drops them at once.
+PROTECTION_TTL_S = 12 * 3600
 REBUILD_RETRY_S = 5.0
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
@@ -98,6 +99,7 @@ class StepContext(Protocol):
                           sha: str | None = None, path: str | None = None) -> str | None: ...
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None: ...
     def forget_protection(self, repo: str | None) -> None: ...
+    async def kept(self, key: tuple[str, ...], read: Callable[[], Awaitable[Any]]) -> Any: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
     def save_job(self, job: Job) -> Job: ...
@@ -207,8 +209,7 @@ class Engine:
         self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)
         self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
         self._pinned_configs: LRUCache[tuple[str, ...], str | None] = LRUCache(1024)
-        self._protections: TTLCache[tuple[str, str], dict | None] = TTLCache(
-            1024, PROTECTION_TTL_S)
+        self._protections: TTLCache[tuple[str, ...], Any] = TTLCache(1024, PROTECTION_TTL_S)
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken: set[str] = set()  # rows a wake named: due at once, once
@@ -554,9 +555,13 @@ class Engine:
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None:
         """The branch's classic protection, or None when it has none or the installation
         may not read it: kept PROTECTION_TTL_S, absence too (GitHub charges every 404)."""
-        key = (ops.full_name, branch)
+        return await self.kept((ops.full_name, branch), lambda: ops.protection(branch))
+
+    async def kept(self, key: tuple[str, ...], read: Callable[[], Awaitable[Any]]) -> Any:
+        """What `read` answers about a repository (key[0]), kept PROTECTION_TTL_S and
+        dropped by forget_protection: what guards its branches."""
         if key not in self._protections:
-            self._protections[key] = await ops.protection(branch)
+            self._protections[key] = await read()
         return self._protections[key]
 
     def forget_protection(self, repo: str | None) -> None:

@@ -193,16 +193,26 @@ class Driver:
         return self._call(mint)
 
     def resolve_thread(self, repo: str, number: int, review_id: int, index: int = 0,
-                       resolved: bool = True) -> None:
+                       resolved: bool = True, as_user: str | None = None) -> None:
         """Resolve (or unresolve) the thread a review's line comment started, as a person
-        pressing "Resolve conversation" (GraphQL `resolveReviewThread`)."""
+        pressing "Resolve conversation" (GraphQL `resolveReviewThread`); GitHub sends
+        pull_request_review_thread resolved (unresolved)."""
         def resolve() -> None:
-            pr = self._hub.pull(self._repo(repo), number).pull
+            target = self._repo(repo)
+            issue = self._hub.pull(target, number)
+            pr = issue.pull
             thread = f"{review_id}-{index}"
             if resolved:
                 pr.resolved_threads.add(thread)
             else:
                 pr.resolved_threads.discard(thread)
+            review = self._hub.store.reviews[review_id]
+            self._hub._emit_repo(target, "pull_request_review_thread", {
+                "action": "resolved" if resolved else "unresolved",
+                "thread": {"node_id": thread, "comments": [self._hub.shapes.review_comment(
+                    target, review, index, review.comments[index])]},
+                "pull_request": self._hub.shapes.pull_simple(issue)},
+                self._user(as_user) if as_user else review.user)
 
         self._call(resolve)
 
@@ -296,6 +306,18 @@ class Driver:
             target = self._repo(repo)
             run = self._hub.store.check_runs[check_run_id]
             self._hub.request_check_action(target, run, identifier, self._user(as_user))
+
+        self._call(press)
+
+    def rerun_all_checks(self, repo: str, sha: str, app_id: int, as_user: str) -> None:
+        """A person presses "Re-run all checks" on an App's check suite on `sha`; that App
+        gets check_suite rerequested."""
+        def press() -> None:
+            target = self._repo(repo)
+            suite = next(s for s in self._hub.store.check_suites.values()
+                         if s.repo_id == target.id and s.head_sha == sha
+                         and s.app_id == app_id)
+            self._hub.rerequest_suite(target, suite, self._user(as_user))
 
         self._call(press)
 

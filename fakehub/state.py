@@ -28,6 +28,7 @@ DEFAULT_APP_EVENTS = [
     "member",
     "installation",
     "installation_repositories",
+    "pull_request_review_thread",
 ]
 
 DEFAULT_APP_PERMISSIONS = {

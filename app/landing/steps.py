@@ -114,7 +114,6 @@ async def advance_land(engine: StepContext, request_id: str) -> None:
 # Reasons a request waits on for a person: the slow poll only reads the reviews then.
 WAITING_FOR_PEOPLE = (LandReason.APPROVALS_WANTED, LandReason.GATE_WAITS,
                       LandReason.MERGE_REFUSED_WAITS, LandReason.SENSITIVE)
-FULL_LOOK_EVERY_S = 3600.0  # ... and looks at everything at least this often
 
 
 async def land_step(engine: StepContext, request: LandRequest) -> None:
@@ -190,10 +189,12 @@ async def quiet_look(engine: StepContext, ops: RepoOps, request: LandRequest) ->
     """A look of the slow poll at a request that waits for a person: read only the reviews
     (an approval whose webhook was missed); True when nothing else is to be done. Events
     (a push, a close, a check, a review, a command) make the next look a full one, and a
-    missed one comes back through the redelivery catch-up; the full look comes hourly."""
+    missed one comes back through the redelivery catch-up; a full look comes at least
+    every `land_full_look_seconds` (6 hours)."""
     waiting = (request.state in (LandState.QUEUED, LandState.AWAITING_APPROVAL)
                and request.reason_code in WAITING_FOR_PEOPLE)
-    if request.woken or not waiting or time.time() - request.looked_at > FULL_LOOK_EVERY_S:
+    if (request.woken or not waiting
+            or time.time() - request.looked_at > engine.settings.land_full_look_seconds):
         request.woken, request.looked_at = False, time.time()
         save(engine, request)
         return False
@@ -741,7 +742,9 @@ async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
 
     if request.head_sha and check:
         status, conclusion = land_check_status(request.state)
-        gate = await read_gate(ops, request.base, engine.settings.app_id)
+        # What guards the base, as the check shows it: kept (rules change by events).
+        gate = await engine.kept((ops.full_name, request.base, "gate report"), lambda: read_gate(
+            ops, request.base, engine.settings.app_id))
         summary = render.fit_output(words.land_check_summary(request, gate))
         title = render.land_title(request)
         shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"

@@ -146,6 +146,16 @@ class CheckOps:
         if identifier is None and self.ci is not None and run.app_id == self.ci.app.id:
             self._rerun_ci_for(repo, run.head_sha)
 
+    def rerequest_suite(self, repo: Repo, suite: CheckSuite, actor: User) -> None:
+        """A person presses "Re-run all checks": only the suite's App hears of it."""
+        suite.updated_at = now()
+        self._emit_repo(repo, "check_suite",
+                        {"action": "rerequested",
+                         "check_suite": self.shapes.check_suite(suite, webhook=True)},
+                        actor, only_app_id=suite.app_id)
+        if self.ci is not None and suite.app_id == self.ci.app.id:
+            self._rerun_ci_for(repo, suite.head_sha)
+
     def _rerun_ci_for(self, repo: Repo, sha: str) -> None:
         """fakehub's CI answers "Re-run" on its own runs by running the head again."""
         for issue in self.store.pulls(repo):
