@@ -1,4 +1,5 @@
-"""GitHub's GraphQL API, the part hangar uses: a pull request's review threads.
+"""GitHub's GraphQL API, the part hangar uses: a pull request's review threads and its
+merge queue entry, and `enqueuePullRequest`.
 
 Queries are parsed and validated by graphql-core against a subset of GitHub's own schema
 (the types and fields below are spelled as in GitHub's public schema), so a query GitHub
@@ -16,6 +17,8 @@ from graphql import build_schema, graphql
 
 from fakehub import auth
 from fakehub.git_http import HUB_KEY
+from fakehub.hub.errors import HubError
+from fakehub.payloads import node_id
 from fakehub.state import Repo
 
 SCHEMA = build_schema('''
@@ -37,8 +40,34 @@ type PullRequest implements Node {
   id: ID!
   number: Int!
   headRefOid: GitObjectID!
+  isInMergeQueue: Boolean!
+  mergeQueueEntry: MergeQueueEntry
   reviewThreads(after: String, before: String, first: Int, last: Int):
     PullRequestReviewThreadConnection!
+}
+
+type MergeQueueEntry implements Node {
+  id: ID!
+  position: Int!
+  state: MergeQueueEntryState!
+}
+
+enum MergeQueueEntryState { AWAITING_CHECKS LOCKED MERGEABLE QUEUED UNMERGEABLE }
+
+type Mutation {
+  enqueuePullRequest(input: EnqueuePullRequestInput!): EnqueuePullRequestPayload
+}
+
+input EnqueuePullRequestInput {
+  clientMutationId: String
+  expectedHeadOid: GitObjectID
+  jump: Boolean
+  pullRequestId: ID!
+}
+
+type EnqueuePullRequestPayload {
+  clientMutationId: String
+  mergeQueueEntry: MergeQueueEntry
 }
 
 type PullRequestReviewThreadConnection {
@@ -64,10 +93,6 @@ type PageInfo {
 """A Git object ID."""
 scalar GitObjectID
 ''')
-
-
-def node_id(kind: str, ident: Any) -> str:
-    return base64.b64encode(f"{kind}:{ident}".encode()).decode()
 
 
 def _threads(hub, repo: Repo, issue, first: int | None, after: str | None) -> dict:
@@ -99,15 +124,51 @@ def _root(hub, ident) -> dict:
             if issue is None or issue.pull is None:
                 raise LookupError(f"Could not resolve to a PullRequest with the number of "
                                   f"{number}.")
-            return {"id": node_id("PullRequest", issue.pull.id), "number": number,
-                    "headRefOid": issue.pull.head_sha,
-                    "reviewThreads": lambda _i, first=None, after=None, **_: _threads(
-                        hub, repo, issue, first, after)}
+            return _pull(hub, repo, issue)
 
         return {"id": node_id("Repository", repo.id), "name": repo.name,
                 "nameWithOwner": repo.full_name, "pullRequest": pull_request}
 
     return {"repository": repository}
+
+
+def _pull(hub, repo: Repo, issue) -> dict:
+    return {"id": node_id("PullRequest", issue.pull.id), "number": issue.number,
+            "headRefOid": issue.pull.head_sha,
+            "isInMergeQueue": hub.entry_for(repo, issue.number) is not None,
+            "mergeQueueEntry": lambda _i: _entry(hub, repo, hub.entry_for(repo, issue.number)),
+            "reviewThreads": lambda _i, first=None, after=None, **_: _threads(
+                hub, repo, issue, first, after)}
+
+
+def _entry(hub, repo: Repo, entry) -> dict | None:
+    if entry is None:
+        return None
+    queue = hub.queue(repo, entry.base)
+    return {"id": node_id("MergeQueueEntry", entry.id), "position": queue.index(entry) + 1,
+            "state": "AWAITING_CHECKS" if entry.group_head else "QUEUED"}
+
+
+def _mutations(hub, ident) -> dict:
+    def enqueue(_info, input: dict):  # GitHub names the argument `input`
+        wanted = input["pullRequestId"]
+        for repo in hub.store.repos.values():
+            for issue in hub.store.pulls(repo):
+                if node_id("PullRequest", issue.pull.id) != wanted:
+                    continue
+                if ident.kind == "installation" and not (
+                        auth.installation_covers(hub.store, ident, repo)
+                        and auth.installation_permission(ident, "contents") == "write"):
+                    raise PermissionError("Resource not accessible by integration")
+                try:
+                    entry = hub.enqueue(repo, issue, ident, input.get("expectedHeadOid"))
+                except HubError as exc:
+                    raise ValueError(exc.message) from exc
+                return {"clientMutationId": input.get("clientMutationId"),
+                        "mergeQueueEntry": _entry(hub, repo, entry)}
+        raise LookupError(f"Could not resolve to a node with the global id of '{wanted}'")
+
+    return {"enqueuePullRequest": enqueue}
 
 
 async def endpoint(request: web.Request) -> web.Response:
@@ -124,13 +185,17 @@ async def endpoint(request: web.Request) -> web.Response:
         body = await request.json()
     except ValueError:
         return web.json_response({"message": "Problems parsing JSON"}, status=400)
-    result = await graphql(SCHEMA, body.get("query") or "", root_value=_root(hub, ident),
+    query = body.get("query") or ""
+    root = {**_root(hub, ident), **_mutations(hub, ident)}
+    result = await graphql(SCHEMA, query, root_value=root,
                            variable_values=body.get("variables"))
     answer: dict[str, Any] = {"data": result.data}
     if result.errors:
         answer["errors"] = [{"message": e.message, "path": e.path,
-                             "type": "NOT_FOUND" if isinstance(e.original_error, LookupError)
-                             else None} for e in result.errors]
+                             "type": {LookupError: "NOT_FOUND", PermissionError: "FORBIDDEN",
+                                      ValueError: "UNPROCESSABLE"}.get(
+                                          type(e.original_error)),
+                             } for e in result.errors]
     caller = f"{ident.kind}:{ident.installation_id or ident.user.id}"
     hub.store.api_calls.append((ident.app_id, caller, "POST", "/graphql", 200))
     return web.json_response(answer)

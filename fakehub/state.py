@@ -29,6 +29,7 @@ DEFAULT_APP_EVENTS = [
     "installation",
     "installation_repositories",
     "pull_request_review_thread",
+    "merge_group",
 ]
 
 DEFAULT_APP_PERMISSIONS = {

@@ -22,6 +22,7 @@ from fakehub.hub.errors import HubError
 from fakehub.hub.issues import IssueOps
 from fakehub.hub.pulls import PullOps
 from fakehub.hub.pushes import PushOps
+from fakehub.hub.queue import QueueEntry, QueueOps
 from fakehub.limits import RateCounter
 from fakehub.payloads import Shapes
 from fakehub.state import (
@@ -44,7 +45,7 @@ __all__ = ["Hub", "HubError"]
 log = logging.getLogger("fakehub")
 
 
-class Hub(PushOps, IssueOps, PullOps, CheckOps):
+class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps):
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
         self.repos_dir = self.data_dir / "repos"
@@ -60,6 +61,7 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps):
         # mergeable null and mergeable_state "unknown". Tests can ask for that.
         self.unknown_mergeability_reads = 0
         self.uncomputed_merges = 0  # merges answered 405 while mergeability is computed
+        self.queues: dict[tuple[int, str], list[QueueEntry]] = {}  # (repo id, base) → queue
         # github.com serves public repositories to anonymous git; tests may forbid it to
         # catch code that forgets its credentials.
         self.anonymous_git_reads = True

@@ -170,6 +170,7 @@ class CheckOps:
                          "check_run": self.shapes.check_run(run, webhook=True)},
                         actor)
         self._roll_up(repo, self.store.check_suites[run.suite_id], actor)
+        self.checks_changed(repo, run.head_sha)  # a merge group's check decides its entry
 
     def _roll_up(self, repo: Repo, suite: CheckSuite, actor: User) -> None:
         runs = [r for r in self.store.check_runs.values() if r.suite_id == suite.id]
@@ -221,6 +222,7 @@ class CheckOps:
         )
         self.store.statuses.append(status)
         self._emit_status(repo, status, actor.user)
+        self.checks_changed(repo, sha)
         return status
 
     def _emit_status(self, repo: Repo, status: Status, actor: User) -> None:
