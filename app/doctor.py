@@ -120,9 +120,9 @@ def merging_report(branch: str, repo: dict, rules: list[dict],
     """Merge queue, the merge methods GitHub will take, and signature rules on `branch`."""
     kinds = {r.get("type") for r in rules}
     lines: list[tuple[bool, str]] = []
-    lines.append((False, f"{branch} takes changes only through a merge queue, and hangar does "
-                         "not add pull requests to it: lift the merge_queue rule for "
-                         f"{branch}, or merge hangar's pull requests by hand")
+    lines.append((True, f"{branch} takes changes through a merge queue: hangar adds approved "
+                        "pull requests to it and reports hangar / verify on their merge "
+                        "groups (the App needs merge_queues: write)")
                  if "merge_queue" in kinds else (True, f"no merge queue on {branch}"))
     flags = {"squash": "allow_squash_merge", "merge": "allow_merge_commit",
              "rebase": "allow_rebase_merge"}

@@ -43,6 +43,21 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
 }"""
 
 
+ENQUEUE = """
+mutation($id: ID!, $head: GitObjectID) {
+  enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $head}) {
+    mergeQueueEntry { position state }
+  }
+}"""
+
+QUEUE_ENTRY = """
+query($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) { mergeQueueEntry { position state } }
+  }
+}"""
+
+
 def graphql_url(gh: GitHubClient) -> str:
     """GitHub's GraphQL endpoint beside the REST base (Enterprise: /api/graphql)."""
     base = str(gh.base_url).rstrip("/")
@@ -148,6 +163,19 @@ class RepoOps:
                 after = threads["pageInfo"]["endCursor"]
         except (GitHubException, KeyError, TypeError):
             return None
+
+    async def enqueue(self, node_id: str, head_sha: str) -> dict:
+        """Add the PR to its base's merge queue, the head pinned (GraphQL only); its entry
+        ({position, state}). GitHub's refusal raises (gidgethub's GraphQL errors)."""
+        data = await self.gh.graphql(ENQUEUE, endpoint=graphql_url(self.gh), id=node_id,
+                                     head=head_sha)
+        return data["enqueuePullRequest"]["mergeQueueEntry"]
+
+    async def queue_entry(self, number: int) -> dict | None:
+        """The PR's merge queue entry ({position, state}), or None when it is in none."""
+        data = await self.gh.graphql(QUEUE_ENTRY, endpoint=graphql_url(self.gh),
+                                     owner=self.owner, name=self.name, number=number)
+        return data["repository"]["pullRequest"]["mergeQueueEntry"]
 
     async def deployed(self, sha: str, environments: tuple[str, ...] | list[str]) -> list[str]:
         """The environments whose latest deployment of `sha` succeeded."""

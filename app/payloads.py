@@ -90,6 +90,7 @@ class PullRequestEvent(_Part):
     repository: Repository
     installation: Installation | None = None
     sender: Account
+    reason: str | None = None  # dequeued: why the merge queue removed it
 
 
 class Review(_Part):
@@ -238,6 +239,23 @@ class _DeploymentPart(_Part):
     sha: str
 
 
+class _MergeGroup(_Part):
+    head_sha: str
+    head_ref: str
+    base_sha: str
+    base_ref: str
+
+
+class MergeGroupEvent(_Part):
+    """merge_group checks_requested / destroyed."""
+
+    action: str
+    merge_group: _MergeGroup
+    reason: str | None = None  # destroyed: merged, invalidated, dequeued
+    repository: Repository
+    installation: Installation | None = None
+
+
 class DeploymentStatusEvent(_Part):
     deployment: _DeploymentPart
     repository: Repository
@@ -260,6 +278,8 @@ HANDLED: dict[tuple[str, str | None], type[_Part]] = {
     ("repository_ruleset", None): RulesChangedEvent,
     ("pull_request_review_thread", None): ReviewThreadEvent,
     ("deployment_status", None): DeploymentStatusEvent,
+    ("merge_group", None): MergeGroupEvent,
+    ("pull_request", "dequeued"): PullRequestEvent,
     ("pull_request_review", "submitted"): PullRequestReviewEvent,
     ("pull_request_review", "dismissed"): PullRequestReviewEvent,
     ("pull_request_review_comment", "created"): ReviewCommentEvent,

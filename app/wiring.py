@@ -132,6 +132,9 @@ def register_concerns(engine: Engine) -> None:
                 next_at=lambda row: row.status_due_at or NEVER, give_up=give_up_job),
         RowKind("land", "land", landing.LandRequest, landing.advance_land,
                 next_at=lambda row: row.due_at, give_up=landing.give_up),
+        # A merge group waits for its verification run (a finished run step wakes it).
+        RowKind("merge_group", "merge_group", landing.MergeGroup, landing.advance_group,
+                next_at=lambda row: row.due_at if row.state == "new" else NEVER),
         RowKind("autofix", "autofix", autofix.AutofixRow, autofix.advance_autofix,
                 next_at=lambda row: row.due_at, give_up=autofix.give_up),
         # A build waits for a slot: a queued build, and the end of one, wake the queued.
@@ -165,6 +168,9 @@ def register_concerns(engine: Engine) -> None:
     engine.listen("check_suite_rerequested", intents.record_suite_rerun)
     engine.listen("check_suite_rerequested", landing.record_suite_rerun)
     engine.listen("review_thread", landing.record_thread)
+    # GitHub's merge queue asks for checks on a merge group: hangar / verify on its head.
+    engine.listen("merge_group", landing.record_merge_group)
+    engine.after_step("run", landing.wake_group)
     engine.listen("gate_changed", landing.record_gate_changed)
     engine.listen("repository_moved", repositories.repository_moved)
     engine.listen("repositories_removed", repositories.repositories_removed)

@@ -73,6 +73,7 @@ class RecordingGitHub(GitHubAPI):
     comments: dict[int, dict] = field(default_factory=dict)
     own_checks: dict[int, dict] = field(default_factory=dict)
     threads: list[dict] = field(default_factory=list)  # the PR's review threads (GraphQL)
+    queue_entry: dict | None = None  # the PR's merge queue entry (GraphQL)
 
     def __post_init__(self) -> None:
         super().__init__("hangar-tests")
@@ -98,9 +99,18 @@ class RecordingGitHub(GitHubAPI):
         path = url.removeprefix("https://api.github.com")
         data = json.loads(body) if body else None
         self.calls.append(Call(method, path, data))
-        if path == "/graphql":  # the only GraphQL read hangar makes of a PR: its threads
-            answer = {"data": {"repository": {"pullRequest": {"reviewThreads": {
-                "nodes": self.threads, "pageInfo": {"hasNextPage": False, "endCursor": None}}}}}}
+        if path == "/graphql":  # hangar's GraphQL: threads, the merge queue
+            query = data["query"]
+            if "enqueuePullRequest" in query:
+                self.queue_entry = {"position": 1, "state": "QUEUED"}
+                answer = {"data": {"enqueuePullRequest": {"mergeQueueEntry": self.queue_entry}}}
+            elif "mergeQueueEntry" in query:
+                answer = {"data": {"repository": {"pullRequest": {
+                    "mergeQueueEntry": self.queue_entry}}}}
+            else:
+                answer = {"data": {"repository": {"pullRequest": {"reviewThreads": {
+                    "nodes": self.threads,
+                    "pageInfo": {"hasNextPage": False, "endCursor": None}}}}}}
             return 200, {"content-type": "application/json"}, json.dumps(answer).encode()
         status, answer = self._scripted(method, path) or self._answer(method, path, data)
         raw = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
@@ -172,7 +182,8 @@ class RecordingGitHub(GitHubAPI):
     def _pull(self, data, query):
         same = {"id": 100, "full_name": self.repo}
         return 200, {
-            "number": PR_NUMBER, "title": "Fix add()", "body": self.pr_body, "state": self.state,
+            "number": PR_NUMBER, "node_id": "PR_node7", "title": "Fix add()",
+            "body": self.pr_body, "state": self.state,
             "merged": self.merged, "merge_commit_sha": MERGED if self.merged else None,
             "changed_files": len(self.files),
             "head": {"sha": self.head, "ref": "hangar/1-abc", "repo": same},

@@ -17,6 +17,7 @@ The whole concern lives in this folder, one kind of thing a file:
 - steps.py     the state machine's steps, with GitHub's I/O: update, wait for CI, await
                approval, merge, give up; and what they show (check run `hangar / land`,
                the notes in the status comment)
+- queue.py     GitHub's merge queue: a merge group's `hangar / verify` (its row and step)
 - commands.py  `/hangar land` and `/hangar land cancel`
 
 This file is the concern's face: code outside the folder imports from here only (the
@@ -49,6 +50,12 @@ from app.landing.intake import (
     record_review,
     record_suite_rerun,
     record_thread,
+)
+from app.landing.queue import (
+    MergeGroup,
+    advance_group,
+    record_merge_group,
+    wake_group,
 )
 from app.landing.rows import (
     FINAL,
@@ -157,10 +164,12 @@ __all__ = [
     "LandReason",
     "LandRequest",
     "LandState",
+    "MergeGroup",
     "Needs",
     "NotCounted",
     "ReviewRecord",
     "RowChanged",
+    "advance_group",
     "advance_land",
     "allowed_methods",
     "approval_refusal",
@@ -214,6 +223,7 @@ __all__ = [
     "record_ci",
     "record_gate_changed",
     "record_land_rerun",
+    "record_merge_group",
     "record_pull_request",
     "record_review",
     "record_suite_rerun",
@@ -235,6 +245,7 @@ __all__ = [
     "usable_methods",
     "verification_outcome",
     "wait_for_ci",
+    "wake_group",
     "wake_request",
     "who_made",
     "with_protection",

@@ -68,6 +68,9 @@ def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
     if event.action == "synchronize":
         if request and request.state in RESTARTABLE:
             move(engine, request, LandState.QUEUED, Why(LandReason.NEW_HEAD))
+    if event.action == "dequeued" and request is not None:
+        request.dequeued = event.reason  # the queue's word, said when the step sees it
+        save(engine, request)
     if event.action == "reopened" and request and request.state == LandState.CANCELLED \
             and request.reason_code == LandReason.PR_CLOSED:
         # Closing ended the request, not the wish: a reopened PR lands again once approved.

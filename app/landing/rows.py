@@ -80,6 +80,8 @@ class LandRequest(BaseModel):
     # The head GitHub refused to merge for a rule it named: not asked again for it until
     # an event (a review, a check, a push, a command) says something changed.
     refused: str | None = None
+    enqueued: str | None = None  # the head hangar put in the base's merge queue
+    dequeued: str | None = None  # why GitHub's merge queue removed it (its event's reason)
     problems: list[str] = []  # what is wrong in .github/hangar.yml (defaults apply)
     impostors: list[str] = []  # others' checks under hangar's names, set aside (said once)
     shown: str | None = None  # what check run `hangar / land` last said, to skip no-op edits

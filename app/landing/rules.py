@@ -59,6 +59,8 @@ class LandReason(StrEnum):
     RERUN = "rerun"
     GATE_CHANGED = "gate_changed"
     REPO_REMOVED = "repo_removed"
+    IN_QUEUE = "in_queue"
+    QUEUE_REMOVED = "queue_removed"
     # why a PR's file list is incomplete
     FILES_NOT_ALL_LISTED = "files_not_all_listed"
     TOO_MANY_FILES = "too_many_files"

@@ -9,7 +9,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from gidgethub import BadRequest
+from gidgethub import BadRequest, GitHubException
 
 from app import ci, render, runs
 from app.engine import PrNotes
@@ -102,7 +102,8 @@ async def advance_land(engine: StepContext, request_id: str) -> None:
     finally:
         request = get(engine, request_id)
         if (request is not None and request.active
-                and request.state in (LandState.UPDATING, LandState.MERGING)):
+                and request.state in (LandState.UPDATING, LandState.MERGING)
+                and request.enqueued != request.head_sha):  # in a queue: its events wake it
             # GitHub is mid-change: look again when it has moved the head (its push wakes
             # the row) or patience runs out; else at once (after a failure, its backoff).
             due = request.updated_at_ask + UPDATE_PATIENCE_S if asked_update(request) else 0
@@ -608,11 +609,14 @@ async def merge(
         commits_verified=bool(compare["commits"]) and all(
             c.get("verified") for c in compare["commits"]),
         merge_commits_in_pr=any(c.get("parents", 1) > 1 for c in compare["commits"]))
-    cannot = blockers(gate, own_app_id=engine.settings.app_id, usable=usable,
+    cannot = blockers(gate, own_app_id=engine.settings.app_id,
+                      usable=usable or (["queue"] if gate.merge_queue is not None else []),
                       methods_out=out)
     if cannot:  # said once: the request ends here until a person changes something
         return move(engine, request, LandState.REJECTED, Why(LandReason.GATE_CANNOT,
                                                              cannot=cannot))
+    if gate.merge_queue is not None:  # the queue merges, with its own method
+        return await through_queue(engine, ops, request, pr, gate.merge_queue)
     method = pick_method(policy.method, usable) or policy.method
     if method != policy.method:
         engine.note(request.job_id,
@@ -668,9 +672,8 @@ async def merge(
                             words.method_fallback_note(request.pr_number, method, other))
                 method = other
                 continue
-            if answer == "queue":
-                return move(engine, request, LandState.REJECTED,
-                            Why(LandReason.MERGE_QUEUE, base=request.base))
+            if answer == "queue":  # a queue the rules hangar can read did not show
+                return await through_queue(engine, ops, request, pr, {})
             if answer == "workflows":
                 return move(engine, request, LandState.FAILED, Why(LandReason.MERGE_WORKFLOWS))
             if answer == "rejected":
@@ -683,6 +686,42 @@ async def merge(
     else:
         return None
     await landed(engine, ops, request, result.get("sha"))
+
+
+async def through_queue(engine: StepContext, ops: RepoOps, request: LandRequest, pr: dict,
+                        queue: dict) -> None:
+    """Add the approved head to the base's merge queue (GraphQL `enqueuePullRequest`, the
+    head pinned), then follow it there: GitHub merges it (its close says so), or removes
+    it (a failed check on its merge group, a conflict), which is said."""
+    if request.enqueued == request.head_sha:
+        entry = await ops.queue_entry(request.pr_number)
+        if entry is None:
+            request.enqueued = None
+            save(engine, request)
+            return move(engine, request, LandState.REJECTED, Why(
+                LandReason.QUEUE_REMOVED, base=request.base, why=request.dequeued))
+        set_reason(request, Why(LandReason.IN_QUEUE, position=entry["position"],
+                                base=request.base))
+        save(engine, request)
+        return None
+    method = str(queue.get("merge_method") or "MERGE").lower()
+    if method != "squash":  # the agent's own commit messages would land as written
+        closing = await closing_commits(ops, request)
+        if closing:
+            sha, said = closing[0]
+            return move(engine, request, LandState.REJECTED, Why(
+                LandReason.CLOSING_COMMIT, sha=sha, said=said, method=method))
+    try:
+        entry = await ops.enqueue(pr["node_id"], request.head_sha)
+    except GitHubException as exc:  # GitHub's word on this head: wait for it to change
+        request.refused = request.head_sha
+        return move(engine, request, LandState.AWAITING_APPROVAL,
+                    Why(LandReason.MERGE_REFUSED_WAITS, said=one_line(str(exc))))
+    request.enqueued, request.dequeued = request.head_sha, None
+    engine.note(request.job_id, f"land #{request.pr_number}: added to {request.base}'s "
+                                "merge queue")
+    move(engine, request, LandState.MERGING, Why(
+        LandReason.IN_QUEUE, position=entry["position"], base=request.base))
 
 
 SHOW_MERGING_AFTER_S = 2.0

@@ -131,6 +131,14 @@ LAND_REASONS: Sentences = {
     "reopened": lambda: "the pull request was reopened",
     "rerun": lambda: "someone re-ran hangar / land",
     "gate_changed": lambda: "the branch's rules changed",
+    "in_queue": lambda position, base: (
+        f"in {base}'s merge queue (position {position}); GitHub merges it once the checks "
+        "on its merge group pass"),
+    "queue_removed": lambda base, why: (
+        f"GitHub's merge queue of {base} removed it without merging"
+        + (f" ({why.lower().replace('_', ' ')})" if why else "")
+        + ": a required check on its merge group may have failed; `/hangar land` adds it "
+        "again"),
     "repo_removed": lambda: (
         "the repository was removed from hangar's installation; hangar may no longer touch "
         "it"),
@@ -336,6 +344,14 @@ def land_check_summary(request: Any, gate: list[tuple[bool, str]]) -> str:
 def land_notes(request: Any) -> list[str]:
     """What landing says about a PR in its job's status comment."""
     return [land_line(request), *(f"⚠️ {p}" for p in request.problems)]
+
+
+def group_reused_output(command: str, head: str, base: str, base_sha: str) -> dict[str, str]:
+    """`hangar / verify` on a merge group that holds exactly a verified head."""
+    return {"title": "Verified: the merge group holds the verified head",
+            "summary": (f"This merge group holds exactly `{short(head)}` on `{short(base_sha)}` "
+                        f"of {base}, the commit hangar verified in a clean sandbox: "
+                        f"`{command}` passed. The group's tree is that head's.")}
 
 
 def source_not_taken(kind: str, name: str, who: Any, app_id: int) -> str:

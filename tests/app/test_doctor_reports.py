@@ -20,7 +20,7 @@ ALL = {"allow_squash_merge": True, "allow_merge_commit": True, "allow_rebase_mer
      [{"type": "pull_request", "parameters": {"allowed_merge_methods": ["rebase"]}}], None,
      [(True, "no merge queue on main"), (False, "no merge method is allowed")]),
     (ALL, [{"type": "merge_queue"}], None,
-     [(False, "main takes changes only through a merge queue"),
+     [(True, "main takes changes through a merge queue: hangar adds approved pull requests"),
       (True, "merge methods allowed")]),
     (ALL, [{"type": "required_signatures"}], None,
      [(True, "no merge queue"), (True, "merge methods"), (True, "commits on main must be signed")]),

@@ -64,6 +64,7 @@ class Case:
     puts: list[tuple[str, dict]] = field(default_factory=list)  # (update-branch|merge, body)
     raises: type[Exception] | None = None
     comment: str | None = None  # a fragment of a reply hangar posts on the PR
+    enqueued: str | None = None  # the head hangar put in the merge queue before the step
 
 
 CASES = [
@@ -200,9 +201,19 @@ CASES = [
          github={"repo_settings": {"allow_squash_merge": False, "allow_merge_commit": False,
                                    "allow_rebase_merge": False}},
          ends=LandState.REJECTED, reason="no merge method meets this branch's rules"),
-    Case("the base takes changes through a merge queue only: rejected, saying so",
+    Case("GitHub answers the merge with its merge queue: the head is enqueued instead",
          script={("PUT", MERGE): refusal(405, "Changes must be made through the merge queue")},
-         ends=LandState.REJECTED, reason="merge queue", puts=[(MERGE, SQUASH)]),
+         ends=LandState.MERGING, reason="in main's merge queue (position 1)",
+         puts=[(MERGE, SQUASH)]),
+    Case("the base's rules require a merge queue: enqueued, never merged through REST",
+         rules=[*REQUIRED, {"type": "merge_queue", "ruleset_id": 11, "parameters": {
+             "merge_method": "SQUASH"}}],
+         ends=LandState.MERGING, reason="in main's merge queue (position 1)"),
+    Case("a head in the queue that left it unmerged: said, with the queue's reason",
+         state=LandState.MERGING,
+         rules=[*REQUIRED, {"type": "merge_queue", "ruleset_id": 11, "parameters": {}}],
+         github={"queue_entry": None}, enqueued=HEAD,
+         ends=LandState.REJECTED, reason="merge queue of main removed it without merging"),
     Case("the merge would change a workflow: failed, saying which permission",
          script={("PUT", MERGE): refusal(
              403, "refusing to allow a GitHub App to create or update workflow "
@@ -251,6 +262,9 @@ async def test_land_step(step_engine, case: Case):
                          script={k: list(v) for k, v in case.script.items()}, **case.github)
     engine = step_engine(gh)
     request = rows(engine, gh, case.state)
+    if case.enqueued:
+        request.enqueued = case.enqueued
+        request = landing.save(engine, request)
     if case.raises:
         with pytest.raises(case.raises):
             await landing.advance_land(engine, request.id)
