@@ -155,23 +155,24 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     await explain_reviews(engine, ops, request, verdicts)
     if request.state in RESTARTABLE:
         return await show(engine, ops, request)
+    if request.state == LandState.QUEUED and not (request.wished or approved):
+        set_reason(request, approvals_wanted(request, policy, 0))
+        save(engine, request)
+        return await show(engine, ops, request)
+    # Every rule that applies to the base (all pages), and its classic protection.
+    gate, rulesets = await base_gate(engine, ops, request.base)
+    policy = policy.model_copy(update={
+        "required_approvals": max(policy.required_approvals, gate.approvals)})
+    queue = gate.merge_queue is not None  # GitHub's queue orders the merges, not the lane
     if request.state == LandState.QUEUED:
-        if not (request.wished or approved):
-            set_reason(request, approvals_wanted(request, policy, 0))
-            save(engine, request)
-            return await show(engine, ops, request)
-        if lane_taken(engine, request):
+        if not queue and lane_taken(engine, request):
             return await show(engine, ops, request)
         move(engine, request, LandState.UPDATING, None)
     if request.state == LandState.UPDATING:
-        await update(engine, ops, request, compare)
-    gate, rulesets = Gate(), []
-    if request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
-                         LandState.MERGING):
-        # Every rule that applies to the base (all pages), and its classic protection.
-        gate, rulesets = await base_gate(engine, ops, request.base)
-        policy = policy.model_copy(update={
-            "required_approvals": max(policy.required_approvals, gate.approvals)})
+        if queue:  # the queue merges it onto the base as the base is then
+            move(engine, request, LandState.WAITING_CI, None)
+        else:
+            await update(engine, ops, request, compare)
     if request.state == LandState.WAITING_CI or (
             request.state == LandState.AWAITING_APPROVAL
             and len(approved) >= policy.required_approvals):
@@ -252,7 +253,8 @@ def lane_taken(engine: StepContext, request: LandRequest) -> bool:
     merging; if so, say so on this one. (No await: the check and the move are one.)"""
     busy = [r for r in engine.store.all("land", LandRequest, active=True)
             if r.id != request.id and r.repo == request.repo and r.base == request.base
-            and r.state in IN_FLIGHT]
+            and r.state in IN_FLIGHT
+            and r.enqueued != r.head_sha]  # GitHub's merge queue orders those it holds
     if busy:
         set_reason(request, Why(LandReason.LANE_TAKEN, pr=busy[0].pr_number))
         save(engine, request)
@@ -520,7 +522,7 @@ async def await_approval(
             return
     if request.refused == request.head_sha:
         return  # GitHub refused this head for a rule it named: an event asks again
-    if lane_taken(engine, request):
+    if (gate is None or gate.merge_queue is None) and lane_taken(engine, request):
         return
     move(engine, request, LandState.MERGING, None)
 

@@ -127,3 +127,65 @@ def test_re_run_all_checks_verifies_the_head_again(world):
         c["status"] == "completed" for c in verifications()) and verifications(), 120,
         "a second verification of the head")
     assert [c["conclusion"] for c in done] == ["success", "success"]
+
+
+# Fixes add() and leaves a note of its own, so two jobs make two PRs that merge together.
+FIX_AND_NOTE = """\
+set -e
+sed -i 's/return a - b/return a + b/' calc.py
+echo "$HANGAR_PROMPT" > "note-$(echo "$HANGAR_PROMPT" | md5sum | cut -c1-8).txt"
+git add -A
+git commit -qm "Fix add() and leave a note"
+"""
+QUEUE = {"type": "merge_queue", "parameters": {
+    "check_response_timeout_minutes": 60, "grouping_strategy": "ALLGREEN",
+    "max_entries_to_build": 5, "max_entries_to_merge": 5, "merge_method": "MERGE",
+    "min_entries_to_merge": 1, "min_entries_to_merge_wait_minutes": 0}}
+
+
+def test_a_merge_queue_lands_two_prs_in_order(world):
+    ruleset(world, {"type": "pull_request", "parameters": PR_RULE}, QUEUE,
+            {"type": "required_status_checks", "parameters": {
+                "required_status_checks": [{"context": "hangar / verify",
+                                            "integration_id": world.app.id}],
+                "strict_required_status_checks_policy": False}})
+    world.start_hangar(FIX_AND_NOTE)
+    first_issue, _ = world.ask("/hangar fix the failing test")
+    first = verified_pr(world, first_issue)
+    second_issue, _ = world.ask("/hangar fix it and note the second")
+    second = verified_pr(world, second_issue)
+    approve(world, first["number"])
+    approve(world, second["number"])
+
+    def merged_at(number):
+        pr = world.hub.get_pr(world.repo, number)
+        return pr["merged_at"] if pr["merged"] else None
+
+    try:
+        wait_until(lambda: landed(world, first["number"]) and landed(world, second["number"]),
+                   240, "both PRs to land through the queue")
+    except AssertionError:
+        from tests.e2e.test_landing import land_line
+        print("LAND1", land_line(world, first["number"]))
+        print("LAND2", land_line(world, second["number"]))
+        print("GROUPS", [(d.payload["action"], d.payload.get("reason"),
+                          d.payload["merge_group"]["head_ref"])
+                         for d in world.hub.deliveries(event="merge_group")])
+        print("PR", [(d.payload["action"], d.payload.get("number")) for d in
+                     world.hub.deliveries(event="pull_request")])
+        raise
+    assert merged_at(first["number"]) <= merged_at(second["number"])
+    assert merge_calls(world, first["number"]) == merge_calls(world, second["number"]) == []
+    groups = [d.payload for d in world.hub.deliveries(event="merge_group")
+              if d.payload["action"] == "checks_requested"]
+    heads = [g["merge_group"]["head_sha"] for g in groups]
+    assert len(heads) == 2
+    main = world.hub.ref_sha(world.repo, "main")
+    assert main == heads[1]  # the second group, built on the first, is main now
+    verify = {h: [c for c in world.hub.check_runs(world.repo, h)
+                  if c["name"] == "hangar / verify"] for h in heads}
+    # The first group holds the first PR's verified head on the same base: reused.
+    assert "holds exactly" in verify[heads[0]][0]["output"]["summary"]
+    # The second is built on the first: verified in a clean sandbox.
+    assert verify[heads[1]][0]["conclusion"] == "success"
+    assert "holds exactly" not in verify[heads[1]][0]["output"]["summary"]
