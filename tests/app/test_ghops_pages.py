@@ -29,3 +29,29 @@ async def test_check_runs_and_statuses_of_a_matrix_are_read_whole(fakehub):
         statuses = await ops.statuses(sha)
     assert len({r["name"] for r in runs}) == 105
     assert len({s["context"] for s in statuses}) == 105
+
+
+async def test_a_required_check_as_the_101st_rule_is_in_the_gate(fakehub):
+    """GET /rules/branches/{b} is paginated: the rule that asks for CI may be on page 2."""
+    from app.landing import branch_gate, read_rules
+
+    app = fakehub.create_app(name="hangar", permissions=hangar_permissions())
+    fakehub.create_user("acme")
+    fakehub.create_repo("acme", "widgets", {"README.md": "# widgets\n"})
+    installation = fakehub.install(app.id, "acme", ["acme/widgets"])
+    for n in range(100):
+        fakehub.set_ruleset("acme/widgets", {"name": f"filler {n}", "enforcement": "active",
+                                             "target": "branch", "rules": [{"type": "deletion"}]})
+    fakehub.set_ruleset("acme/widgets", {"name": "ci", "enforcement": "active",
+                                         "target": "branch", "rules": [{
+                                             "type": "required_status_checks", "parameters": {
+                                                 "required_status_checks": [
+                                                     {"context": "ci / test"}],
+                                                 "strict_required_status_checks_policy": False}}]})
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=fakehub.api_url, session=session,
+                       retry=FAST)
+        ops = RepoOps(await auth.client(installation), "acme/widgets")
+        rules, rulesets = await read_rules(ops, "main")
+    assert len(rules) == 101
+    assert [c.context for c in branch_gate(rules).checks] == ["ci / test"]
