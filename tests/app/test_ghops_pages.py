@@ -52,6 +52,28 @@ async def test_a_required_check_as_the_101st_rule_is_in_the_gate(fakehub):
         auth = AppAuth(app.id, app.private_key_pem, api_url=fakehub.api_url, session=session,
                        retry=FAST)
         ops = RepoOps(await auth.client(installation), "acme/widgets")
-        rules, rulesets = await read_rules(ops, "main")
+        rules, _ = await read_rules(ops, "main")
     assert len(rules) == 101
     assert [c.context for c in branch_gate(rules).checks] == ["ci / test"]
+
+
+async def test_only_hangars_own_app_comments_are_hangars(fakehub):
+    """Any App's bot can copy hangar's hidden marker: the comment is hangar's only when
+    GitHub says hangar's App made it."""
+    app = fakehub.create_app(name="hangar", permissions=hangar_permissions())
+    other = fakehub.create_app(name="copycat", permissions=hangar_permissions())
+    fakehub.create_user("acme")
+    fakehub.create_repo("acme", "widgets", {"README.md": "# widgets\n"})
+    installation = fakehub.install(app.id, "acme", ["acme/widgets"])
+    fakehub.install(other.id, "acme", ["acme/widgets"])
+    issue = fakehub.create_issue("acme/widgets", "x", as_user="acme")
+    marker = "<!-- hangar:status job-1 -->"
+    fakehub.comment("acme/widgets", issue, f"{marker}\nall done", as_user=other.bot_login)
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=fakehub.api_url, session=session,
+                       retry=FAST)
+        ops = RepoOps(await auth.client(installation), "acme/widgets", own_app_id=app.id)
+        assert await ops.find_own_comment(issue, marker) is None
+        fakehub.comment("acme/widgets", issue, f"{marker}\nhangar's", as_user=app.bot_login)
+        found = await ops.find_own_comment(issue, marker)
+    assert found["body"].endswith("hangar's")
