@@ -92,3 +92,45 @@ def test_a_failed_group_check_dequeues_and_rebuilds_those_after(world):
     assert rebuilt["merge_group"]["head_ref"].endswith(
         f"pr-{second['number']}-{world.hub.ref_sha(world.repo, 'main')}")
     assert not world.hub.get_pr(world.repo, first["number"])["merged"]
+
+
+def test_the_new_deliveries_match_githubs_schemas(world):
+    """merge_group, pull_request enqueued/dequeued, pull_request_review_thread and
+    check_suite rerequested, each as @octokit/webhooks-schemas describes it."""
+    import json
+
+    import jsonschema
+
+    from tests.github_reference import WEBHOOK_SCHEMAS
+
+    world.hub.set_ruleset(world.repo, {"name": "queue", "enforcement": "active",
+                                       "target": "branch", "rules": [QUEUE, CHECKS]})
+    first = _pr(world, "one", "one.txt")
+    review = world.hub.review(world.repo, first["number"], "reviewer", "COMMENT",
+                              comments=[{"path": "one.txt", "line": 1, "body": "hm"}])
+    world.hub.resolve_thread(world.repo, first["number"], review)
+    world.hub.rerun_all_checks(world.repo, first["head"]["sha"], world.hub.ci_app_id,
+                               as_user="dev")
+    _enqueue(world, first)
+    world.hub.settle()
+    group = next(g for g in _groups(world) if g["action"] == "checks_requested")
+    world.hub.complete_check(world.repo, group["merge_group"]["head_sha"], "ci / test",
+                             "failure")
+    world.hub.settle()
+    definitions = json.loads(WEBHOOK_SCHEMAS.read_text())["definitions"]
+    wanted = {("merge_group", "checks_requested"), ("merge_group", "destroyed"),
+              ("pull_request", "enqueued"), ("pull_request", "dequeued"),
+              ("pull_request_review_thread", "resolved")}
+    seen, problems = set(), []
+    for delivery in world.hub.deliveries():
+        if (delivery.event, delivery.action) not in wanted:
+            continue
+        seen.add((delivery.event, delivery.action))
+        validator = jsonschema.Draft7Validator({
+            "$ref": f"#/definitions/{delivery.event}${delivery.action}",
+            "definitions": definitions})
+        problems += [f"{delivery.event}${delivery.action}: "
+                     f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}"
+                     for e in validator.iter_errors(delivery.payload)]
+    assert seen == wanted
+    assert problems == [], "\n".join(sorted(set(problems))[:40])
