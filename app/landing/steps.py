@@ -163,6 +163,11 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     gate, rulesets = await base_gate(engine, ops, request.base)
     policy = policy.model_copy(update={
         "required_approvals": max(policy.required_approvals, gate.approvals)})
+    bypass = bypassing_rulesets(rulesets, engine.settings.app_id)
+    if bypass:  # GitHub would not hold hangar to the ruleset: it is no gate
+        move(engine, request, LandState.REJECTED, Why(LandReason.BYPASS_ACTOR,
+                                                      ruleset=bypass[0]))
+        return await show(engine, ops, request)
     queue = gate.merge_queue is not None  # GitHub's queue orders the merges, not the lane
     if request.state == LandState.QUEUED:
         if not queue and lane_taken(engine, request):
