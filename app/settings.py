@@ -43,9 +43,10 @@ class Settings(BaseSettings):
     max_concurrent_agents: int = Field(3, ge=1)
     run_watch_interval_seconds: float = Field(2.0, gt=0)
     poll_interval_seconds: float = Field(60.0, gt=0)
-    # A land request that waits for a person reads only its reviews on the slow poll;
-    # everything else (the PR, its rules, its checks) this often, and on every event.
-    land_full_look_seconds: float = Field(21600.0, gt=0)
+    # A PR that waits for a person (its land request for an approval, its CI green for
+    # auto-fix) is read whole on every event and at least this often; the slow poll
+    # in between reads only its reviews.
+    idle_pr_look_seconds: float = Field(21600.0, gt=0)
     # The engine sleeps until the next due time or a wake; at most this long, so that a
     # row written without a wake (another process on the same database) is seen.
     engine_safety_poll_seconds: float = Field(30.0, gt=0)

@@ -140,20 +140,20 @@ def main() -> None:
                     hub, idle_pr["number"], "waiting for 1 approval(s)"), 60)
                 time.sleep(settings.status_edit_interval_seconds + 2)  # the last edits
             quiet = settings.model_copy(update={"poll_interval_seconds": FAST_POLL_S,
-                                                "land_full_look_seconds": 10**6})
+                                                "idle_pr_look_seconds": 10**6})
             with ServiceThread(quiet):  # only the slow poll's looks
                 hub.reset_api_calls()
                 time.sleep(args.window)
                 quiet_calls = hub.api_calls(app.id, charged_to="installation")
             full = settings.model_copy(update={"poll_interval_seconds": FAST_POLL_S,
-                                               "land_full_look_seconds": args.window / 2})
+                                               "idle_pr_look_seconds": args.window / 2})
             with ServiceThread(full):  # ... and full looks
                 hub.reset_api_calls()
                 time.sleep(args.window)
                 full_calls = hub.api_calls(app.id, charged_to="installation")
     polls = args.window / FAST_POLL_S
     polls_an_hour = 3600 / production
-    full_every = Settings.model_fields["land_full_look_seconds"].default
+    full_every = Settings.model_fields["idle_pr_look_seconds"].default
     job = len(charged(job_calls))
     print(f"default poll interval {production:g} s, a full look every {full_every / 3600:g} h;"
           f" idle windows of {args.window:g} s at a {FAST_POLL_S:g} s poll")

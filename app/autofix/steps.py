@@ -66,7 +66,13 @@ async def advance_autofix(engine: StepContext, autofix_id: str) -> None:
         save(engine, row, active=False)
         return
     ops = await engine.repo_ops(job.thread)
-    await fix_now(engine, ops, job, row, requested=False)
+    if await fix_now(engine, ops, job, row, requested=False) == "CI green":
+        # Nothing to fix until CI says otherwise: its events (and a push, a review) make
+        # the row due at once; the slow poll would only read the same green again.
+        fresh = get_row(engine, autofix_id)
+        if fresh is not None and fresh.due_at > time.time():
+            patch(engine, autofix_id,
+                  due_at=time.time() + engine.settings.idle_pr_look_seconds)
 
 
 def turn_running(engine: StepContext, job: Job, pr_number: int) -> bool:

@@ -197,11 +197,11 @@ async def quiet_look(engine: StepContext, ops: RepoOps, request: LandRequest) ->
     (an approval whose webhook was missed); True when nothing else is to be done. Events
     (a push, a close, a check, a review, a command) make the next look a full one, and a
     missed one comes back through the redelivery catch-up; a full look comes at least
-    every `land_full_look_seconds` (6 hours)."""
+    every `idle_pr_look_seconds` (6 hours)."""
     waiting = (request.state in (LandState.QUEUED, LandState.AWAITING_APPROVAL)
                and request.reason_code in WAITING_FOR_PEOPLE)
     if (request.woken or not waiting
-            or time.time() - request.looked_at > engine.settings.land_full_look_seconds):
+            or time.time() - request.looked_at > engine.settings.idle_pr_look_seconds):
         request.woken, request.looked_at = False, time.time()
         save(engine, request)
         return False
@@ -611,8 +611,11 @@ async def merge(
         return move(engine, request, LandState.REJECTED,
                     Why(LandReason.BYPASS_ACTOR, ruleset=bypass[0]))
     compare = await ops.compare(request.base, request.head_sha)
+    # The repository's settings are read when a rule narrows the methods; else GitHub's
+    # 405 for a method they turn off says so (and the merge is asked again with another).
+    narrowed = gate.methods is not None or gate.linear or gate.signatures
     usable, out = usable_methods(
-        gate, await allowed_methods(ops),
+        gate, await allowed_methods(ops) if narrowed else MERGE_METHODS,
         commits_verified=bool(compare["commits"]) and all(
             c.get("verified") for c in compare["commits"]),
         merge_commits_in_pr=any(c.get("parents", 1) > 1 for c in compare["commits"]))
