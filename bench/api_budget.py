@@ -141,14 +141,23 @@ def main() -> None:
                 time.sleep(settings.status_edit_interval_seconds + 2)  # the last edits
             quiet = settings.model_copy(update={"poll_interval_seconds": FAST_POLL_S,
                                                 "idle_pr_look_seconds": 10**6})
+            def looked() -> bool:
+                return any(p.endswith("/reviews") or "/reviews?" in p for _, p, _ in
+                           hub.api_calls(app.id, charged_to="installation"))
+
+            hub.reset_api_calls()
             with ServiceThread(quiet):  # only the slow poll's looks
+                # The first look comes when the last process's next one was due.
+                wait("the first slow-poll look", looked, 2 * production)
+                first_look = hub.api_calls(app.id, charged_to="installation")
                 hub.reset_api_calls()
                 time.sleep(args.window)
                 quiet_calls = hub.api_calls(app.id, charged_to="installation")
             full = settings.model_copy(update={"poll_interval_seconds": FAST_POLL_S,
                                                "idle_pr_look_seconds": args.window / 2})
+            hub.reset_api_calls()
             with ServiceThread(full):  # ... and full looks
-                hub.reset_api_calls()
+                wait("the first look", looked, 2 * production)
                 time.sleep(args.window)
                 full_calls = hub.api_calls(app.id, charged_to="installation")
     polls = args.window / FAST_POLL_S
@@ -172,9 +181,9 @@ def main() -> None:
             print(f"     {status}  {method} {path}")
     # A new process, a new token: each URL's first read in a window is charged (GitHub's
     # ETags are the token's); after it, what a look costs at every poll.
-    quiet_urls = {(m, p) for m, p, _ in quiet_calls}
-    steady = charged(quiet_calls)
-    steady_per_poll = max(0, len(steady) - len(quiet_urls)) / polls
+    quiet_urls = {(m, p) for m, p, _ in [*first_look, *quiet_calls]}
+    steady = charged(quiet_calls)  # after the first look: what each later one is charged
+    steady_per_poll = len(steady) / polls
     full_urls = {(m, p) for m, p, _ in full_calls} - quiet_urls
     idle_hour = (steady_per_poll * polls_an_hour + len(quiet_urls)
                  + len(full_urls) * 3600 / full_every)
@@ -182,7 +191,7 @@ def main() -> None:
           "charged per hour; goal ≤ 2")
     print(f"     {steady_per_poll:.2f} charged per slow-poll look after the first "
           f"({len(quiet_calls) - len(steady)} of {len(quiet_calls)} calls in the window "
-          "answered 304)")
+          f"answered 304; the first look: {len(charged(first_look))} charged)")
     print(f"     {len(quiet_urls)} URL(s) a slow-poll look reads, charged once per token "
           "hour: " + ", ".join(sorted(shape(m, p) for m, p in quiet_urls)))
     print(f"     {len(full_urls)} more a full look reads, once per {full_every / 3600:g} h: "

@@ -613,7 +613,8 @@ async def merge(
     compare = await ops.compare(request.base, request.head_sha)
     # The repository's settings are read when a rule narrows the methods; else GitHub's
     # 405 for a method they turn off says so (and the merge is asked again with another).
-    narrowed = gate.methods is not None or gate.linear or gate.signatures
+    narrowed = (set(gate.methods or MERGE_METHODS) != set(MERGE_METHODS) or gate.linear
+                or gate.signatures)
     usable, out = usable_methods(
         gate, await allowed_methods(ops) if narrowed else MERGE_METHODS,
         commits_verified=bool(compare["commits"]) and all(
