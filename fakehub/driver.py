@@ -18,7 +18,7 @@ from urllib.parse import quote
 from fakehub import auth, gitrepo
 from fakehub.faults import Fault, Faults
 from fakehub.hub import Hub
-from fakehub.state import Delivery, Identity, Repo, User
+from fakehub.state import Delivery, Identity, Repo, User, now
 from fakehub.webhooks import Disorder
 
 
@@ -221,7 +221,8 @@ class Driver:
         def record() -> None:
             target = self._repo(repo)
             target.deployments.append({"id": self._hub.store.next_id(), "sha": sha,
-                                       "environment": environment, "state": state})
+                                       "environment": environment, "state": state,
+                                       "creator": target.owner, "at": now()})
 
         self._call(record)
 

@@ -40,6 +40,7 @@ DEFAULT_APP_PERMISSIONS = {
     "pull_requests": "write",
     "statuses": "write",
     "members": "read",
+    "deployments": "read",
 }
 
 

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from fakehub import auth, gitrepo, protection, rulesets
 from fakehub.hub import HubError
+from fakehub.payloads import iso, node_id
 from fakehub.rest.common import (
     ApiError,
     body_json,
@@ -411,22 +412,39 @@ async def list_deployments(request: web.Request) -> web.Response:
     repo = repo_for(request, "deployments", "read")
     h = hub(request)
     sha, env = request.query.get("sha"), request.query.get("environment")
-    found = [{"id": d["id"], "sha": d["sha"], "ref": d["sha"], "environment": d["environment"],
-              "url": f"{h.api_url}/repos/{repo.full_name}/deployments/{d['id']}"}
-             for d in reversed(repo.deployments)
+    found = [_deployment(h, repo, d) for d in reversed(repo.deployments)
              if (sha is None or d["sha"] == sha) and (env is None or d["environment"] == env)]
     chunk, headers = page(request, found)
     return reply(chunk, headers=headers)
+
+
+def _deployment(h, repo: Repo, d: dict) -> dict:
+    url = f"{h.api_url}/repos/{repo.full_name}/deployments/{d['id']}"
+    stamp = iso(d["at"])
+    return {"id": d["id"], "node_id": node_id("Deployment", d["id"]), "sha": d["sha"],
+            "ref": d["sha"], "task": "deploy", "environment": d["environment"],
+            "creator": h.shapes.user(d["creator"]), "payload": {}, "description": None,
+            "statuses_url": f"{url}/statuses",
+            "repository_url": f"{h.api_url}/repos/{repo.full_name}", "url": url,
+            "created_at": stamp, "updated_at": stamp}
 
 
 @routes.get("/repos/{owner}/{repo}/deployments/{deployment_id}/statuses")
 async def list_deployment_statuses(request: web.Request) -> web.Response:
     """A deployment's statuses, newest first (fakehub keeps only the latest)."""
     repo = repo_for(request, "deployments", "read")
+    h = hub(request)
     found = next((d for d in repo.deployments
                   if d["id"] == int_param(request, "deployment_id")), None)
     if found is None:
         raise ApiError(404, "Not Found")
-    chunk, headers = page(request, [{"id": found["id"], "state": found["state"],
-                                     "environment": found["environment"]}])
+    deployment = _deployment(h, repo, found)
+    stamp = iso(found["at"])
+    status = {"id": found["id"], "node_id": node_id("DeploymentStatus", found["id"]),
+              "state": found["state"], "creator": deployment["creator"], "description": "",
+              "environment": found["environment"], "deployment_url": deployment["url"],
+              "target_url": "", "repository_url": deployment["repository_url"],
+              "url": f"{deployment['url']}/statuses/{found['id']}",
+              "created_at": stamp, "updated_at": stamp}
+    chunk, headers = page(request, [status])
     return reply(chunk, headers=headers)
