@@ -429,7 +429,11 @@ class Engine:
         else:
             self._failures.pop(key, None)
             for hook in self._after_step.get(kind, ()):
-                hook(self, row_id)
+                try:
+                    hook(self, row_id)
+                except Exception:  # one hook's failure (a full disk) never ends the task's
+                    self.metrics.engine_step_errors.inc(kind=f"after:{kind}")
+                    log.exception("an after-step hook of %s failed", kind, extra={kind: row_id})
         finally:
             # The row's next due time (the next stage, a wait, a backoff) is seen at once.
             self.wake()
@@ -437,7 +441,10 @@ class Engine:
     def _back_off(self, kind: str, row_id: str, key: str, exc: Exception) -> None:
         """Hold the row back, twice as long after each failure in a row (a rate limit:
         until its reset, without counting); after MAX_STEP_FAILURES the row ends with
-        the error, in a state that says what happened."""
+        the error, in a state that says what happened.
+
+        The hold is kept in memory whatever the store says: a row whose failure cannot be
+        recorded (a full disk) waits as long as one whose failure was, and never spins."""
         from app.github import limited_until
 
         failures, _ = self._failures.get(key, (0, 0.0))
@@ -445,17 +452,23 @@ class Engine:
         if reset is not None:
             self._failures[key] = (failures, reset)
             return
-        registered = self.kinds.get(kind)
-        if registered is not None and registered.counts_failures is not None:
-            registered.counts_failures(self, row_id, exc)
-            return
         failures += 1
-        if failures >= MAX_STEP_FAILURES:
-            self._failures.pop(key, None)
-            self._give_up(kind, row_id, exc)
-            return
-        delay = backoff_delay(failures, self.settings.step_backoff_seconds)
-        self._failures[key] = (failures, time.time() + delay)
+        self._failures[key] = (failures, time.time() + backoff_delay(
+            failures, self.settings.step_backoff_seconds))
+        registered = self.kinds.get(kind)
+        try:
+            if registered is not None and registered.counts_failures is not None:
+                # The row counts and holds itself; the memory's hold stands in when the
+                # row cannot be written, and is dropped once it could.
+                registered.counts_failures(self, row_id, exc)
+                self._failures.pop(key, None)
+            elif failures >= MAX_STEP_FAILURES:
+                self._give_up(kind, row_id, exc)
+                self._failures.pop(key, None)
+        except Exception:
+            self.metrics.engine_step_errors.inc(kind=f"backoff:{kind}")
+            log.exception("could not record the failure of a %s step; holding it back in "
+                          "memory", kind, extra={kind: row_id, "failures": failures})
 
     def _give_up(self, kind: str, row_id: str, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"[:500]

@@ -165,7 +165,14 @@ class Store:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                # A COMMIT the disk refused may leave the transaction open: every later
+                # BEGIN would fail too, long after the disk has room again.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
 
     # -- deliveries -------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ and after MAX_STEP_FAILURES it ends in a state that says what happened."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -103,3 +104,74 @@ async def test_success_clears_the_hold(engine):
 def test_merge_answers_are_classified(status, message, meaning):
     assert merge_answer(status, message) == meaning
 
+
+
+# -- a store that cannot be written (a full disk) -------------------------------------
+
+
+def full_disk(engine: Engine, monkeypatch) -> None:
+    import sqlite3
+
+    def refuse(*_args, **_kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(engine.store, "put", refuse)
+    monkeypatch.setattr(engine.store, "note", refuse)
+
+
+@pytest.mark.parametrize("kind", ["run", "intent", "land"])
+async def test_a_step_whose_failure_cannot_be_recorded_is_held_back_in_memory(
+        engine, monkeypatch, kind):
+    """The run counts its failures in its own row, the others in the engine: when that
+    write fails too, the hold still grows and no exception leaves the step's task."""
+    from app.models import Job, Run
+
+    job = engine.save_job(Job(thread=THREAD, requested_by="mona", prompt="x",
+                              clone_url="u", base_branch="main"))
+    run = engine.save_run(Run(job_id=job.id, branch="hangar/7-x", base_branch="main"))
+    engine.save_intent(Intent(id="comment-3-0", thread=THREAD, comment_id=3, author="mona",
+                              command="run", args={"prompt": "x"}))
+    engine.store.put("land", "land-1", LandRequest(
+        id="land-1", job_id=job.id, repo="acme/widgets", installation_id=1, pr_number=7,
+        base="main", branch="hangar/7", requested_by="mona", state=LandState.UPDATING),
+        active=True)
+    row_id = {"run": run.id, "intent": "comment-3-0", "land": "land-1"}[kind]
+    full_disk(engine, monkeypatch)
+    holds = []
+    for _ in range(MAX_STEP_FAILURES + 1):
+        await engine._guarded(kind, failing, row_id)  # raises nothing
+        holds.append(engine.held_until(row_id) - time.time())
+        engine._schedule(row_id, kind, failing, row_id)
+        assert row_id not in engine._tasks  # held: not started again
+    assert all(later > earlier for earlier, later in itertools.pairwise(holds))
+    assert holds[0] > 1.0
+
+
+async def test_the_loop_does_not_spin_on_a_full_disk(engine, monkeypatch):
+    """A run's step that fails while nothing can be written: the engine's loop takes it a
+    handful of times in two seconds, not hundreds, and no task ends with an exception."""
+    from app.models import Job, Run
+
+    job = engine.save_job(Job(thread=THREAD, requested_by="mona", prompt="x",
+                              clone_url="u", base_branch="main"))
+    run = engine.save_run(Run(job_id=job.id, branch="hangar/7-x", base_branch="main"))
+    calls = []
+
+    async def failing_run(engine: Engine, row_id: str) -> None:
+        calls.append(row_id)
+        engine.patch_run(row_id, retry_at=0.0)  # the write a real step makes first
+
+    monkeypatch.setitem(engine.kinds, "run", engine.kinds["run"].__class__(
+        **{**engine.kinds["run"].__dict__, "step": failing_run}))
+    full_disk(engine, monkeypatch)
+    unretrieved = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    task = engine.start()
+    await asyncio.sleep(2.0)
+    await engine.stop()
+    task.cancel()
+    assert 1 <= calls.count(run.id) <= 3
+    assert all(t.done() and not t.cancelled() and t.exception() is None
+               for t in engine._tasks.values() if t.done())
+    assert unretrieved == []
