@@ -220,7 +220,20 @@ class Run(BaseModel):
     # crash or a lost answer it may exist, so it is looked for before creating it again.
     posting: list[str] = []
     outcome: str | None = None  # a RunOutcome, or older rows' words
-    error: str | None = None
+    # How the turn ended, once it has: {"code": an app.runs.ending.Ending, **its facts}.
+    ending: dict[str, Any] | None = None
+    # The commit the agent started from (the base, or the PR's head for a later turn):
+    # its `hangar / agent` check run is there from the start.
+    start_sha: str | None = None
+    # Times the turn was started again in a new sandbox, and the endings that made it so.
+    restarts: int = 0
+    restarted_after: list[str] = []
+    # What a queued run waits for: {"code": "slot" | "model_usage", **its facts}.
+    waiting: dict[str, Any] | None = None
+    failed_stage: str | None = None  # the stage whose step failed until hangar gave up
+    # The ending `hangar / agent` on start_sha last completed with (None: not yet).
+    agent_check_shown: str | None = None
+    error: str | None = None  # for operators (the API, the job's timeline): never shown
     warnings: list[str] = []
     stage_failures: int = 0
     retry_at: float = 0.0

@@ -42,7 +42,25 @@ ROUTE = "/model/{sandbox_id}/{tail:.*}"
 CHECKED_FOR_S = 30.0
 # How far into an answer the credential's limits are written, if it has not ended by then.
 LIMITS_AFTER_S = 1.0
-UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=600)
+# An answer with no byte for STALL_S is stalled: hangar closes it (the agent sees it end).
+STALL_S = 600.0
+UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=STALL_S)
+# How often a streaming answer looks whether the sandbox's side is still there.
+CLIENT_GONE_POLL_S = 0.5
+
+
+class Outcome:
+    """How one model request ended, as the gateway saw it (`model_requests.outcome`)."""
+
+    OPEN = "open"  # still streaming (or hangar died before it ended)
+    OK = "ok"
+    STATUS = "status"  # the endpoint answered a status of 400 or more
+    ERROR_EVENT = "error_event"  # an error event in a 2xx stream
+    CUT = "cut"  # the endpoint's stream ended before its last event
+    STALLED = "stalled"  # no byte for STALL_S: hangar closed it
+    ABORTED = "aborted"  # the sandbox's side went away first: hangar closed it upstream
+    RESTART = "restart"  # open when hangar started again: its restart cut it
+    UNREACHABLE = "unreachable"  # no answer at all
 # Request headers that are the sandbox's to send; everything about auth is hangar's.
 _DROP_REQUEST = {"host", "x-api-key", "authorization", "content-length", "connection",
                  "keep-alive", "proxy-authorization", "te", "trailer", "transfer-encoding",
@@ -70,6 +88,20 @@ CREATE TABLE IF NOT EXISTS model_usage (
     reset_at REAL,
     at REAL NOT NULL
 );
+-- One row per request answered (or not reached), written from the answer's first byte:
+-- a request cut by a crash or a restart of hangar is still there, still "open".
+CREATE TABLE IF NOT EXISTS model_requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    credential TEXT NOT NULL,
+    status INTEGER,
+    outcome TEXT NOT NULL,
+    error_type TEXT,
+    started_at REAL NOT NULL,
+    last_byte_at REAL,
+    ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS model_requests_run ON model_requests(run_id, id);
 """
 
 
@@ -186,6 +218,43 @@ class ModelLedger(UsageLedger, SqliteTables):
                 self._accepted(db, credential, answered_at)
             db.execute("COMMIT")
 
+    # ---- requests, one by one ---------------------------------------------------
+
+    def begin(self, run_id: str, credential: str, *, status: int | None, started_at: float,
+              outcome: str = Outcome.OPEN, error_type: str | None = None) -> int:
+        """A request metered from the first byte of its answer (or, not reached, at once)."""
+        ended = None if outcome == Outcome.OPEN else time.time()
+        with self._connect() as db:
+            cursor = db.execute(
+                "INSERT INTO model_requests (run_id, credential, status, outcome, error_type,"
+                " started_at, last_byte_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, credential, status, outcome, error_type, started_at,
+                 time.time() if status is not None else None, ended))
+            return int(cursor.lastrowid)
+
+    def end(self, request_id: int, *, outcome: str, error_type: str | None,
+            last_byte_at: float | None) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE model_requests SET outcome = ?, error_type = ?, last_byte_at ="
+                       " COALESCE(?, last_byte_at), ended_at = ? WHERE id = ?",
+                       (outcome, error_type, last_byte_at, time.time(), request_id))
+
+    def mark_restarted(self) -> int:
+        """At the gateway's start: the requests still open were cut by hangar's restart."""
+        with self._connect() as db:
+            return db.execute("UPDATE model_requests SET outcome = ?, ended_at = ?"
+                              " WHERE outcome = ?",
+                              (Outcome.RESTART, time.time(), Outcome.OPEN)).rowcount
+
+    def requests_of(self, run_id: str) -> list[dict[str, Any]]:
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT id, status, outcome, error_type, started_at, last_byte_at, ended_at"
+                " FROM model_requests WHERE run_id = ? ORDER BY id", (run_id,)).fetchall()
+        keys = ("id", "status", "outcome", "error_type", "started_at", "last_byte_at",
+                "ended_at")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
     def usage(self, run_id: str) -> Usage | None:
         with self._connect() as db:
             row = db.execute(
@@ -200,7 +269,7 @@ class ModelLedger(UsageLedger, SqliteTables):
 # Only events that name a model, usage or an error are parsed; text deltas, most of a
 # stream, are not. An event that carries one has the quoted key; text that happens to
 # spell it only costs a parse.
-_MAY_METER = re.compile(rb'"(?:usage|model|error)"')
+_MAY_METER = re.compile(rb'"(?:usage|model|error|message_stop)"')
 
 
 class UsageMeter:
@@ -215,6 +284,8 @@ class UsageMeter:
         self.cache_write_tokens = 0
         self.output_tokens = 0
         self.error: str | None = None
+        self.error_type: str | None = None
+        self.ended = False  # the stream's last event came (message_stop, response.*)
         self._pending = b""
         self._body = bytearray()
 
@@ -255,11 +326,15 @@ class UsageMeter:
             output = (event.get("usage") or {}).get("output_tokens")
             if isinstance(output, int):
                 self.output_tokens = output  # cumulative within the message
+        elif kind == "message_stop":
+            self.ended = True
         elif kind in ("response.completed", "response.failed", "response.incomplete"):
+            self.ended = True
             self._read(event.get("response") or {})  # OpenAI Responses
         elif kind == "error":
             error = event.get("error") or event
             self.error = str(error.get("message") or error.get("type") or "error")[:300]
+            self.error_type = str(error.get("type") or "error")[:100]
 
     def _read(self, body: dict) -> None:
         if isinstance(body.get("model"), str):
@@ -321,6 +396,9 @@ class ModelGateway:
         jar (one run's cookies are not sent with another's request; a CLI's own pass
         through as headers). At the end, the last answers' usage is committed."""
         connector = aiohttp.TCPConnector(limit=0)
+        cut = await asyncio.to_thread(self.ledger.mark_restarted)
+        if cut:
+            log.warning("%d model request(s) were cut by hangar's restart", cut)
         try:
             async with aiohttp.ClientSession(
                     connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
@@ -360,6 +438,7 @@ class ModelGateway:
         else:
             headers["x-api-key"] = endpoint.secret
         body = await request.read()
+        started_at = time.time()
         try:
             upstream = await self.app[UPSTREAM].request(request.method, url, headers=headers,
                                                         data=body, allow_redirects=False)
@@ -367,17 +446,29 @@ class ModelGateway:
             reason = f"hangar could not reach the model endpoint {endpoint.base_url}: {exc}"
             await self._write(self.ledger.record, run_id, credential, status=None,
                               error=reason[:300])
+            await self._write(self.ledger.begin, run_id, credential, status=None,
+                              started_at=started_at, outcome=Outcome.UNREACHABLE)
             return _refusal(502, reason)
         async with upstream:
-            return await self._stream_back(request, upstream, run_id, credential)
+            return await self._stream_back(request, upstream, run_id, credential, started_at)
 
     async def _stream_back(self, request: web.Request, upstream: aiohttp.ClientResponse,
-                           run_id: str, credential: str) -> web.StreamResponse:
+                           run_id: str, credential: str,
+                           started_at: float | None = None) -> web.StreamResponse:
         response = _Relayed(status=upstream.status, headers={
             k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE})
         await response.prepare(request)
         answered_at = time.time()
         meter = UsageMeter(upstream.headers.get("Content-Type", ""))
+        # Metered from the answer's first byte: its row is written beside the relay (off the
+        # first bytes' way), so a stream that never ends, or a hangar that dies during it,
+        # still leaves the request in the run's record.
+        begun = asyncio.ensure_future(self._begin(run_id, credential, upstream.status,
+                                                  started_at or time.time()))
+        watch = _SandboxSide(request, upstream)
+        last_byte_at: float | None = None
+        outcome = Outcome.OK
+        broken = False  # the answer's bytes stopped short: the agent must see it broken
         reading: list[Reading] | None = None
         error_body = bytearray()
         # The credential's limits are written with the run's usage, in one commit, or
@@ -390,6 +481,7 @@ class ModelGateway:
         content = upstream.content
         try:
             while chunk := await content.readany():  # as it arrives, however small
+                last_byte_at = time.time()
                 # Each chunk is forwarded before hangar reads it: metering, limits and
                 # their writes never stand between the model's bytes and the agent.
                 if reading is not None and content.at_eof():
@@ -407,7 +499,15 @@ class ModelGateway:
                             credential, reading)
                 if last:
                     break
+        except (ConnectionError, aiohttp.ClientConnectionResetError):
+            outcome, broken = Outcome.ABORTED, True  # the sandbox's side closed first
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
+                aiohttp.ClientConnectionError, TimeoutError) as exc:
+            broken = True
+            outcome = (Outcome.ABORTED if watch.gone else
+                       Outcome.STALLED if isinstance(exc, TimeoutError) else Outcome.CUT)
         finally:
+            watch.stop()
             if limit_timer is not None:
                 limit_timer.cancel()
             limit_written = limit_writes[0] if limit_writes else None
@@ -415,6 +515,16 @@ class ModelGateway:
             if reading is None:
                 reading = from_headers(upstream.headers, upstream.status, time.time())
             error = _error_message(bytes(error_body)) if upstream.status >= 400 else meter.error
+            if watch.gone:
+                outcome = Outcome.ABORTED
+            elif upstream.status >= 400:
+                outcome = Outcome.STATUS
+            elif meter.error_type is not None:
+                outcome = Outcome.ERROR_EVENT
+            elif outcome == Outcome.OK and meter.streaming and not meter.ended:
+                outcome = Outcome.CUT  # the body ended cleanly, the stream did not
+            error_type = (_error_type(bytes(error_body)) if upstream.status >= 400
+                          else meter.error_type)
             try:
                 if limit_written is not None:
                     await limit_written
@@ -427,8 +537,26 @@ class ModelGateway:
                     status=upstream.status, error=error,
                     reset_at=_refused_until(reading) if upstream.status == 429 else None,
                     limits=reading if limit_written is None else (), answered_at=answered_at)
-        await response.write_eof(last)
+                request_id = await begun
+                if request_id is not None:
+                    await self._write(self.ledger.end, request_id, outcome=outcome,
+                                      error_type=error_type, last_byte_at=last_byte_at)
+        if not broken and not watch.gone:
+            await response.write_eof(last)
+        elif request.transport is not None:
+            # The answer broke off upstream: the agent sees it broken, not complete.
+            request.transport.close()
         return response
+
+    async def _begin(self, run_id: str, credential: str, status: int,
+                     started_at: float) -> int | None:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                self.writer, functools.partial(self.ledger.begin, run_id, credential,
+                                               status=status, started_at=started_at))
+        except Exception:
+            log.exception("could not meter a model request's start", extra={"run": run_id})
+            return None
 
 
     def _start_limit_write(self, writes: list[asyncio.Future], credential: str,
@@ -444,11 +572,46 @@ def _refused_until(readings: list[Reading]) -> float | None:
     return max(resets) if resets else None
 
 
+class _SandboxSide:
+    """Watches the sandbox's side of a relayed answer: when it goes away (the agent was
+    stopped, its sandbox destroyed), the request upstream is closed too, instead of
+    streaming on to no one, or waiting on a model that went quiet."""
+
+    def __init__(self, request: web.Request, upstream: aiohttp.ClientResponse):
+        self.gone = False
+        self._request = request
+        self._upstream = upstream
+        self._task = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_GONE_POLL_S)
+            transport = self._request.transport
+            if transport is None or transport.is_closing():
+                self.gone = True
+                self._upstream.close()
+                return
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
 class _Relayed(web.StreamResponse):
     """A relayed answer: its headers leave in one write with its first bytes (aiohttp's
     own Response does the same), not in a write and a wake-up of the client of their own."""
 
     _send_headers_immediately = False
+
+
+def _error_type(body: bytes) -> str | None:
+    """The error's type an endpoint's error body names (`overloaded_error`), if any."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return str(kind)[:100] if kind else None
 
 
 def _error_message(body: bytes) -> str:

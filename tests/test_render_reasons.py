@@ -12,6 +12,7 @@ import pytest
 
 from app import autofix, fanout, intents, landing, models, render, runs
 from app.render import autofix as fix_words
+from app.render import endings as end_words
 from app.render import landing as land_words
 from app.render import replies
 from app.render import usage as usage_words
@@ -33,6 +34,10 @@ TABLES: list[tuple[type[StrEnum], dict]] = [
     (models.RunWarning, render.RUN_WARNINGS),
     (runs.PauseWhy, usage_words.PAUSES),
     (fanout.FanoutWarning, usage_words.FANOUT_WARNINGS),
+    (runs.Ending, end_words.ENDINGS),
+    (runs.Ending, end_words.NEXT_STEPS),
+    (runs.Wait, end_words.WAITS),
+    (runs.Restart, end_words.RESTARTED),
 ]
 
 

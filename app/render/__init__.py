@@ -18,6 +18,7 @@ import time
 from datetime import UTC, datetime
 
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
+from app.render import endings
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
 from app.render.replies import fork_pr_reply  # noqa: F401
@@ -89,15 +90,18 @@ def run_line(run: Run, queue_position: int | None = None, *, paused: Why | None 
     """One sentence for where a run is now. `paused`: what a queued run's model credential
     waits for (app.runs.PauseWhy); `reading`: a running agent's credential's most used
     window (name, utilization)."""
-    if run.state == RunState.QUEUED and paused is not None:
+    if run.finished and run.ending and run.ending["code"] not in ("changes", "lost_after_push"):
+        return f"{ENDING_MARKS.get(run.ending['code'], '❌')} {ending_cause(run)}"
+    if run.state == RunState.QUEUED and paused is not None and not run.finished:
         return pause_line(paused)
-    if run.state == RunState.QUEUED:
-        where = f" (position {queue_position} in the queue)" if queue_position else ""
-        return f"⏳ queued{where}: waiting for a free agent slot"
-    if run.state == RunState.RUNNING:
+    if run.state == RunState.QUEUED and not run.finished:
+        return "⏳ " + endings.waiting(Why("slot", position=queue_position))
+    if run.state == RunState.RUNNING and not run.finished:
         started = time.strftime("%H:%M:%S UTC", time.gmtime(run.started_at or time.time()))
         usage = f"; {reading_note(*reading)}" if reading else ""
-        return f"🛠️ the agent is working in a sandbox (since {started}){usage}"
+        again = (f" ({endings.restarted(run.restarted_after[-1])})"
+                 if run.restarted_after else "")
+        return f"🛠️ the agent is working in a sandbox (since {started}){again}{usage}"
     stage_lines = {
         RunStage.PENDING: "📤 the agent stopped; publishing its branch",
         RunStage.PUBLISHING: "📤 publishing the branch through hangar's push proxy",
@@ -109,7 +113,7 @@ def run_line(run: Run, queue_position: int | None = None, *, paused: Why | None 
     if run.stage == RunStage.HELD and run.held:
         return held_line(run)
     if run.stage == RunStage.ERROR:
-        return f"❌ failed: {code_span(run.error or 'unknown error')}"
+        return "❌ hangar failed and stopped trying; the cause is in hangar's log"
     failure = model_failure(run)
     if failure and run.stage == RunStage.DONE:
         return f"❌ the agent could not work: {failure}"
@@ -124,26 +128,18 @@ def model_failure(run: Run) -> str | None:
     """The agent's model failure in a sentence with what to do, or None."""
     agent = run.agent or {}
     kind = agent.get("failure")
-    if not kind:
+    if not kind or run.ending:
         return None
+    # Older rows, from before a run kept how it ended: the same words, without the free
+    # text of the endpoint's or the CLI's error (it may name an operator's address).
     status = agent.get("http_status")
-    said = code_span(str(agent.get("error_message") or "no reason given")[:300])
     reset_at = (agent.get("model") or {}).get("reset_at")
-    if kind == "rate_limit":
-        when_ = (f"usage resets at {when(reset_at)}" if reset_at
-                 else "the endpoint did not say when usage resets")
-        return (f"the model endpoint answered {status or 429} (rate limit); {when_}. "
-                "Comment `/hangar <instruction>` after that to try again.")
-    if kind == "auth":
-        return (f"the model endpoint refused hangar's credential ({status or 'refused'}): "
-                f"{said}. An operator checks the key hangar holds for this environment.")
-    if kind == "unreachable":
-        return (f"the model endpoint could not be reached: {said}. An operator checks the "
-                "endpoint's base URL in hangar's settings (model_endpoints).")
-    if kind == "resume_failed":
-        return (f"the agent could not resume its session from the earlier turn: {said}. "
-                "Nothing was changed in this turn; comment `/hangar <instruction>` again.")
-    return f"the model endpoint failed ({status or 'no status'}): {said}"
+    code = {"rate_limit": Why("model_rate_limited", reset_at=reset_at),
+            "auth": Why("model_refused", status=status),
+            "unreachable": Why("model_unreachable"),
+            "resume_failed": Why("session_not_resumed")}.get(
+        kind, Why("model_failed", status=status))
+    return f"{endings.ending_cause(code)}. Next: {endings.ending_next(code)}"
 
 
 def blocked_line(blocked: list[dict], limit: int = 5, *, so_far: bool = False) -> str | None:
@@ -178,6 +174,32 @@ def running_blocked_note(blocked: list[dict], attempt: int | None) -> str | None
     if line is None or attempt is None:
         return line
     return f"Attempt {attempt}: {line}"
+
+
+# The mark before each ending's sentence in the status comment.
+ENDING_MARKS = {"no_changes": "➖", "cancelled": "🚫", "time_limit": "⏱️",
+                "push_refused": "📦", "push_failing": "📦"}
+
+
+def ending_cause(run: Run) -> str:
+    """How the run ended, in one sentence (its ending's cause)."""
+    return endings.ending_cause(endings.as_why(run.ending)) if run.ending else ""
+
+
+def ending_next(run: Run) -> str:
+    return endings.ending_next(endings.as_why(run.ending)) if run.ending else ""
+
+
+def output_tail_block(run: Run) -> str:
+    """The agent's last lines (redacted when kept), as data in a fenced block."""
+    tail = (run.agent or {}).get("output_tail")
+    if not tail:
+        return ""
+    return ("<details><summary>The agent's last lines of output</summary>\n\n"
+            f"{fenced(tail[-MAX_TAIL_CHARS:], 'text')}\n</details>")
+
+
+MAX_TAIL_CHARS = 4000
 
 
 def agent_state_text(run: Run) -> str:
@@ -266,9 +288,14 @@ def _facts(run: Run) -> list[str]:
         lines.append(f"- Agent: {agent_state_text(run)}{_agent_numbers(run)}")
     if run.env_build:
         lines.append(f"- Environment: {environment_line(run.env_build)}")
+    if run.restarted_after and run.finished:
+        lines.append(f"- Started again once: {endings.restarted(run.restarted_after[-1])}")
     failure = model_failure(run)
     if failure:
         lines.append(f"- ❌ {failure}")
+    model = _model_line(run)
+    if model and run.ending and run.ending["code"].startswith(("model_", "hangar_restarted")):
+        lines.append(f"- {model}")
     blocked = blocked_line((run.agent or {}).get("egress_blocked") or [])
     if blocked:
         lines.append(f"- {blocked}")
@@ -286,12 +313,45 @@ def _facts(run: Run) -> list[str]:
         lines.append(f"- ⚠️ sensitive paths changed: {paths}")
     for warning in run.warnings[-3:]:  # they carry git's and the sandbox's words
         lines.append(f"- ⚠️ {code_span(warning)}")
+    if run.finished and run.ending and run.ending["code"] in SHOW_TAIL:
+        block = output_tail_block(run)
+        if block:
+            lines += ["", block]
     return lines
+
+
+# Endings where what the agent printed last is the best clue a person has.
+SHOW_TAIL = ("agent_failed", "agent_killed", "build_missing", "time_limit")
+
+
+def _model_line(run: Run) -> str | None:
+    """What hangar's gateway saw of the run's model requests, in one line."""
+    model = (run.agent or {}).get("model") or {}
+    if not model:
+        return None
+    outcomes = model.get("outcomes") or {}
+    said = ", ".join(f"{n} {OUTCOME_WORDS.get(k, k)}" for k, n in sorted(outcomes.items())
+                     if k != "ok")
+    cost = f", ${model['cost_usd']:.4f}" if model.get("cost_usd") is not None else ""
+    return (f"model traffic through hangar: {model.get('requests', 0)} request(s)"
+            + (f" ({said})" if said else "")
+            + f", {model.get('input_tokens', 0)} tokens in, "
+              f"{model.get('output_tokens', 0)} out{cost}")
+
+
+OUTCOME_WORDS = {"status": "answered with an error status", "error_event": "ended by an "
+                 "error event", "cut": "cut off", "stalled": "stalled", "aborted": "ended by "
+                 "the agent's side", "open": "still open", "restart": "cut by a restart of "
+                 "hangar", "unreachable": "not reached"}
 
 
 def environment_line(facts: dict) -> str:
     """What the run's sandbox started from: a build of the repository's environment, or the
     environment's own image and why."""
+    if facts.get("missing"):
+        return ("hangar's environment build for this repository is missing; it is being "
+                "rebuilt, and this run starts without it (the environment's own image, "
+                "dependencies not installed)")
     if facts.get("fallback"):
         return ("the environment's own image, dependencies not installed "
                 f"({code_span(str(facts.get('reason')))})")
@@ -354,7 +414,8 @@ def recovered_label() -> str:
 
 # A run's warnings, by `RunWarning` code (app.models); the facts are others' words.
 RUN_WARNINGS: Sentences = {
-    "retrying": lambda error: f"retrying after: {error}",
+    "retrying": lambda attempt, attempts: (
+        f"a step of hangar's failed ({attempt} of {attempts} tries); it tries again"),
     "session_not_saved": lambda said: f"the agent's session could not be saved: {said}",
     "stop_failed": lambda error: f"stopping the agent failed: {error}",
     "publish_failed": lambda error: (
@@ -429,6 +490,10 @@ def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
     if len(latest) > 1 and job.winner is None and prs:
         return ("`/hangar pick N` keeps attempt N and closes the other pull requests; "
                 "the ranking above is only advice.")
+    ended = [r for r in latest if r.ending and r.ending["code"] not in (
+        "changes", "lost_after_push", "no_changes")]
+    if ended:
+        return ending_next(ended[0])
     failed = [r for r in latest if model_failure(r)]
     if failed:
         return model_failure(failed[0])
@@ -508,7 +573,18 @@ def verify_check_output(v: Verification) -> dict:
     return {"title": title, "summary": fit_output(summary, see), "text": fit_output(text, see)}
 
 
+def agent_check_started(run: Run) -> dict:
+    """`hangar / agent` while the agent works (the check run exists from its start)."""
+    again = (f" ({endings.restarted(run.restarted_after[-1])})" if run.restarted_after
+             else "")
+    return {"title": "The agent is working",
+            "summary": f"The agent started on `{short(run.start_sha)}` in a sandbox{again}; "
+                       "this check run completes with how its turn ends."}
+
+
 def agent_check_output(run: Run) -> dict:
+    if run.ending:
+        return _ending_check_output(run)
     title = f"Agent {agent_state_text(run)}"
     facts = [f"- state: {run.state.value}", f"- exit code: {run.exit_code}"]
     if run.started_at and run.finished_at:
@@ -545,3 +621,39 @@ def agent_check_output(run: Run) -> dict:
     see = "the pull request's Files changed tab and hangar's status comment"
     return {"title": title[:200], "summary": fit_output(summary, see),
             "text": fit_output(text, see)}
+
+
+def _ending_check_output(run: Run) -> dict:
+    """`hangar / agent` once the turn ended: how, what to do, the facts, the last lines."""
+    cause = ending_cause(run)
+    facts = [f"**{cause[:1].upper()}{cause[1:]}.**", "", f"**Next:** {ending_next(run)}", ""]
+    if run.state not in (RunState.QUEUED, RunState.RUNNING):
+        facts.append(f"- agent: {agent_state_text(run)}{_agent_numbers(run)}")
+    if run.restarted_after:
+        facts.append(f"- started again once: {endings.restarted(run.restarted_after[-1])}")
+    if run.env_build:
+        facts.append(f"- environment: {environment_line(run.env_build)}")
+    if run.pr_number:
+        facts.append(f"- pull request: #{run.pr_number}")
+    if run.head_sha and run.head_sha != run.start_sha:
+        facts.append(f"- the agent's commits: `{short(run.head_sha)}` · {diff_stat(run.compare)}")
+    if run.dirty:
+        facts.append("- uncommitted changes were left in the sandbox (not published)")
+    model = _model_line(run)
+    if model:
+        facts.append(f"- {model}")
+    blocked = blocked_line(run.agent.get("egress_blocked") or [])
+    if blocked:
+        facts.append(f"- {blocked}")
+    for key, label in (("turns", "turns"), ("cost_usd", "cost (USD)"),
+                       ("session_id", "session")):
+        if run.agent.get(key) is not None:  # the agent's own report: data
+            facts.append(f"- {label}: {code_span(str(run.agent[key]))}")
+    tail = (run.agent or {}).get("output_tail")
+    text = "\n\n".join(part for part in (
+        "The agent's last lines of output (secrets redacted):\n\n" + fenced(tail)
+        if tail else "The agent printed nothing.",
+        agent_says(run.agent.get("summary"))) if part)
+    see = "the pull request's Files changed tab and hangar's status comment"
+    return {"title": f"{cause[:1].upper()}{cause[1:]}"[:200],
+            "summary": fit_output("\n".join(facts), see), "text": fit_output(text, see)}

@@ -6,8 +6,9 @@ result pipeline publish → collect → verify → done; each step reads its row
 records only what it changed, so a step cut short by a crash is taken again.
 
 Which file holds what:
-- steps.py: the run's step (dispatch by state), a failed step's backoff, and collect
-  (the pull request opened or updated, the `hangar / agent` check run);
+- steps.py: the run's step (dispatch by state), a failed step's backoff, collect (the
+  pull request opened or updated, the `hangar / agent` check run), a turn started again;
+- ending.py: how a run ended, as a reason code from its facts (pure rules);
 - queue.py: who runs next (per model credential), and a credential's pause at its usage
   threshold; pause.py: the pause's pure rule; costs.py: a turn's own cost and tokens;
 - agent.py: the agent's turn: its sandbox, prompt, model route and session; watching it;
@@ -47,6 +48,12 @@ from app.runs.agent import (
 from app.runs.commands import (
     ACTIONS,
 )
+from app.runs.ending import (
+    Ending,
+    Restart,
+    account,
+    retryable,
+)
 from app.runs.jobs import (
     advance_job,
     reap_orphans,
@@ -59,6 +66,7 @@ from app.runs.publishing import (
     push_refusal,
 )
 from app.runs.queue import (
+    Wait,
     credential_key,
     credential_pause,
     model_pause,
@@ -81,6 +89,7 @@ from app.runs.steps import (
     collect,
     find_or_open_pr,
     note_failure,
+    start_again,
 )
 from app.runs.verify import (
     VERIFY_CHECK,
@@ -101,9 +110,13 @@ __all__ = [
     "SESSION_ARCHIVE",
     "SESSION_MAX_BYTES",
     "VERIFY_CHECK",
+    "Ending",
     "Pause",
     "PauseWhy",
+    "Restart",
     "VerifyTrouble",
+    "Wait",
+    "account",
     "advance_job",
     "advance_run",
     "agent_conclusion",
@@ -132,10 +145,12 @@ __all__ = [
     "refresh_status",
     "restore_session",
     "resume_model",
+    "retryable",
     "review_context",
     "save_session",
     "session_archive",
     "slot_free",
+    "start_again",
     "start_agent",
     "trouble",
     "usage_report",

@@ -16,7 +16,9 @@ from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWar
 from app.redact import redact, tail
 from app.render.reasons import Why
 from app.runs.costs import turn_usage
+from app.runs.ending import Ending, trouble_of
 from app.runs.queue import (
+    Wait,
     credential_key,
     credential_pause,
     model_pause,
@@ -24,7 +26,7 @@ from app.runs.queue import (
     usage_windows,
     wake_queued,
 )
-from app.runs.sandbox import REPO, must, prepare_sandbox
+from app.runs.sandbox import AGENT_CHECK, REPO, must, prepare_sandbox, upsert_check
 from sandbox.provider import SandboxError
 
 if TYPE_CHECKING:
@@ -46,7 +48,8 @@ AGENT_PREAMBLE = (
 async def start_agent(engine: StepContext, run: Run) -> None:
     if run.cancel_requested:
         engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
-                         outcome=RunOutcome.CANCELLED, finished_at=time.time())
+                         outcome=RunOutcome.CANCELLED, finished_at=time.time(),
+                         ending={"code": Ending.CANCELLED}, waiting=None)
         wake_queued(engine)  # a place in the queue came free
         return
     if run.kind == RunKind.VERIFY:
@@ -63,17 +66,20 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     pause = model_pause(engine, run)
     if pause is not None:
         # The credential is at its threshold: wait for the reset (or, with none known, look
-        # again for a fresh reading); a person's resume wakes it at once.
+        # again for a fresh reading); a person's resume wakes it at once. The status
+        # comment says so from the pause itself (app.runs.queue.model_pauses).
         engine.patch_run(run.id, retry_at=pause.until or time.time()
-                         + engine.settings.poll_interval_seconds)
+                         + engine.settings.poll_interval_seconds, waiting=None)
         return
     if not slot_free(engine, run):
         # A slot, or a place nearer the front, coming free wakes the run (wake_queued);
         # the slow poll takes it again in case that word is lost.
-        engine.patch_run(run.id, retry_at=time.time() + engine.settings.poll_interval_seconds)
+        engine.patch_run(run.id, retry_at=time.time() + engine.settings.poll_interval_seconds,
+                         waiting={"code": Wait.SLOT})
         return
     # Take the slot before the next await, so no other step counts it free.
-    run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time())
+    run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time(),
+                           waiting=None)
     wake_queued(engine)  # the runs behind it move up
     from sandbox.envspec import EnvSpec
 
@@ -83,6 +89,12 @@ async def start_agent(engine: StepContext, run: Run) -> None:
         if base_sha is None:
             raise RuntimeError(f"the base branch {job.base_branch} does not exist on GitHub")
         run = engine.patch_run(run.id, base_sha=base_sha)
+    if run.start_sha is None:
+        start = run.base_sha if run.turn == 1 else await ops.branch_sha(run.branch)
+        run = engine.patch_run(run.id, start_sha=start or run.base_sha)
+    # From its start, the turn has a `hangar / agent` check run saying it works.
+    await upsert_check(engine, ops, run, AGENT_CHECK, run.start_sha, status="in_progress",
+                       output=render.agent_check_started(run))
     provider = engine.provider(spec.provider)
     sb = await prepare_sandbox(engine, run, job, spec, role="agent", checkout=checkout_for(run))
     from sandbox.harness import harness_for
@@ -263,6 +275,7 @@ async def agent_stopped(
         log.warning("agent log unreadable", extra={"run": run.id, "reason": str(exc)})
         log_text = ""
     harness = harness_for(EnvSpec.model_validate(run.env))
+    await settle_model_requests(engine, run)
     usage = engine.models.usage(run.id) if engine.models is not None else None
     # The stream's readings date from the run's last model answer, as far as hangar knows.
     agent = harness.parse(log_text, at=usage.at if usage else None).model_dump()
@@ -270,6 +283,7 @@ async def agent_stopped(
         agent["summary"] = redact(agent["summary"])
     record_stream_usage(engine, run, agent)
     before = previous_turn(engine, run)
+    agent["output_tail"] = output_tail(log_text)
     agent.update(turn_usage(agent, before.agent if before else None, usage))
     agent.update(model_facts(engine, run, agent))
     agent["usage_windows"] = usage_windows(engine, credential_key(run))
@@ -299,21 +313,60 @@ def record_stream_usage(engine: StepContext, run: Run, agent: dict) -> None:
         engine.models.record_readings(credential_key(run), readings)
 
 
+OUTPUT_TAIL_LINES = 40
+OUTPUT_TAIL_CHARS = 4000
+
+
+def output_tail(log_text: str) -> str:
+    """The agent's last lines of output, secrets redacted, bounded: shown as data."""
+    lines = log_text.rstrip("\n").splitlines()[-OUTPUT_TAIL_LINES:]
+    return redact("\n".join(lines))[-OUTPUT_TAIL_CHARS:]
+
+
+# How long a stopped agent's model requests may take to be recorded as ended (the gateway
+# notices the sandbox's side gone within a second).
+SETTLE_S = 3.0
+
+
+async def settle_model_requests(engine: StepContext, run: Run) -> None:
+    """Wait a moment for the gateway to record the end of requests the agent's stop cut."""
+    if engine.models is None:
+        return
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        requests = await asyncio.to_thread(engine.models.requests_of, run.id)
+        if not any(r["outcome"] == "open" for r in requests):
+            return
+        await asyncio.sleep(0.2)
+
+
 def model_facts(engine: StepContext, run: Run, agent: dict) -> dict:
-    """What the gateway saw of this run's model traffic, and when a rate limit resets."""
+    """What the gateway saw of this run's model traffic (every request from its first
+    byte, and how each ended), and when a rate limit resets."""
     usage = engine.models.usage(run.id) if engine.models is not None else None
-    if usage is None:
+    requests = engine.models.requests_of(run.id) if engine.models is not None else []
+    if usage is None and not requests:
         return {}
+    outcomes: dict[str, int] = {}
+    for request in requests:
+        outcomes[request["outcome"]] = outcomes.get(request["outcome"], 0) + 1
     facts: dict[str, Any] = {"model": {
-        "requests": usage.requests, "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens, "cost_usd": usage.cost_usd,
-        "last_status": usage.last_status, "last_error": usage.last_error}}
+        "requests": max(len(requests), usage.requests if usage else 0),
+        "input_tokens": usage.input_tokens if usage else 0,
+        "output_tokens": usage.output_tokens if usage else 0,
+        "cost_usd": usage.cost_usd if usage else None,
+        "last_status": usage.last_status if usage else None,
+        "last_error": usage.last_error if usage else None,
+        "outcomes": outcomes, "trouble": trouble_of(requests, time.time())}}
+    if usage is None:
+        return facts
     # The model takes requests again at the latest of the refusal's retry-after and the
     # resets of the credential's windows that hold: the later one holds.
     pause = credential_pause(engine, usage.credential)
     resets = [t for t in (usage.reset_at, pause.until if pause else None) if t is not None]
     facts["model"]["reset_at"] = max(resets) if resets else None
-    if agent.get("failure") is None and usage.last_status in (401, 403, 429, 502):
+    if (agent.get("failure") is None and facts["model"]["trouble"]
+            and usage.last_status in (401, 403, 429, 502)):
         # The CLI gave up without saying why; the gateway knows.
         from sandbox.harness import classify_failure
 

@@ -12,6 +12,7 @@ from app.egress import running_refusal_notes
 from app.models import JobState, RunOutcome, RunStage
 from app.runs.publishing import rescue_commits
 from app.runs.queue import model_pauses, model_readings, queue_positions
+from app.runs.sandbox import complete_agent_check
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -35,6 +36,12 @@ async def advance_job(engine: StepContext, job_id: str) -> None:
             await refresh_status(engine, job_id)  # the edit folded while the job ended
         return
     runs = engine.runs_of(job_id)
+    unshown = [r for r in runs if r.finished and r.ending
+               and r.agent_check_shown != r.ending["code"]]
+    if unshown:
+        ops = await engine.repo_ops(job.thread)
+        for run in unshown:
+            await complete_agent_check(engine, ops, run)
     if runs and all(r.finished for r in runs):
         await engine.runs_ended(job)  # what other concerns do first: fan-out ranks
         failed = all(r.stage == RunStage.ERROR for r in runs)

@@ -21,7 +21,15 @@ from app import render
 from app.models import HeldWork, Run, RunStage, RunWarning, changed
 from app.redact import redact, tail
 from app.render.reasons import Why
-from app.runs.sandbox import AGENT_CHECK, HARDENED_GIT, REPO, prepare_sandbox, upsert_check
+from app.runs.ending import account
+from app.runs.sandbox import (
+    AGENT_CHECK,
+    HARDENED_GIT,
+    REPO,
+    complete_agent_check,
+    prepare_sandbox,
+    upsert_check,
+)
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -189,12 +197,18 @@ async def hold(engine: StepContext, run: Run, sb: Any, head: str, outcome: PushO
     if bundle is not None:
         await provider.destroy(sb)
         engine.tokens.revoke(sb.id)
-    engine.patch_run(run.id, held=held, dirty=dirty, stage=RunStage.HELD,
-                     sandbox=run.sandbox if bundle is None else None,
-                     retry_at=time.time() + (NEVER_S if outcome.refused else HELD_RETRY_S))
+    run = engine.patch_run(run.id, held=held, dirty=dirty, stage=RunStage.HELD,
+                           sandbox=run.sandbox if bundle is None else None,
+                           retry_at=time.time() + (NEVER_S if outcome.refused else HELD_RETRY_S))
+    why = account(run, changed=False)
+    run = engine.patch_run(run.id, ending={"code": why.code, **why.facts})
     engine.note(run.job_id, f"{run.id} push not taken by GitHub; commits up to {head[:7]} held"
                 + (" in a bundle" if bundle else " in the sandbox (too big for a bundle)"))
-    await offer_retry_button(engine, engine.get_run(run.id))
+    await offer_retry_button(engine, run)
+    job = engine.get_job(run.job_id)
+    if job is not None:
+        await complete_agent_check(engine, await engine.repo_ops(job.thread),
+                                   engine.get_run(run.id))
 
 
 async def offer_retry_button(engine: StepContext, run: Run) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from app.models import Run, RunKind, RunState
@@ -17,6 +18,14 @@ if TYPE_CHECKING:
     from app.engine import StepContext
 
 log = logging.getLogger(__name__)
+
+
+class Wait(StrEnum):
+    """What a queued run waits for, besides its credential's pause (which says itself:
+    app/runs/pause.py); render.endings.WAITS words it."""
+
+    SLOT = "slot"  # a free agent slot of its model credential
+
 
 # -- starting ----------------------------------------------------------------------
 

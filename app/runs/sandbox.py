@@ -157,3 +157,21 @@ async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, h
         fresh = engine.get_run(run.id)
         engine.patch_run(run.id, check_ids={**fresh.check_ids, key: check_id},
                          posting=[k for k in fresh.posting if k != key])
+
+
+async def complete_agent_check(engine: StepContext, ops: RepoOps, run: Run) -> None:
+    """`hangar / agent` on the commit the agent started from, in progress since its start,
+    completed with how the turn ended (once per ending: a held push that lands later
+    ends the turn again)."""
+    from app import render
+    from app.runs.ending import conclusion
+
+    if not run.ending or not run.start_sha or run.agent_check_shown == run.ending["code"]:
+        return
+    key = f"{AGENT_CHECK}@{run.start_sha}"
+    if key not in run.check_ids and key not in run.posting:
+        return  # the turn never started: there is no check run to complete
+    await upsert_check(engine, ops, run, AGENT_CHECK, run.start_sha, status="completed",
+                       conclusion=conclusion(run.ending["code"]),
+                       output=render.agent_check_output(run))
+    engine.patch_run(run.id, agent_check_shown=run.ending["code"])

@@ -22,6 +22,7 @@ from app.ghops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.render.reasons import Why
 from app.repoconfig import parse_repo_config
+from app.runs import ending
 from app.runs.agent import start_agent, watch_agent
 from app.runs.jobs import refresh_status
 from app.runs.publishing import publish, retry_held
@@ -55,24 +56,52 @@ async def advance_run(engine: StepContext, run_id: str) -> None:
 
 
 def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
-    """A step raised: retry with backoff, then give up with the reason."""
+    """A step raised: retry with backoff, then give up with the reason.
+
+    The exception's words (a host path, an address) are for operators: they go to the
+    job's timeline and hangar's log; the run's status says what failed in hangar's own."""
 
     run = engine.get_run(run_id)
     if run is None or run.finished:
         return
     failures = run.stage_failures + 1
     reason = f"{type(exc).__name__}: {exc}"[:500]
+    engine.note(run.job_id, f"{run.id} step failed ({failures} of {MAX_STEP_FAILURES}): "
+                            f"{reason}")
     if failures >= MAX_STEP_FAILURES:
-        engine.patch_run(run_id, stage=RunStage.ERROR, error=reason, stage_failures=failures,
-                         finished_at=run.finished_at or time.time())
-        engine.note(run.job_id, f"{run.id} failed: {reason}")
+        run = engine.patch_run(run_id, stage=RunStage.ERROR, error=reason,
+                               stage_failures=failures, failed_stage=run.stage.value,
+                               finished_at=run.finished_at or time.time())
+        why = ending.account(run, changed=False)
+        engine.patch_run(run_id, ending={"code": why.code, **why.facts})
         engine.wake(run.job_id)
         wake_queued(engine)  # its slot or its place in the queue is free
         return
     delay = min(60.0, 2.0 ** failures)
     engine.patch_run(run_id, stage_failures=failures, retry_at=time.time() + delay,
-                     warnings=[*run.warnings[-4:],
-                               render.run_warning(Why(RunWarning.RETRYING, error=reason))])
+                     warnings=[*run.warnings[-4:], render.run_warning(
+                         Why(RunWarning.RETRYING, attempt=failures,
+                             attempts=MAX_STEP_FAILURES))])
+
+
+def start_again(engine: StepContext, run: Run, because: str) -> Run:
+    """The same turn from the start, in a new sandbox (the old one is gone or destroyed):
+    same prompt, same branch, and the earlier turn's session where the harness keeps one.
+    `because`: a `Restart` code, said in the status comment."""
+    engine.note(run.job_id, f"{run.id} started again ({because})")
+    return engine.patch_run(
+        run.id, state=RunState.QUEUED, stage=RunStage.PENDING, sandbox=None,
+        process_id=None, watch={}, exit_code=None, started_at=None, finished_at=None,
+        agent={}, ending=None, outcome=None, dirty=False, published_head=None, held=None,
+        stage_failures=0, retry_at=0.0, error=None, failed_stage=None, warnings=[],
+        cancel_requested=False, restarts=run.restarts + 1,
+        restarted_after=[*run.restarted_after, because], agent_check_shown=None,
+        queued_at=time.time())
+
+
+def record_ending(engine: StepContext, run: Run, *, changed: bool) -> Run:
+    why = ending.account(run, changed=changed)
+    return engine.patch_run(run.id, ending={"code": why.code, **why.facts})
 
 
 
@@ -86,10 +115,19 @@ async def collect(engine: StepContext, run: Run) -> None:
     # of the branch) GitHub's branch says.
     head = run.published_head or await ops.branch_sha(run.branch)
     compare = await ops.compare(run.base_branch, head) if head else None
-    if head is None or not compare or compare["ahead_by"] == 0:
+    ahead = bool(head and compare and compare["ahead_by"] > 0)
+    # This turn's own commits reached GitHub: the branch moved past where the agent began.
+    changed = ahead and (head != run.start_sha if run.start_sha else
+                         run.pr_number is None or run.published_head is not None)
+    if run.kind != RunKind.VERIFY and ending.restart_after_loss(run, changed=changed):
+        start_again(engine, run, ending.Restart.LOST)
+        wake_queued(engine)
+        return
+    if not ahead:
         if run.kind == RunKind.AGENT and run.pr_number is None:
-            engine.patch_run(run.id, stage=RunStage.DONE, outcome=RunOutcome.NO_CHANGES,
-                             head_sha=head)
+            run = engine.patch_run(run.id, stage=RunStage.DONE,
+                                   outcome=RunOutcome.NO_CHANGES, head_sha=head)
+            record_ending(engine, run, changed=False)
             engine.note(run.job_id, f"{run.id} made no commits")
             return
     config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch,
@@ -101,14 +139,19 @@ async def collect(engine: StepContext, run: Run) -> None:
     run = engine.patch_run(run.id, pr_number=pr["number"],
                            posting=[k for k in fresh.posting if k != "pr"])
     if run.kind != RunKind.VERIFY:  # `/hangar verify` reports a verification, not an agent's turn
+        run = record_ending(engine, run, changed=changed)
         await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
                            conclusion=agent_conclusion(run), output=render.agent_check_output(run))
+        if head == run.start_sha:
+            run = engine.patch_run(run.id, agent_check_shown=run.ending["code"])
     # Only now is this stage's work all on GitHub; a crash before here repeats it.
     engine.patch_run(run.id, stage=RunStage.VERIFYING)
     engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {head[:7]}")
 
 
 def agent_conclusion(run: Run) -> str:
+    if run.ending:
+        return ending.conclusion(run.ending["code"])
     if run.state == RunState.CANCELLED:
         return "cancelled"
     if run.state == RunState.TIMED_OUT:

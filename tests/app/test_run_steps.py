@@ -63,9 +63,9 @@ COLLECT = [
             asks=0),
     Collect("the first turn made no commits: done, no PR and no check",
             github={"ahead_by": 0}, stage=RunStage.DONE, opens_pr=False, agent_check=None),
-    Collect("a follow-up turn with no new commits still reports on the PR",
-            run={"kind": "followup", "turn": 2, "pr_number": PR_NUMBER},
-            pr_open=True, github={"ahead_by": 0}, opens_pr=False),
+    Collect("a follow-up turn with no new commits still reports on the PR: neutral, it "
+            "made no commits", run={"kind": "followup", "turn": 2, "pr_number": PR_NUMBER},
+            pr_open=True, github={"ahead_by": 0}, opens_pr=False, agent_check="neutral"),
     Collect("the agent exited non-zero: neutral, a fact and no gate",
             run={"exit_code": 3}, agent_check="neutral"),
     Collect("the agent's session failed: failure", run={"agent": {"failure": "refused"}},
