@@ -9,7 +9,10 @@ A scene is picked by a substring of the prompt (`when`); `needs_history` makes a
 refuse (in words, with no tool calls) unless the conversation carries an earlier turn,
 which is how tests show that a follow-up resumed the agent's session.
 
-Faults for tests: `status` 429 (with rate-limit headers and retry-after), 401, 500.
+Faults for tests: `status` 429 (with rate-limit headers and retry-after), 401, 500, 529
+(overloaded); and a stream that breaks after some events (`StreamFault`): cut (the
+connection closed mid-answer), an error event in the middle of the stream, or a stall
+(the answer stops and never ends).
 Every answer carries rate-limit headers: an API key's (Anthropic's
 `anthropic-ratelimit-tokens-*`, OpenAI's `x-ratelimit-*`), or with `subscription` set a
 subscription's (Anthropic's `anthropic-ratelimit-unified-{5h,7d}-*`, Codex's
@@ -59,11 +62,28 @@ class Fault:
 
 
 @dataclass
+class StreamFault:
+    """A streamed answer that breaks after `after_events` events: `cut` closes the
+    connection, `error_event` sends an error event (`error_type`) and ends the stream,
+    `stall` sends nothing more and never ends."""
+
+    kind: str
+    after_events: int = 2
+    error_type: str = "overloaded_error"
+    times: int = 1_000_000
+
+
+class _StreamBroken(Exception):
+    """The scripted stream fault happened: the handler stops here."""
+
+
+@dataclass
 class ModelScript:
     scenes: list[Scene]
     # The key a request must carry (x-api-key or Authorization: Bearer); None accepts any.
     api_key: str | None = None
     fault: Fault | None = None
+    stream_fault: StreamFault | None = None
     # Rate-limit utilization reported on every answer, 0..1.
     utilization: float = 0.1
     reset_in_s: int = 3600
@@ -140,8 +160,8 @@ class ModelServer:
             fault.times -= 1
             headers = self._limit_headers(kind, remaining_fraction=0.0)
             headers["retry-after"] = str(fault.retry_after_s)
-            error_type = {429: "rate_limit_error", 401: "authentication_error"}.get(
-                fault.status, "api_error")
+            error_type = {429: "rate_limit_error", 401: "authentication_error",
+                          529: "overloaded_error"}.get(fault.status, "api_error")
             if fault.status == 429 and kind == "openai" and self.script.subscription:
                 # A ChatGPT plan's limit, as Codex reads it: the type and when it resets.
                 return web.json_response({"error": {
@@ -246,7 +266,41 @@ class ModelServer:
         self._record(request, body)
         return web.json_response({"input_tokens": len(json.dumps(body)) // 4})
 
+    async def _faulty(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Run a streaming handler, breaking its stream as `stream_fault` says."""
+        fault = self.script.stream_fault
+        if fault is None or fault.times <= 0:
+            return await handler(request, _sse)
+        fault.times -= 1
+        sent: list[web.StreamResponse] = []
+
+        async def send(response: web.StreamResponse, event: str, data: dict) -> None:
+            if len(sent) >= fault.after_events:
+                if fault.kind == "error_event":
+                    await _sse(response, "error", {"type": "error", "error": {
+                        "type": fault.error_type, "message": "Overloaded"}})
+                    await response.write_eof()
+                elif fault.kind == "stall":
+                    while True:  # nothing more, until the client goes (no event says so)
+                        transport = request.transport
+                        if transport is None or transport.is_closing():
+                            break
+                        await asyncio.sleep(0.2)
+                elif request.transport is not None:
+                    request.transport.close()  # cut: the connection, mid-answer
+                raise _StreamBroken
+            sent.append(response)
+            await _sse(response, event, data)
+
+        try:
+            return await handler(request, send)
+        except _StreamBroken:
+            return sent[-1]  # the stream that broke: nothing more is sent on it
+
     async def messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._faulty(request, self._messages)
+
+    async def _messages(self, request: web.Request, _sse: Any) -> web.StreamResponse:
         body = await request.json()
         self._record(request, body)
         refused = self._refusal(request, "anthropic")
@@ -327,6 +381,9 @@ class ModelServer:
     # ---- OpenAI Responses --------------------------------------------------------
 
     async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._faulty(request, self._responses)
+
+    async def _responses(self, request: web.Request, _sse: Any) -> web.StreamResponse:
         body = await request.json()
         self._record(request, body)
         refused = self._refusal(request, "openai")

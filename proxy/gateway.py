@@ -501,6 +501,12 @@ class ModelGateway:
                     break
         except (ConnectionError, aiohttp.ClientConnectionResetError):
             outcome, broken = Outcome.ABORTED, True  # the sandbox's side closed first
+        except asyncio.CancelledError:
+            # A server that cancels a handler whose client went away (not the gate's
+            # default): the same end, said at once.
+            outcome, broken = Outcome.ABORTED, True
+            upstream.close()
+            raise
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
                 aiohttp.ClientConnectionError, TimeoutError) as exc:
             broken = True

@@ -8,10 +8,11 @@ import json
 import threading
 import time
 
+import aiohttp
 import pytest
 from aiohttp import web
 
-from fakehub.model import Fault, ModelServer, fix_calc_script
+from fakehub.model import Fault, ModelServer, StreamFault, fix_calc_script
 from proxy import TokenRegistry, gateway
 from proxy.gateway import Endpoint, ModelLedger, UsageMeter, price, setup_gateway
 
@@ -338,3 +339,140 @@ async def test_an_answer_taken_after_a_refusal_ends_it(world):
     assert taken.status == 200
     await taken.read()
     assert {r.window for r in world.ledger.readings("ANTHROPIC_API_KEY")} == {"tokens"}
+
+
+# -- how each request ended: metered from its first byte ---------------------------------
+
+
+async def _outcomes(ledger: ModelLedger, run_id: str = "run-1", *, settled: bool = True):
+    """The run's requests as the gateway recorded them, once none is open (the end is
+    written just after the answer's last byte)."""
+    for _ in range(100):
+        rows = ledger.requests_of(run_id)
+        if rows and (not settled or all(r["outcome"] != "open" for r in rows)):
+            return rows
+        await asyncio.sleep(0.05)
+    return ledger.requests_of(run_id)
+
+
+@pytest.mark.parametrize(("fault", "outcome", "status", "error_type"), [
+    (None, "ok", 200, None),
+    (Fault(529, "Overloaded"), "status", 529, "overloaded_error"),
+    (StreamFault("error_event", after_events=2), "error_event", 200, "overloaded_error"),
+    (StreamFault("cut", after_events=2), "cut", 200, None),
+])
+async def test_each_request_is_recorded_with_how_it_ended(world, fault, outcome, status,
+                                                          error_type):
+    if isinstance(fault, Fault):
+        world.model.script.fault = fault
+    elif fault is not None:
+        world.model.script.stream_fault = fault
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    try:
+        text = await response.text()
+    except aiohttp.ClientPayloadError:
+        text = None  # the cut reached the agent as a broken answer
+    [row] = await _outcomes(world.ledger)
+    assert (row["outcome"], row["status"], row["error_type"]) == (outcome, status, error_type)
+    assert row["ended_at"] >= row["started_at"]
+    if outcome == "cut":
+        assert text is None  # not relayed as an answer that ended well
+    elif outcome == "ok":
+        assert "message_stop" in text
+
+
+async def test_an_answer_that_goes_quiet_is_metered_while_open_then_ended_as_stalled(
+        aiohttp_server, aiohttp_client, tmp_path, monkeypatch):
+    monkeypatch.setattr(gateway, "UPSTREAM_TIMEOUT", aiohttp.ClientTimeout(
+        total=None, sock_connect=5, sock_read=1.5))
+    model = ModelServer(fix_calc_script())
+    model.script.stream_fault = StreamFault("stall", after_events=2)
+    client, ledger, token = await _gateway_to(aiohttp_server, aiohttp_client, tmp_path,
+                                              model.app())
+    response = await client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                 headers={"x-api-key": token})
+    first = await asyncio.wait_for(response.content.readany(), 10)
+    assert b"message_start" in first
+    # From the first byte the request is in the run's record, open.
+    [row] = await _outcomes(ledger, settled=False)
+    assert row["outcome"] == "open" and row["status"] == 200
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await asyncio.wait_for(response.read(), 20)  # hangar closed it: broken, not ended
+    [row] = await _outcomes(ledger)
+    assert row["outcome"] == "stalled"
+
+
+@pytest.mark.parametrize("server", ["the gate's own (no handler cancellation)",
+                                    "a server that cancels the handler"])
+async def test_closing_the_sandbox_side_closes_the_request_upstream(
+        aiohttp_server, aiohttp_client, tmp_path, server):
+    upstream_closed = asyncio.Event()
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b'event: message_start\ndata: {"type":"message_start",'
+                             b'"message":{"model":"claude-haiku-4-5"}}\n\n')
+        try:
+            while True:  # quiet, until its client (hangar) goes away
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    upstream_closed.set()
+                    return response
+                await asyncio.sleep(0.05)
+        except asyncio.CancelledError:  # a test server cancels a handler whose client went
+            upstream_closed.set()
+            raise
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/messages", endless)
+    if server.startswith("a server"):
+        client, ledger, token = await _gateway_to(aiohttp_server, aiohttp_client, tmp_path,
+                                                  upstream)
+        response = await client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                     headers={"x-api-key": token})
+    else:  # as app/sandbox_gate.py serves it: a plain runner
+        served = await aiohttp_server(upstream)
+        ledger = ModelLedger(tmp_path / "hangar.db")
+        gate = web.Application()
+        setup_gateway(gate, ledger=ledger,
+                      endpoints=Endpoints(str(served.make_url("")).rstrip("/")))
+        runner = web.AppRunner(gate, access_log=None, shutdown_timeout=2)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        token = ledger.issue("sb-1", credential="ANTHROPIC_API_KEY", run_id="run-1")
+        session = aiohttp.ClientSession()
+        response = await session.post(f"http://127.0.0.1:{port}/model/sb-1/v1/messages",
+                                      json=ANTHROPIC_BODY, headers={"x-api-key": token})
+    try:
+        assert b"message_start" in await asyncio.wait_for(response.content.readany(), 10)
+        response.close()  # the agent is stopped: its connection goes
+        await asyncio.wait_for(upstream_closed.wait(), 10)
+        [row] = await _outcomes(ledger)
+        assert row["outcome"] == "aborted"
+    finally:
+        if not server.startswith("a server"):
+            await session.close()
+            await runner.cleanup()
+
+
+async def test_a_request_open_when_hangar_starts_again_was_cut_by_the_restart(
+        aiohttp_server, aiohttp_client, tmp_path):
+    ledger = ModelLedger(tmp_path / "hangar.db")
+    cut = ledger.begin("run-1", "ANTHROPIC_API_KEY", status=200, started_at=time.time())
+    # A new hangar (a new gateway on the same file) starts.
+    await _gateway_to(aiohttp_server, aiohttp_client, tmp_path, web.Application())
+    [row] = ledger.requests_of("run-1")
+    assert row["id"] == cut and row["outcome"] == "restart"
+
+
+async def test_an_endpoint_not_reached_is_recorded_too(world):
+    world.endpoints.base_url = "http://127.0.0.1:9"
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    assert response.status == 502
+    [row] = await _outcomes(world.ledger)
+    assert (row["outcome"], row["status"]) == ("unreachable", None)
