@@ -25,6 +25,7 @@ from sandbox import envimage, snapshots
 from sandbox.envbuild import (
     BuildKey,
     BuildState,
+    Fallback,
     StartPlan,
     config_digest,
     lockfile_grep,
@@ -164,6 +165,27 @@ def maybe_queue(engine: StepContext, key: BuildKey, spec: Any, *, installation_i
     )
     engine.wake(row.id)
     return row.id
+
+
+async def usable_build(engine: StepContext, provider: Any, repo: str,
+                       spec: Any) -> EnvBuildRow | None:
+    """The build a new sandbox of this repository starts from, when what it kept is still
+    there. A build whose image or kept checkout is gone is marked gone (the next sandbox
+    after it queues a rebuild, as for a build that is behind) and the next good one, or
+    the environment's own image, takes its place."""
+    while True:
+        _, build = plan_for(engine, repo, spec)
+        if build is None or await snapshots.present(provider, build.image):
+            return build
+        mark_gone(engine, build)
+
+
+def mark_gone(engine: StepContext, build: EnvBuildRow) -> None:
+    envbuilds.save(engine.store, changed(build, **{"state": BuildState.gone}))
+    envbuilds.audit(engine.store, build.repo, "env.build.gone",
+                    f"{build.id} v{build.version}: {build.image} is gone", None)
+    log.warning("environment build %s is gone (%s); sandboxes start without it until it is "
+                "rebuilt", build.id, build.image, extra={"build": build.id})
 
 
 def build_slot_free(engine: StepContext, row: EnvBuildRow) -> bool:
@@ -353,7 +375,8 @@ def instruction_files(harness: str) -> tuple[str, ...]:
 def facts(plan: StartPlan, build: EnvBuildRow | None) -> dict[str, Any]:
     """The run's environment facts for the job view, the status comment and the check run."""
     if build is None:
-        return {"fallback": True, "reason": str(plan.fallback or "")}
+        return {"fallback": True, "reason": str(plan.fallback or ""),
+                "missing": plan.fallback is Fallback.build_gone}
     return {
         "fallback": False, "version": build.version, "id": build.id, "stale": plan.stale,
         "commit": build.commit, "built_at": build.finished_at,

@@ -34,6 +34,7 @@ class BuildState(StrEnum):
     running = "running"
     succeeded = "succeeded"
     failed = "failed"
+    gone = "gone"  # it succeeded, but what it kept is no longer there: rebuilt
 
 
 class Fallback(StrEnum):
@@ -42,6 +43,7 @@ class Fallback(StrEnum):
     no_install = "the environment has no install step"
     none_yet = "no build has finished yet"
     latest_failed = "the only builds there are failed"
+    build_gone = "the environment build was missing (it is being rebuilt)"
 
 
 def is_lockfile(path: str, extra: Sequence[str] = ()) -> bool:
@@ -198,6 +200,8 @@ def start_plan(history: Sequence[Build], key: BuildKey | None, *, has_install: b
         return StartPlan(None, Fallback.no_install)
     build = active_build(history, pinned_id)
     if build is None:
+        if any(b.state is BuildState.gone for b in history):
+            return StartPlan(None, Fallback.build_gone)
         failed = history and all(b.state is BuildState.failed for b in history)
         return StartPlan(None, Fallback.latest_failed if failed else Fallback.none_yet)
     stale = key is not None and build.key_digest != key.digest
@@ -217,7 +221,8 @@ def builds_to_drop(history: Sequence[Build], *, keep: int = DEFAULT_KEEP,
     active = active_build(history, pinned_id)
     protected = {pinned_id, active.id if active else None}
     finished = sorted(
-        (b for b in history if b.state in (BuildState.succeeded, BuildState.failed)),
+        (b for b in history if b.state in (BuildState.succeeded, BuildState.failed,
+                                           BuildState.gone)),
         key=lambda b: b.version, reverse=True,
     )
     return [b.id for b in finished[keep:] if b.id not in protected]

@@ -346,3 +346,29 @@ async def drop(provider: Any, ref: str | None) -> None:
         else:
             provider.spare_copies.forget(kept)
             await asyncio.to_thread(shutil.rmtree, kept, True)
+
+
+async def present(provider: Any, ref: str | None) -> bool:
+    """Whether what a build kept is still there to start a sandbox from (local: its
+    checkout; docker: its image). True when the provider cannot tell: starting from it
+    says so then."""
+    if not ref:
+        return False
+    if provider.name == "local":
+        kept = Path(ref)
+        there = kept.is_file if kept.suffix == ".tar" else (kept / "repo").is_dir
+        return await asyncio.to_thread(there)
+    if provider.name == "docker":
+        import docker
+
+        def look() -> bool:
+            try:
+                provider.client.images.get(ref)
+            except docker.errors.ImageNotFound:
+                return False
+            except Exception:  # the engine did not answer: it is not known to be gone
+                return True
+            return True
+
+        return await asyncio.to_thread(look)
+    return True

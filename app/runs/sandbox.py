@@ -13,7 +13,7 @@ from app.ghops import RepoOps
 from app.models import Job, Run
 from app.redact import redact, tail
 from sandbox import envimage
-from sandbox.envbuild import agent_environment_section
+from sandbox.envbuild import Fallback, agent_environment_section
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -43,7 +43,7 @@ async def prepare_sandbox(
     for leftover in await provider.list(labels):
         await provider.destroy(leftover)
         engine.tokens.revoke(leftover.id)
-    _, build = envbuild_steps.plan_for(engine, job.thread.repo, spec)
+    build = await envbuild_steps.usable_build(engine, provider, job.thread.repo, spec)
     start_spec = spec if build is None else spec.model_copy(
         update={"image": snapshots.image_for(spec.provider, build.image, spec.image)})
     sb = await provider.create(start_spec, labels)
@@ -110,6 +110,9 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
     if role != "agent":
         return
     engine.patch_run(run.id, env_build=envbuild_steps.facts(plan, build))
+    if plan.fallback is Fallback.build_gone:
+        engine.note(job.id, f"{run.id}: the environment build is gone; this sandbox starts "
+                            "from the environment's own image, and a rebuild is queued")
     section = agent_environment_section(plan, install=spec.install).encode()
     await provider.copy_in(sb, {f"{HOME}/{name}": section
                                 for name in envbuild_steps.instruction_files(spec.harness)})

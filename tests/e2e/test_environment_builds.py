@@ -219,3 +219,35 @@ def test_install_gets_the_mapped_build_secrets_and_nothing_else(world, monkeypat
     assert set(names) <= {"repo", "spare"}  # the checkout and its spare copy: no $HOME
     # install's output is kept redacted: the secret never reaches a log hangar shows
     assert "build-secret-value" not in v1.log_tail
+
+
+def test_a_deleted_build_falls_back_says_so_and_is_rebuilt(world):
+    """Seed 004: a build whose kept checkout is gone is not a failed run. The next sandbox
+    starts from the environment's own image, the agent is told so, the build is marked
+    gone and a rebuild is queued; the public words name no host path."""
+    import shutil
+
+    _setup(world, "local")
+    first, _ = world.ask("/hangar fix the failing test")
+    _seen(world, first)
+    [v1] = _finished(world, 1)
+    assert v1.state is BuildState.succeeded
+    shutil.rmtree(v1.image)  # an operator's cleanup, a lost volume
+
+    second, _ = world.ask("/hangar fix the failing test", title="after the loss")
+    seen = _seen(world, second)  # the run does its work: verified
+    assert "deps: none" in seen and "NOT installed" in seen and "missing" in seen
+    assert f"`{INSTALL}`" in seen  # the agent is told the install command
+    status = wait_until(lambda: "Environment:" in world.status(second)
+                        and world.status(second), 30, "the environment line")
+    assert ("hangar's environment build for this repository is missing; it is being rebuilt, "
+            "and this run starts without it") in status
+    assert str(world.settings.data_dir) not in status and "/" + "tmp" not in status
+    [gone] = [b for b in _builds(world) if b.version == 1]
+    assert gone.state is BuildState.gone
+    rebuilt = wait_until(lambda: [b for b in _builds(world) if b.version == 2
+                                  and b.state is BuildState.succeeded], 60, "the rebuild")
+    assert rebuilt[0].reason == "drift"
+    # The sandbox after it starts from the rebuild.
+    third, _ = world.ask("/hangar fix the failing test", title="rebuilt")
+    assert f"build v2 ({rebuilt[0].id})" in _seen(world, third)

@@ -22,7 +22,8 @@ from sandbox.envbuild import (
     start_plan,
 )
 
-ok, failed, running = BuildState.succeeded, BuildState.failed, BuildState.running
+ok, failed, running, gone = (BuildState.succeeded, BuildState.failed, BuildState.running,
+                             BuildState.gone)
 
 
 @pytest.mark.parametrize(("path", "extra", "watched"), [
@@ -113,6 +114,8 @@ NEW = _key(lockfiles=(("requirements.txt", "b2"),))
     ([_b(1, ok), _b(2, failed, NEW)], NEW, True, "asked"),    # ...unless someone asks
     ([_b(1, ok), _b(2, running, NEW)], NEW, True, None),      # asking twice starts one
     ([_b(1, failed)], NEW, False, "drift"),                   # something changed since
+    ([_b(1, gone)], _key(), False, "drift"),                  # what it kept is gone
+    ([_b(1, ok), _b(2, gone, NEW)], NEW, False, "drift"),     # ...and the older one is behind
 ])
 def test_when_a_build_starts(history, key, asked, reason):
     assert rebuild_reason(history, key, asked=asked) == reason
@@ -138,6 +141,7 @@ def test_rollback_pins_until_unpinned():
     ([_b(1, failed)], True, Fallback.latest_failed),
     ([_b(1, running)], True, Fallback.none_yet),
     ([_b(1, ok)], False, Fallback.no_install),
+    ([_b(1, failed), _b(2, gone)], True, Fallback.build_gone),
 ])
 def test_fallback_and_why(history, has_install, fallback):
     plan = start_plan(history, _key(), has_install=has_install)
@@ -153,6 +157,15 @@ def test_branch_lockfiles_that_differ_are_named():
     same = start_plan(history, _key(), has_install=True,
                       branch_lockfiles={"requirements.txt": "b1", "web/yarn.lock": "y1"})
     assert same.lockfiles_differ == ()
+
+
+def test_a_gone_build_gives_way_to_the_last_good_one():
+    history = [_b(1, ok), _b(2, gone, NEW)]
+    plan = start_plan(history, NEW, has_install=True)
+    assert plan.build.id == "bld-1" and plan.stale
+    text = agent_environment_section(start_plan([_b(2, gone)], NEW, has_install=True),
+                                     install="make deps")
+    assert "NOT installed" in text and "missing" in text and "`make deps`" in text
 
 
 def test_keep_the_newest_five_and_never_the_active_or_pinned():
