@@ -147,7 +147,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
         usage="/hangar retry",
         summary=(
             "Push again the commits hangar kept when GitHub refused or could not take a "
-            "push, once the cause is fixed."
+            "push, once the cause is fixed; or start again a turn that ended in a way a "
+            "retry fixes (the agent crashed, its sandbox was lost, the model failed)."
         ),
         examples=("/hangar retry",),
         who="write",

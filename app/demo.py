@@ -187,7 +187,8 @@ def run_demo(args: argparse.Namespace) -> int:
     port = free_port()
     result: dict[str, Any] = {"issue": None, "pr": None, "branch": None, "head_sha": None,
                               "verify": "not run", "landed": False, "merge_sha": None,
-                              "autofix_turns": 0, "agent": args.agent}
+                              "autofix_turns": 0, "agent": args.agent, "ending": None,
+                              "said": None}
     model_endpoints: dict[str, dict[str, str]] = {}
     with contextlib.ExitStack() as stack:
         if args.agent != "script":
@@ -209,8 +210,11 @@ def run_demo(args: argparse.Namespace) -> int:
     else:
         model = (f", {result['model_requests']} model request(s) through hangar's gateway"
                  if "model_requests" in result else "")
-        print(f"hangar demo: {'ok' if ok else 'FAILED'} — PR #{result['pr']}, "
-              f"verify {result['verify']}, landed {result['landed']}{model}")
+        if result["pr"] is None and result["said"]:
+            print(f"hangar demo: FAILED — {result['said']} ({result['ending']})")
+        else:
+            print(f"hangar demo: {'ok' if ok else 'FAILED'} — PR #{result['pr']}, "
+                  f"verify {result['verify']}, landed {result['landed']}{model}")
     return 0 if ok else 1
 
 
@@ -247,14 +251,15 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
         # hangar's own log setup, before anything else (the MCP library) sets up its own
         # at INFO: the demo's terminal shows the timeline, and only warnings besides.
         logs.configure(settings.log_level)
-        with ServiceThread(settings):
+        with ServiceThread(settings) as service:
             timeline = Timeline(quiet=args.json)
             issue = hub.create_issue(repo, "add() gives the wrong answer",
                                      "`add(2, 3)` returns -1; test_calc.py fails.", as_user="mona")
             result["issue"] = issue
             comment = hub.comment(repo, issue, f"/hangar {args.prompt}", as_user="mona")
             timeline.once("comment", f"@mona commented `/hangar {args.prompt}` on #{issue}")
-            ok = watch(hub, repo, issue, comment, timeline, result, args, reviewer.login)
+            ok = watch(hub, repo, issue, comment, timeline, result, args, reviewer.login,
+                       ending=lambda: first_turn_ending(service, repo, issue))
             result["timeline"] = timeline.entries
             if args.keep:
                 say(f"fakehub: {hub.base_url}  hangar: http://127.0.0.1:{port}  "
@@ -267,12 +272,32 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
     return ok
 
 
+def first_turn_ending(service: Any, repo: str, issue: int) -> dict | None:
+    """How the issue's first turn ended, from hangar's own rows: {"code", …} or None."""
+    from app.keys import ENGINE
+    from app.models import Job, Run
+
+    engine = service.app[ENGINE]
+    jobs = engine.store.find("job", Job, thread__repo=repo, thread__number=issue)
+    for job in jobs:
+        for run in engine.store.find("run", Run, job_id=job.id):
+            if run.turn == 1 and run.finished and run.ending:
+                return run.ending
+    return None
+
+
 def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
-          result: dict[str, Any], args: argparse.Namespace, reviewer: str) -> bool:
+          result: dict[str, Any], args: argparse.Namespace, reviewer: str,
+          ending: Any = lambda: None) -> bool:
     """Follow what a person would see on GitHub until the PR lands (or fails)."""
+    from app.render import endings
+
     deadline = time.monotonic() + args.timeout
     approved_sha = None
     while time.monotonic() < deadline:
+        ended = ending()
+        if ended is not None and result["ending"] is None:
+            result["ending"] = ended["code"]
         if any(r["content"] == "eyes" for r in hub.reactions(repo, comment)):
             timeline.once("eyes", "hangar reacted 👀")
         for c in hub.issue_comments(repo, issue):
@@ -287,10 +312,13 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
                     return False
                 if "the agent is working" in c["body"]:
                     timeline.once("running", "the agent is running in a sandbox")
-                if "no pull request" in c["body"] or "❌ failed" in c["body"]:
-                    timeline.once("failed", "hangar reports: " + _now_line(c["body"]))
-                    return False
-        prs = [p for p in hub.list_prs(repo) if p["head"]["ref"].startswith("hangar/")]
+                if ended is not None and ended["code"] != "changes" and not prs_of(hub, repo):
+                    cause = endings.ending_cause(endings.as_why(ended))
+                    if cause in c["body"]:  # what a person reads on the issue by now
+                        result["said"] = cause
+                        timeline.once("failed", "hangar reports: " + _now_line(c["body"]))
+                        return False
+        prs = prs_of(hub, repo)
         if not prs:
             time.sleep(0.1)
             continue
@@ -325,6 +353,10 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
         time.sleep(0.1)
     timeline.once("timeout", f"gave up after {args.timeout:g}s")
     return False
+
+
+def prs_of(hub: Any, repo: str) -> list[dict]:
+    return [p for p in hub.list_prs(repo) if p["head"]["ref"].startswith("hangar/")]
 
 
 def autofix_turns(status_body: str) -> list[tuple[int, str]]:

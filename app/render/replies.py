@@ -52,8 +52,9 @@ ANSWERS: Sentences = {
     "nothing_to_cancel": lambda: "There is no hangar work on this thread to cancel.",
     "already_stopped": lambda: "Nothing is running here; the agent has already stopped.",
     "nothing_held": lambda: (
-        "hangar holds no unpushed commits here: every push it made reached GitHub. "
-        "`/hangar status` shows where the work stands."),
+        "hangar holds no unpushed commits here: every push it made reached GitHub, and no "
+        "turn here ended in a way `/hangar retry` fixes. `/hangar status` shows where the "
+        "work stands."),
     "no_work_yet": lambda: (
         "There is no hangar work on this thread yet. `/hangar <instruction>` starts some."),
     "nothing_to_pick": lambda: (
@@ -86,3 +87,8 @@ def fork_pr_reply(pr: dict, default_branch: str) -> str:
 def followup_label(turn: int, login: str) -> str:
     """A follow-up turn's name in the status comment's list of turns."""
     return f"follow-up turn {turn}: asked by @{login}"
+
+
+def retry_label(turn: int, login: str) -> str:
+    """A turn `/hangar retry` asked for on the pull request of a turn that failed."""
+    return f"retry of turn {turn}: asked by @{login}"

@@ -19,11 +19,15 @@ from app.intents import (
     start_followup,
     start_job,
 )
-from app.models import Intent, RunKind, RunStage, RunState
+from app.models import Intent, JobState, RunKind, RunStage, RunState
+from app.render import latest_turns
 from app.render.reasons import Why
+from app.render.replies import retry_label
+from app.runs.ending import Restart, retryable
 from app.runs.jobs import refresh_status
 from app.runs.publishing import request_retry
 from app.runs.queue import credential_key, resume_model
+from app.runs.steps import start_again
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -70,17 +74,32 @@ async def verify_again(engine: StepContext, ops: RepoOps, intent: Intent) -> str
     return request_verification(engine, job, intent.thread.number)
 
 
-async def retry_push(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
-    """Push again the commits of runs whose push GitHub did not take."""
+async def retry(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    """Push again the commits of runs whose push GitHub did not take; else start again the
+    latest turns that ended in a way a retry fixes (a crash, a lost sandbox, the model)."""
     job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
-    held = [r for r in engine.runs_of(job.id) if r.stage == RunStage.HELD] if job else []
-    if not held:
-        await reply(ops, intent, Why(Answer.NOTHING_HELD))
-        return "nothing held"
+    runs = engine.runs_of(job.id) if job else []
+    held = [r for r in runs if r.stage == RunStage.HELD]
     for run in held:
         request_retry(engine, run)
         engine.note(run.job_id, f"@{intent.author} asked to push {run.id} again")
-    return f"retrying the push of {len(held)} run(s)"
+    if held:
+        return f"retrying the push of {len(held)} run(s)"
+    again = [r for r in latest_turns(runs) if retryable(r)]
+    if not again:
+        await reply(ops, intent, Why(Answer.NOTHING_HELD))
+        return "nothing held or to retry"
+    for run in again:
+        if run.turn == 1 and run.pr_number is not None:
+            # Its branch holds what it committed: the retry is a turn on top of it.
+            await start_followup(engine, job, run.pr_number, run.prompt,
+                                 kind=RunKind.FOLLOWUP, requested_by=intent.author,
+                                 label=retry_label(run.turn, intent.author))
+            continue
+        start_again(engine, run, Restart.RETRY)
+        engine.patch_job(job.id, state=JobState.ACTIVE)
+    engine.note(job.id, f"@{intent.author} asked to start {len(again)} turn(s) again")
+    return f"starting {len(again)} turn(s) again"
 
 
 async def status(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
@@ -120,7 +139,7 @@ ACTIONS = {
     "run": run_agent,
     "cancel": cancel,
     "verify": verify_again,
-    "retry": retry_push,
+    "retry": retry,
     "status": status,
     "resume": resume,
 }

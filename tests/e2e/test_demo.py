@@ -97,3 +97,30 @@ def test_demo_says_how_to_install_a_missing_cli(tmp_path):
     assert proc.returncode != 0
     assert "the pinned claude CLI is not installed" in proc.stderr
     assert "scripts/setup.sh" in proc.stderr
+
+
+CRASHING = """\
+echo "turn $HANGAR_TURN: looking at the failing test"
+echo "something broke" >&2
+exit 3
+"""
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_demo_with_a_crashing_script_says_the_exit_code_and_the_ending(tmp_path, as_json):
+    script = tmp_path / "agent.sh"
+    script.write_text(CRASHING)
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--timeout", "150",
+                           "--data-dir", str(tmp_path / "demo"), "--agent-script", str(script),
+                           *(["--json"] if as_json else [])],
+                          cwd=ROOT, capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    if as_json:
+        result = json.loads(last)
+        assert result["ending"] == "agent_failed" and result["pr"] is None
+        assert "exited with code 3" in result["said"]
+    else:
+        assert last == ("hangar demo: FAILED — the agent exited with code 3 before it "
+                        "finished (agent_failed)")
+        assert "PR #None" not in proc.stdout
