@@ -21,8 +21,10 @@ from app.keys import ENGINE, SETTINGS, STORE
 from app.landing import FINAL, LandRequest
 from app.models import Job, Run, RunKind, RunState
 from app.pages import escape, link, page, table
+from app.render import endings
 from app.render import usage as render_usage
-from app.runs import queue_positions, usage_report
+from app.render.reasons import Why
+from app.runs import Wait, queue_positions, usage_report
 
 COOKIE = "hangar_token"
 RECENT_JOBS = 25
@@ -73,7 +75,8 @@ def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
         elif run.state == RunState.QUEUED and run.id in positions:
             view.queued.append({**where, "position": positions[run.id],
                                 "credential": _credential(run),
-                                "waiting": elapsed(now - run.queued_at)})
+                                "waiting": elapsed(now - run.queued_at),
+                                "for": _waits_for(run, view.usage, now)})
     view.queued.sort(key=lambda q: (q["credential"], q["position"]))
     for land in lands:
         if land.state in FINAL:
@@ -95,6 +98,14 @@ def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
             "version": build.version, "state": str(build.state), "reason": build.reason,
             "age": elapsed(now - build.created_at), "error": build.error or ""})
     return view
+
+
+def _waits_for(run: Run, usage: dict[str, dict], now: float) -> str:
+    """What a queued run waits for: its credential's pause, else a free slot."""
+    paused = (usage.get(_credential(run)) or {}).get("paused")
+    if paused:
+        return f"the model's usage ({_pause_text(paused, now)})"
+    return endings.waiting(Why(Wait.SLOT)).removeprefix("queued: ")
 
 
 def _credential(run: Run) -> str:
@@ -132,9 +143,9 @@ def render_fleet(view: FleetView, web_url: str, now: float) -> str:
           escape(r["elapsed"])] for r in view.running])
         if view.running else "<p class=muted>No agent is running.</p>") + "</section>")
     parts.append("<section id=queue><h2>Queue</h2>" + (table(
-        ["#", "credential", "issue", "kind", "waiting"],
+        ["#", "credential", "issue", "kind", "waiting", "for"],
         [[escape(str(q["position"])), escape(q["credential"]), issue(q), escape(q["kind"]),
-          escape(q["waiting"])] for q in view.queued])
+          escape(q["waiting"]), escape(q["for"])] for q in view.queued])
         if view.queued else "<p class=muted>Nothing is waiting.</p>") + "</section>")
     parts.append("<section id=lands><h2>Lands in progress</h2>" + (table(
         ["pull request", "state", "head", "why"],
@@ -191,13 +202,17 @@ def _windows(windows: list[dict], now: float) -> str:
 def _paused(paused: dict | None, now: float) -> str:
     if not paused:
         return "<span class=ok>start</span>"
+    return f"<span class=bad id=paused>{escape(_pause_text(paused, now))}</span>"
+
+
+def _pause_text(paused: dict, now: float) -> str:
     name = render_usage.WINDOWS.get(paused["window"], paused["window"])
     until = (f"until {render_usage.when(paused['until'], now)}" if paused.get("until")
              else "until a reading below the threshold or a resume")
     what = ("refused by the model" if paused.get("refused")
             else f"{name} at {render_usage.percent(paused['utilization'])} ≥ "
                  f"{paused['threshold_pct']:g}%")
-    return f"<span class=bad id=paused>paused: {escape(what)}, {escape(until)}</span>"
+    return f"paused: {what}, {until}"
 
 
 def _rate_limit(report) -> str:

@@ -209,3 +209,13 @@ def test_the_gateways_trouble_is_the_last_request_the_agent_did_not_get_past(req
     assert (trouble or {}).get("kind") == kind
     if kind == "open":
         assert trouble["silence_s"] == 98.0  # from its last byte until now
+
+
+@pytest.mark.parametrize(("waiting", "said"), [
+    (None, "⏳ queued (position 2 in the queue): waiting for a free agent slot"),
+    ({"code": "slot"}, "⏳ queued (position 2 in the queue): waiting for a free agent slot"),
+])
+def test_a_waiting_run_says_what_it_waits_for(waiting, said):
+    """(A run its credential's pause holds says the pause: tests/app/test_pause.py.)"""
+    queued = a_run({"waiting": waiting})
+    assert render.run_line(queued, 2) == said

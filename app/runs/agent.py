@@ -365,9 +365,10 @@ def model_facts(engine: StepContext, run: Run, agent: dict) -> dict:
     pause = credential_pause(engine, usage.credential)
     resets = [t for t in (usage.reset_at, pause.until if pause else None) if t is not None]
     facts["model"]["reset_at"] = max(resets) if resets else None
-    if (agent.get("failure") is None and facts["model"]["trouble"]
+    # The CLI gave up without saying why; the gateway knows (its last request failed, and
+    # none after it went through; with no request recorded one by one, its last status).
+    if (agent.get("failure") is None and (facts["model"]["trouble"] or not requests)
             and usage.last_status in (401, 403, 429, 502)):
-        # The CLI gave up without saying why; the gateway knows.
         from sandbox.harness import classify_failure
 
         facts["failure"] = classify_failure(usage.last_status, usage.last_error or "")

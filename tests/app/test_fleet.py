@@ -115,3 +115,21 @@ def test_each_credentials_windows_the_pause_and_its_end_are_shown():
     usage["PLAN"]["paused"] = None
     html = render_fleet(fleet_view([], runs, [], {}, NOW, usage=usage), "w", NOW)
     assert "<span class=ok>start</span>" in html
+
+
+def test_a_queued_run_says_what_it_waits_for():
+    paused = {"window": "7d", "utilization": 0.913, "threshold_pct": 90.0,
+              "until": NOW + 1800, "refused": False, "source": "anthropic headers"}
+    slot = run("job-1", env={"model_credential_env": "KEY"})
+    held = run("job-2", env={"model_credential_env": "PLAN"})
+    from app.api import usage_view
+
+    usage = usage_view([slot, held], 3, {"PLAN": {"windows": [], "paused": paused,
+                                                  "resumed": None}})["credentials"]
+    view = fleet_view([job(1), job(2)], [slot, held], [], {slot.id: 1, held.id: 1}, NOW,
+                      usage=usage)
+    said = {q["issue"]: q["for"] for q in view.queued}
+    assert said[1] == "waiting for a free agent slot"
+    assert said[2].startswith("the model's usage (paused: 7-day at 91% ≥ 90%, until ")
+    html = render_fleet(view, "https://github.com", NOW)
+    assert "usage (paused: 7-day at 91% ≥ 90%, until " in html
