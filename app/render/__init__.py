@@ -416,10 +416,12 @@ def recovered_label() -> str:
 RUN_WARNINGS: Sentences = {
     "retrying": lambda attempt, attempts: (
         f"a step of hangar's failed ({attempt} of {attempts} tries); it tries again"),
-    "session_not_saved": lambda said: f"the agent's session could not be saved: {said}",
-    "stop_failed": lambda error: f"stopping the agent failed: {error}",
-    "publish_failed": lambda error: (
-        f"could not publish from the sandbox ({error}); collecting what reached GitHub"),
+    # The sandbox's own words (redacted) may follow; hangar's side is for its log.
+    "session_not_saved": lambda said=None: (
+        "the agent's session could not be saved" + (f": {said}" if said else "")),
+    "stop_failed": lambda: "stopping the agent failed; hangar's log says why",
+    "publish_failed": lambda: (
+        "could not publish from the sandbox; collecting what reached GitHub"),
 }
 
 

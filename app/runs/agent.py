@@ -252,8 +252,9 @@ async def watch_agent(engine: StepContext, run: Run) -> None:
         try:
             await asyncio.wait_for(provider.stop(sb, run.process_id), PROVIDER_CALL_TIMEOUT_S)
         except (TimeoutError, SandboxError, OSError) as exc:
+            engine.note(run.job_id, f"{run.id}: stopping the agent failed: {exc!r}")
             run = engine.patch_run(run.id, warnings=[
-                *run.warnings, render.run_warning(Why(RunWarning.STOP_FAILED, error=exc))])
+                *run.warnings, render.run_warning(Why(RunWarning.STOP_FAILED))])
     if watch.state.value == RunState.LOST.value and watch.reason:
         engine.note(run.job_id, f"{run.id} lost: {watch.reason}")
     exit_code = status.exit_code if status is not None and status.state == "exited" else None
@@ -291,8 +292,9 @@ async def agent_stopped(
     warnings = list(run.warnings)
     try:
         problem = await save_session(engine, run, sb, harness)
-    except Exception as exc:
-        problem = render.run_warning(Why(RunWarning.SESSION_NOT_SAVED, said=exc))
+    except Exception as exc:  # hangar's side (its data directory): for operators
+        engine.note(run.job_id, f"{run.id}: the agent's session could not be saved: {exc!r}")
+        problem = render.run_warning(Why(RunWarning.SESSION_NOT_SAVED, said=None))
     if problem:
         warnings.append(problem)
     engine.patch_run(

@@ -114,7 +114,8 @@ async def publish(engine: StepContext, run: Run) -> None:
     except Exception as exc:
         # A lost sandbox: what the agent pushed itself is still on GitHub.
         dirty = False
-        warnings.append(render.run_warning(Why(RunWarning.PUBLISH_FAILED, error=exc)))
+        engine.note(run.job_id, f"{run.id}: could not publish from the sandbox: {exc!r}")
+        warnings.append(render.run_warning(Why(RunWarning.PUBLISH_FAILED)))
     if head is not None:
         outcome = await push_with_retries(engine, provider, sb, run, "HEAD", head)
         if not outcome.landed:
