@@ -273,6 +273,18 @@ class ModelServer:
             return await handler(request, _sse)
         fault.times -= 1
         sent: list[web.StreamResponse] = []
+        body = await request.json()  # kept by aiohttp: the handler reads it again
+        if fault.kind == "cut" and not body.get("stream"):
+            # An answer in one piece is cut too: half its bytes, then the connection goes.
+            whole = await handler(request, _sse)
+            data = whole.body if isinstance(whole.body, bytes) else b"{}"
+            cut = web.StreamResponse(status=whole.status, headers={
+                "Content-Type": "application/json", "Content-Length": str(len(data))})
+            await cut.prepare(request)
+            await cut.write(data[: len(data) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return cut
 
         async def send(response: web.StreamResponse, event: str, data: dict) -> None:
             if len(sent) >= fault.after_events:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fakehub.model import Fault, ModelServer, ModelThread, Step, fix_calc_script
+from fakehub.model import Fault, ModelServer, ModelThread, Step, StreamFault, fix_calc_script
 from tests.e2e.conftest import wait_until
 
 # The real CLIs through the gateway: 10-40 s a case.
@@ -224,3 +224,31 @@ def usage_after(world, credential: str) -> dict:
 
     _, usage = call(world, "GET", "/api/usage")
     return usage["credentials"][credential]
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+@pytest.mark.parametrize("case", ["overloaded", "cut-stream"])
+def test_a_model_that_fails_under_the_agent_is_named_not_the_request(world, model, cli, case):
+    """A model that answers 529, or cuts every answer off: the gateway saw it, and the
+    status comment and the check run say it, with the next step; never "made no commits
+    … rephrase". (An error event in the middle of a stream, Claude Code gets past by
+    asking again without streaming: the gateway's tests hold how it is recorded.)"""
+    if case == "overloaded":
+        model.model.script.fault = Fault(529, "Overloaded", retry_after_s=1)
+    else:
+        model.model.script.stream_fault = StreamFault("cut", after_events=2)
+    start(world, model, cli)
+    issue, _ = world.ask("/hangar fix the failing test")
+    words = {"overloaded": "the model endpoint answered 529 (overloaded)",
+             "cut-stream": "the model's answer was cut off before it ended"}[case]
+    status = wait_showing_status(world, issue,
+                                 lambda: words in world.status(issue) and world.status(issue),
+                                 f"the status comment to say {words!r}", 180)
+    assert "rephrase" not in status and "made no commits" not in status
+    assert "`/hangar retry`" in status
+    main = world.hub.ref_sha(world.repo, "main")
+    check = wait_until(lambda: (c := world.checks(main).get("hangar / agent"))
+                       and c["status"] == "completed" and c, 60, "the agent's check run")
+    assert check["conclusion"] == "failure"
+    assert check["output"]["title"].startswith(words[:1].upper() + words[1:])
+    assert "model traffic through hangar" in check["output"]["summary"]
