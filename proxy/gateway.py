@@ -387,6 +387,11 @@ class ModelGateway:
     # end of every answer. A thread's write completes even if its request is cancelled.
     writer: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(
         max_workers=2, thread_name_prefix="model-meter"))
+    # hangar is stopping: the answers it cuts now were cut by its restart, not the agent.
+    stopping: bool = False
+
+    async def shutting_down(self, _app: web.Application) -> None:
+        self.stopping = True
 
     async def lifetime(self, app: web.Application) -> AsyncIterator[None]:
         """The gateway's own client, for the app's life: connections to each model
@@ -460,11 +465,11 @@ class ModelGateway:
         await response.prepare(request)
         answered_at = time.time()
         meter = UsageMeter(upstream.headers.get("Content-Type", ""))
-        # Metered from the answer's first byte: its row is written beside the relay (off the
-        # first bytes' way), so a stream that never ends, or a hangar that dies during it,
-        # still leaves the request in the run's record.
-        begun = asyncio.ensure_future(self._begin(run_id, credential, upstream.status,
-                                                  started_at or time.time()))
+        # Metered from the answer's first byte: its row is written once that byte is on its
+        # way to the agent (off its path), so a stream that never ends, or a hangar that dies
+        # during it, still leaves the request in the run's record.
+        begun: asyncio.Future | None = None
+        started_at = started_at or time.time()
         watch = _SandboxSide(request, upstream)
         last_byte_at: float | None = None
         outcome = Outcome.OK
@@ -488,6 +493,9 @@ class ModelGateway:
                     last = chunk  # the last bytes leave with the end, in one write
                 else:
                     await response.write(chunk)
+                if begun is None:
+                    begun = asyncio.ensure_future(self._begin(run_id, credential,
+                                                              upstream.status, started_at))
                 meter.feed(chunk)
                 if upstream.status >= 400 and len(error_body) < 2000:
                     error_body += chunk
@@ -502,9 +510,12 @@ class ModelGateway:
         except (ConnectionError, aiohttp.ClientConnectionResetError):
             outcome, broken = Outcome.ABORTED, True  # the sandbox's side closed first
         except asyncio.CancelledError:
-            # A server that cancels a handler whose client went away (not the gate's
-            # default): the same end, said at once.
-            outcome, broken = Outcome.ABORTED, True
+            # The sandbox's side went away, under a server that cancels the handler then
+            # (not the gate's default); or hangar is stopping while the answer streams: a
+            # restart of hangar cut it, as one that kill -9 cut is found at the next start.
+            transport = request.transport
+            gone = watch.gone or transport is None or transport.is_closing()
+            outcome, broken = (Outcome.ABORTED if gone else Outcome.RESTART), True
             upstream.close()
             raise
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
@@ -521,8 +532,12 @@ class ModelGateway:
             if reading is None:
                 reading = from_headers(upstream.headers, upstream.status, time.time())
             error = _error_message(bytes(error_body)) if upstream.status >= 400 else meter.error
-            if watch.gone:
+            if self.stopping and (watch.gone or broken):
+                outcome = Outcome.RESTART
+            elif watch.gone and outcome != Outcome.RESTART:
                 outcome = Outcome.ABORTED
+            elif outcome == Outcome.RESTART:
+                pass
             elif upstream.status >= 400:
                 outcome = Outcome.STATUS
             elif meter.error_type is not None:
@@ -537,22 +552,35 @@ class ModelGateway:
             finally:
                 # Committed before the answer ends: the run's facts are read once its
                 # agent has stopped, which may be right after this answer.
+                request_id = await begun if begun is not None else None
+                # One trip to the writer for the usage and the request's end.
                 await self._write(
-                    self.ledger.record, run_id, credential, input_tokens=meter.input_tokens,
-                    output_tokens=meter.output_tokens, cost_usd=meter.cost_usd,
-                    status=upstream.status, error=error,
-                    reset_at=_refused_until(reading) if upstream.status == 429 else None,
-                    limits=reading if limit_written is None else (), answered_at=answered_at)
-                request_id = await begun
-                if request_id is not None:
-                    await self._write(self.ledger.end, request_id, outcome=outcome,
-                                      error_type=error_type, last_byte_at=last_byte_at)
+                    self._settle, begun is None, request_id,
+                    dict(run_id=run_id, credential=credential, input_tokens=meter.input_tokens,
+                         output_tokens=meter.output_tokens, cost_usd=meter.cost_usd,
+                         status=upstream.status, error=error,
+                         reset_at=_refused_until(reading) if upstream.status == 429 else None,
+                         limits=reading if limit_written is None else (),
+                         answered_at=answered_at),
+                    dict(run_id=run_id, credential=credential, status=upstream.status,
+                         started_at=started_at),
+                    dict(outcome=outcome, error_type=error_type, last_byte_at=last_byte_at))
         if not broken and not watch.gone:
             await response.write_eof(last)
         elif request.transport is not None:
             # The answer broke off upstream: the agent sees it broken, not complete.
             request.transport.close()
         return response
+
+    def _settle(self, unbegun: bool, request_id: int | None, usage: dict[str, Any],
+                begin: dict[str, Any], end: dict[str, Any]) -> None:
+        """In the writer's thread: the answer's usage, then its request's end (begun here
+        when not a byte of the answer came)."""
+        self.ledger.record(**usage)
+        if unbegun:
+            request_id = self.ledger.begin(**begin)
+        if request_id is not None:
+            self.ledger.end(request_id, **end)
 
     async def _begin(self, run_id: str, credential: str, status: int,
                      started_at: float) -> int | None:
@@ -635,6 +663,7 @@ def setup_gateway(app: web.Application, *, ledger: ModelLedger,
                   endpoints: Endpoints) -> ModelGateway:
     gateway = ModelGateway(ledger=ledger, endpoints=endpoints, app=app)
     app.cleanup_ctx.append(gateway.lifetime)
+    app.on_shutdown.append(gateway.shutting_down)
     app.router.add_route("*", ROUTE, gateway.relay)
     return gateway
 

@@ -476,3 +476,32 @@ async def test_an_endpoint_not_reached_is_recorded_too(world):
     assert response.status == 502
     [row] = await _outcomes(world.ledger)
     assert (row["outcome"], row["status"]) == ("unreachable", None)
+
+
+async def test_a_stream_hangar_stops_serving_is_recorded_as_cut_by_its_restart(
+        aiohttp_server, aiohttp_client, tmp_path):
+    """hangar stopping (a deploy, a restart) while an answer streams: the request is not
+    the agent's doing nor the model's, and says so (written as hangar stops when it can,
+    else found open when it starts again)."""
+    model = ModelServer(fix_calc_script())
+    model.script.stream_fault = StreamFault("stall", after_events=2)
+    served = await aiohttp_server(model.app())
+    ledger = ModelLedger(tmp_path / "hangar.db")
+    gate = web.Application()
+    setup_gateway(gate, ledger=ledger,
+                  endpoints=Endpoints(str(served.make_url("")).rstrip("/")))
+    runner = web.AppRunner(gate, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    token = ledger.issue("sb-1", credential="ANTHROPIC_API_KEY", run_id="run-1")
+    async with aiohttp.ClientSession() as session:
+        response = await session.post(f"http://127.0.0.1:{port}/model/sb-1/v1/messages",
+                                      json=ANTHROPIC_BODY, headers={"x-api-key": token})
+        assert b"message_start" in await asyncio.wait_for(response.content.readany(), 10)
+        await runner.cleanup()  # hangar stops; the agent is still there
+        [row] = ledger.requests_of("run-1")
+        assert row["outcome"] in ("restart", "open")  # never the agent's side, nor the model
+    await _gateway_to(aiohttp_server, aiohttp_client, tmp_path, web.Application())
+    [row] = ledger.requests_of("run-1")
+    assert row["outcome"] == "restart"
