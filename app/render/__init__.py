@@ -295,7 +295,7 @@ def _facts(run: Run) -> list[str]:
         lines.append(f"- ❌ {failure}")
     model = _model_line(run)
     if model and run.ending and run.ending["code"].startswith(("model_", "hangar_restarted")):
-        lines.append(f"- {model}")
+        lines.append(f"- {model[:1].upper()}{model[1:]}")
     blocked = blocked_line((run.agent or {}).get("egress_blocked") or [])
     if blocked:
         lines.append(f"- {blocked}")

@@ -95,8 +95,7 @@ def start_again(engine: StepContext, run: Run, because: str) -> Run:
         agent={}, ending=None, outcome=None, dirty=False, published_head=None, held=None,
         stage_failures=0, retry_at=0.0, error=None, failed_stage=None, warnings=[],
         cancel_requested=False, restarts=run.restarts + 1,
-        restarted_after=[*run.restarted_after, because], agent_check_shown=None,
-        queued_at=time.time())
+        restarted_after=[*run.restarted_after, because], agent_check_shown=None)
 
 
 def record_ending(engine: StepContext, run: Run, *, changed: bool) -> Run:

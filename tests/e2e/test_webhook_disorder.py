@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 
 def _one_of_each(world, sha: str) -> Counter:
-    return Counter(c["name"] for c in world.hub.check_runs(world.repo, sha))
+    """Check runs on sha by name and run (`external_id`): a follow-up turn that started
+    from a head has its own `hangar / agent` there, beside the first turn's."""
+    return Counter((c["name"], c["external_id"]) for c in world.hub.check_runs(world.repo, sha))
 
 
 def test_a_job_its_follow_up_and_its_landing_with_webhooks_twice_and_out_of_order(world):
@@ -66,7 +68,7 @@ def test_a_job_its_follow_up_and_its_landing_with_webhooks_twice_and_out_of_orde
     # each head has one check run of each name (agent, verify, and land on the last)
     assert set(_one_of_each(world, first_head).values()) == {1}
     last = _one_of_each(world, pr2["head"]["sha"])
-    assert set(last.values()) == {1} and "hangar / land" in last
+    assert set(last.values()) == {1} and "hangar / land" in {name for name, _ in last}
     # exactly one follow-up turn, and one PR ever opened
     status = world.status(issue)
     assert "follow-up turn 1" in status and "follow-up turn 2" not in status
