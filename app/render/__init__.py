@@ -332,7 +332,8 @@ def _model_line(run: Run) -> str | None:
     outcomes = model.get("outcomes") or {}
     said = ", ".join(f"{n} {OUTCOME_WORDS.get(k, k)}" for k, n in sorted(outcomes.items())
                      if k != "ok")
-    cost = f", ${model['cost_usd']:.4f}" if model.get("cost_usd") is not None else ""
+    cost = (f", ${model['cost_usd']:.4f}" if model.get("cost_usd") is not None
+            else ", cost unknown (no price for the model)")
     return (f"model traffic through hangar: {model.get('requests', 0)} request(s)"
             + (f" ({said})" if said else "")
             + f", {model.get('input_tokens', 0)} tokens in, "
@@ -647,10 +648,15 @@ def _ending_check_output(run: Run) -> dict:
     blocked = blocked_line(run.agent.get("egress_blocked") or [])
     if blocked:
         facts.append(f"- {blocked}")
-    for key, label in (("turns", "turns"), ("cost_usd", "cost (USD)"),
-                       ("session_id", "session")):
+    for key, label in (("turns", "turns"), ("session_id", "session")):
         if run.agent.get(key) is not None:  # the agent's own report: data
             facts.append(f"- {label}: {code_span(str(run.agent[key]))}")
+    cost = turn_cost(run)
+    if cost:
+        facts.append(f"- this turn's cost: {cost}")
+    windows = usage_windows_line(run.agent.get("usage_windows") or [])
+    if windows:
+        facts.append(f"- the model's usage as this turn ended: {windows}")
     tail = (run.agent or {}).get("output_tail")
     text = "\n\n".join(part for part in (
         "The agent's last lines of output (secrets redacted):\n\n" + fenced(tail)
