@@ -16,7 +16,7 @@ VERIFY_AGAIN = "**Verify again**"
 # What went wrong (a Verification's `error`), by `VerifyTrouble` code.
 ERRORS: Sentences = {
     "no_verify_command": lambda env: f"the environment `{env}` has no verify command",
-    "sandbox_failed": lambda error: f"could not prepare the sandbox: {error}"[:500],
+    "sandbox_failed": lambda: "could not prepare the sandbox (hangar's log says why)",
     "install_failed": lambda: "the install step failed",
     "timed_out": lambda minutes: f"timed out after {minutes:g} minutes",
 }
@@ -26,7 +26,7 @@ FIXES: Sentences = {
     "no_verify_command": lambda env: (
         f"add `verify: {{command: ...}}` to the environment `{env}`, then press {VERIFY_AGAIN} "
         "(or comment `/hangar verify`)"),
-    "sandbox_failed": lambda error: (
+    "sandbox_failed": lambda: (
         f"check the environment's provider and image (`hangar doctor`), then press "
         f"{VERIFY_AGAIN}"),
     "install_failed": lambda: (

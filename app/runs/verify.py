@@ -102,9 +102,12 @@ async def _verify(
     try:
         sb = await prepare_sandbox(engine, run, job, spec, role="verify",
                                    checkout=["git", "checkout", "-q", "--detach", head_sha])
-    except Exception as exc:
+    except Exception as exc:  # its words (a host path, an address) are for operators
+        log.warning("could not prepare the verify sandbox", exc_info=True,
+                    extra={"run": run.id})
+        engine.note(job.id, f"{run.id}: could not prepare the verify sandbox: {exc!r}")
         return Verification(command=command, head_sha=head_sha, passed=None,
-                            **trouble(Why(VerifyTrouble.SANDBOX_FAILED, error=exc)))
+                            **trouble(Why(VerifyTrouble.SANDBOX_FAILED)))
     try:
         # The verify command runs the agent's code: it gets no git credential at all, and
         # the web only through the egress proxy, as the agent did.
