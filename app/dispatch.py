@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gidgethub import routing, sansio
+from gidgethub import sansio
 
 from app.intake import DeliveryWriter
 from app.metrics import Metrics
 from app.store import Delivery, Store
+
+if TYPE_CHECKING:
+    from handlers import Handlers
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +32,7 @@ class Dispatcher:
     def __init__(
         self,
         store: Store,
-        router: routing.Router,
+        router: Handlers,
         metrics: Metrics,
         handler_kwargs: dict[str, Any],
         writer: DeliveryWriter,
@@ -96,19 +99,14 @@ class Dispatcher:
         event = sansio.Event(delivery.payload, event=delivery.event, delivery_id=delivery.id)
         fields = {"delivery_id": delivery.id, "event": delivery.event, "repo": delivery.repo,
                   "action": delivery.action}
-        errors = []
-        for handler in self.router.fetch(event):
-            # One handler's failure never hides another's.
-            try:
-                await handler(event, delivery_id=delivery.id, parts=delivery.parts,
-                              **self.handler_kwargs)
-            except Exception as exc:
-                self.metrics.handler_errors.inc(handler=handler.__name__)
-                errors.append(f"{handler.__name__}: {exc!r}"[:2000])
-                log.exception("handler %s failed", handler.__name__, extra=fields)
+        # Every handler runs, whatever one raises (handlers.Handlers.dispatch).
+        try:
+            await self.router.dispatch(event, delivery_id=delivery.id, parts=delivery.parts,
+                                       metrics=self.metrics, **self.handler_kwargs)
+        except Exception as exc:
+            log.warning("a handler failed", extra={**fields, "error": str(exc)[:500]})
+            return delivery.id, "failed", str(exc) or repr(exc)
         log.debug("dispatched", extra=fields)
-        if errors:
-            return delivery.id, "failed", "; ".join(errors)
         return delivery.id, "dispatched", None
 
 

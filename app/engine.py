@@ -23,19 +23,11 @@ from typing import Any, Protocol, TypeVar
 from cachetools import LRUCache, TTLCache
 from pydantic import BaseModel
 
-from app import commands
 from app.datadir import gate_dir, rebuild_pending
 from app.ghops import RepoOps
 from app.github import AppAuth
 from app.metrics import Metrics
 from app.models import Intent, IntentState, Job, JobState, Run, Thread, changed
-from app.payloads import (
-    CheckRunEvent,
-    IssueCommentEvent,
-    PullRequestEvent,
-    PullRequestReviewEvent,
-    ReviewCommentEvent,
-)
 from app.settings import Settings
 from app.store import Store
 from proxy import TokenRegistry
@@ -226,7 +218,6 @@ class Engine:
         self._chores_due: dict[str, float] = {}
         self._at_start: list[tuple[str, Callable[[Engine], Awaitable[None]]]] = []
         self._after_step: dict[str, list[Callable[[Engine, str], None]]] = {}
-        self._listeners: dict[str, list[Callable[..., None]]] = {}
         self._status_notes: list[StatusNotes] = []
         self._runs_ended: list[RunsEnded] = []
         # A new database waits for what GitHub remembers before it acts on commands.
@@ -261,10 +252,6 @@ class Engine:
         """Call hook(engine, row_id) after each step of that kind that did not raise."""
         self._after_step.setdefault(kind, []).append(hook)
 
-    def listen(self, event: str, listener: Callable[..., None]) -> None:
-        """Call listener(engine, ...) when a handler records that event (intake)."""
-        self._listeners.setdefault(event, []).append(listener)
-
     def status_notes(self, provider: StatusNotes) -> None:
         """Ask provider(engine, repo, pr_number) what to say about a PR in a job's status
         comment; notes come PR by PR, each PR's in the order the providers were given."""
@@ -288,21 +275,6 @@ class Engine:
     async def runs_ended(self, job: Job) -> None:
         for hook in self._runs_ended:
             await hook(self, job)
-
-    def _tell(self, event: str, *args: Any, **kwargs: Any) -> None:
-        """Every listener hears the event, whatever another's failure; the first failure
-        is raised after all have heard, so the delivery is still marked failed."""
-        first: Exception | None = None
-        for listener in self._listeners.get(event, ()):
-            try:
-                listener(self, *args, **kwargs)
-            except Exception as exc:
-                self.metrics.engine_step_errors.inc(kind=f"listen:{event}")
-                log.exception("a %s listener failed", event,
-                              extra={"listener": getattr(listener, "__qualname__", "?")})
-                first = first or exc
-        if first is not None:
-            raise first
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -613,97 +585,6 @@ class Engine:
                 return get_provider(name, proxy_port=self.settings.sandbox_port, **builds)
             return get_provider(name, **builds)
         return get_provider(name)
-
-    # -- intake: handlers call these; they record and wake, nothing slow -----------
-
-    async def record_comment(self, event: IssueCommentEvent) -> None:
-        if event.installation is None:
-            return
-        thread = Thread(
-            repo=event.repository.full_name,
-            number=event.issue.number,
-            installation_id=event.installation.id,
-            is_pr=event.issue.pull_request is not None,
-        )
-        self._record_commands(
-            f"comment-{event.comment.id}", thread, event.comment.body or "",
-            event.comment.user, event, title=event.issue.title, body=event.issue.body or "",
-            comment_id=event.comment.id)
-
-    async def record_review_comment(self, event: ReviewCommentEvent) -> None:
-        """`/hangar …` in a line comment of a review (no 👀: GitHub's reactions for those
-        live elsewhere; the reply says it was heard)."""
-        if event.installation is None:
-            return
-        self._record_commands(
-            f"review-comment-{event.comment.id}", self._pr_thread(event),
-            event.comment.body or "", event.comment.user, event,
-            title=event.pull_request.title, body=event.pull_request.body or "")
-
-    def _pr_thread(self, event: Any) -> Thread:
-        return Thread(repo=event.repository.full_name, number=event.pull_request.number,
-                      installation_id=event.installation.id, is_pr=True)
-
-    def _record_commands(
-        self, source: str, thread: Thread, text: str, user: Any, event: Any, *,
-        title: str, body: str, comment_id: int = 0,
-    ) -> None:
-        """Record each `/hangar` command in `text` as an intent, once per source."""
-        if user.is_bot or user.login in self.settings.ignored_logins:
-            return  # bots, hangar included, never trigger
-        parsed = commands.parse(text)
-        for index, item in enumerate(parsed):
-            intent_id = f"{source}-{index}"
-            if self.store.get("intent", intent_id, Intent):
-                continue
-            is_usage = isinstance(item, commands.UsageError)
-            self.save_intent(
-                Intent(
-                    id=intent_id,
-                    thread=thread,
-                    comment_id=comment_id,
-                    author=user.login,
-                    author_type=user.type,
-                    command="usage" if is_usage else item.name,
-                    args={} if is_usage else dict(item.args),
-                    usage_message=item.message if is_usage else None,
-                    title=title,
-                    body=body,
-                    clone_url=event.repository.clone_url or "",
-                    default_branch=event.repository.default_branch,
-                )
-            )
-        if parsed:
-            self.wake()
-
-    async def record_review(self, event: PullRequestReviewEvent) -> None:
-        self._tell("review", event)
-        if event.action == "submitted" and event.installation is not None:
-            self._record_commands(
-                f"review-{event.review.id}", self._pr_thread(event), event.review.body or "",
-                event.review.user, event, title=event.pull_request.title,
-                body=event.pull_request.body or "")
-        self.wake()
-
-    async def record_pull_request(self, event: PullRequestEvent) -> None:
-        self._tell("pull_request", event)
-        self.wake()
-
-    async def record_ci(
-        self, repo: str, head_sha: str, *, check: str | None = None, ours: bool = False
-    ) -> None:
-        self._tell("ci", repo, head_sha, check=check, ours=ours)
-        self.wake()
-
-    async def record_check_action(self, event: CheckRunEvent) -> None:
-        self._tell("check_action", event)
-        self.wake()
-
-    async def record_event(self, name: str, event: Any) -> None:
-        """Any other event a concern listens for (a repository renamed or removed, a
-        re-run of all checks, a ruleset changed, a thread resolved, a deployment)."""
-        self._tell(name, event)
-        self.wake()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

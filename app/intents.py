@@ -30,7 +30,15 @@ from app.models import (
     Thread,
     changed,
 )
-from app.payloads import CheckRunEvent, CheckSuiteEvent
+from app.payloads import (
+    Account,
+    CheckRunEvent,
+    CheckSuiteEvent,
+    IssueCommentEvent,
+    PullRequestReviewEvent,
+    Repository,
+    ReviewCommentEvent,
+)
 from app.render import replies
 from app.render.reasons import Why
 
@@ -250,6 +258,81 @@ def job_named(engine: StepContext, intent: Intent) -> Job | None:
 def job_for_thread(engine: StepContext, repo: str, number: int) -> Job | None:
     jobs = engine.store.find("job", Job, thread__repo=repo, thread__number=number)
     return jobs[-1] if jobs else job_for_pr(engine, repo, number)
+
+
+# -- intake: a `/hangar` line in what a person wrote becomes an intent ------------------
+
+
+def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
+    """`/hangar …` in a comment on an issue or a pull request."""
+    if event.installation is None:
+        return
+    thread = Thread(
+        repo=event.repository.full_name,
+        number=event.issue.number,
+        installation_id=event.installation.id,
+        is_pr=event.issue.pull_request is not None,
+    )
+    record_commands(
+        engine, f"comment-{event.comment.id}", thread, event.comment.body or "",
+        event.comment.user, event.repository, title=event.issue.title,
+        body=event.issue.body or "", comment_id=event.comment.id)
+
+
+def record_review_body(engine: StepContext, event: PullRequestReviewEvent) -> None:
+    """`/hangar …` in the body of a submitted review."""
+    if event.action != "submitted" or event.installation is None:
+        return
+    thread = Thread(repo=event.repository.full_name, number=event.pull_request.number,
+                    installation_id=event.installation.id, is_pr=True)
+    record_commands(
+        engine, f"review-{event.review.id}", thread, event.review.body or "",
+        event.review.user, event.repository, title=event.pull_request.title,
+        body=event.pull_request.body or "")
+
+
+def record_review_comment(engine: StepContext, event: ReviewCommentEvent) -> None:
+    """`/hangar …` in a line comment of a review (no 👀: GitHub's reactions for those
+    live elsewhere; the reply says it was heard)."""
+    if event.installation is None:
+        return
+    thread = Thread(repo=event.repository.full_name, number=event.pull_request.number,
+                    installation_id=event.installation.id, is_pr=True)
+    record_commands(
+        engine, f"review-comment-{event.comment.id}", thread, event.comment.body or "",
+        event.comment.user, event.repository, title=event.pull_request.title,
+        body=event.pull_request.body or "")
+
+
+def record_commands(
+    engine: StepContext, source: str, thread: Thread, text: str, user: Account,
+    repository: Repository, *, title: str, body: str, comment_id: int = 0,
+) -> None:
+    """Record each `/hangar` command in `text` as an intent, once per source."""
+    if user.is_bot or user.login in engine.settings.ignored_logins:
+        return  # bots, hangar included, never trigger
+    parsed = commands.parse(text)
+    for index, item in enumerate(parsed):
+        intent_id = f"{source}-{index}"
+        if engine.store.get("intent", intent_id, Intent):
+            continue
+        is_usage = isinstance(item, commands.UsageError)
+        engine.save_intent(
+            Intent(
+                id=intent_id,
+                thread=thread,
+                comment_id=comment_id,
+                author=user.login,
+                author_type=user.type,
+                command="usage" if is_usage else item.name,
+                args={} if is_usage else dict(item.args),
+                usage_message=item.message if is_usage else None,
+                title=title,
+                body=body,
+                clone_url=repository.clone_url or "",
+                default_branch=repository.default_branch,
+            )
+        )
 
 
 def record_check_action(engine: StepContext, event: CheckRunEvent) -> None:

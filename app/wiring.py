@@ -1,9 +1,10 @@
 """The composition root: the one module that knows every part and joins them.
 
 It builds hangar's aiohttp application (`create_app(settings)`), its shared things under
-the typed keys of app/keys.py, and the engine with the row kinds, chores, intake
-listeners and after-step hooks each concern declares. Nothing else imports the concerns
-for the engine: the engine core knows them only through what is registered here.
+the typed keys of app/keys.py, and the engine with the row kinds, chores and after-step
+hooks each concern declares; what a concern hears is its router's (handlers/). Nothing
+else imports the concerns for the engine: the engine knows them only through what is
+registered here.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from app import (
     mcp_server,
     rebuild,
     redelivery,
-    repositories,
     runs,
     upstream,
 )
@@ -155,27 +155,8 @@ def register_concerns(engine: Engine) -> None:
     engine.after_step("run", runs.wake_job)
     # Once every attempt of `/hangar try N` has finished, fan-out ranks them.
     engine.when_runs_end(fanout.rank_attempts)
-    engine.listen("review", landing.record_review)
-    engine.listen("review", autofix.on_review)
-    engine.listen("pull_request", landing.record_pull_request)
-    engine.listen("pull_request", autofix.on_pull_request)
-    engine.listen("ci", landing.record_ci)
-    engine.listen("ci", autofix.on_ci)
-    engine.listen("check_action", intents.record_check_action)
-    # "Re-run" on check run `hangar / land` looks at the request again.
-    engine.listen("check_action", landing.record_land_rerun)
-    # "Re-run all checks" on hangar's suite verifies the head again; landing looks again.
-    engine.listen("check_suite_rerequested", intents.record_suite_rerun)
-    engine.listen("check_suite_rerequested", landing.record_suite_rerun)
-    engine.listen("review_thread", landing.record_thread)
-    # GitHub's merge queue asks for checks on a merge group: hangar / verify on its head.
-    engine.listen("merge_group", landing.record_merge_group)
+    # A merge group verifying with a run looks again once the run's step ends.
     engine.after_step("run", landing.wake_group)
-    engine.listen("gate_changed", landing.record_gate_changed)
-    engine.listen("repository_moved", repositories.repository_moved)
-    engine.listen("repositories_removed", repositories.repositories_removed)
-    engine.listen("permissions_accepted",
-                  lambda engine, event: engine.auth.forget_installation(event.installation.id))
     # What each concern says about a job's PRs in its status comment, in this order.
     engine.status_notes(landing.status_notes)
     engine.status_notes(autofix.status_notes)

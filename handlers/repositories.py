@@ -1,20 +1,51 @@
-"""A repository renamed or transferred, and changes to what guards its branches."""
+"""The App installed, removed or given other repositories; a repository renamed or
+transferred: hangar's rows follow the repository, and tokens follow the permissions."""
+
+import logging
 
 from gidgethub import routing, sansio
 
-from app.payloads import RepositoryEvent, RulesChangedEvent, parts_as
+from app import repositories
+from app.payloads import (
+    InstallationEvent,
+    InstallationRepositoriesEvent,
+    RepositoryEvent,
+    parts_as,
+)
 
 router = routing.Router()
+log = logging.getLogger(__name__)
+
+
+@router.register("installation")
+@router.register("installation_repositories")
+async def installation_changed(event: sansio.Event, **_) -> None:
+    installation = event.data.get("installation") or {}
+    account = (installation.get("account") or {}).get("login")
+    log.info(
+        "installation %s for %s", event.data.get("action"), account,
+        extra={"installation_id": installation.get("id"), "event": event.event},
+    )
+
+
+@router.register("installation_repositories", action="removed")
+async def repositories_removed(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # hangar may no longer touch them: their jobs stop.
+    repositories.repositories_removed(
+        engine, parts_as(InstallationRepositoriesEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("installation", action="new_permissions_accepted")
+async def permissions_accepted(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # Tokens minted before carry the old permissions: the next one carries the new.
+    accepted = parts_as(InstallationEvent, event.data, parts)
+    engine.auth.forget_installation(accepted.installation.id)
+    engine.wake()
 
 
 @router.register("repository", action="renamed")
 @router.register("repository", action="transferred")
 async def repository_moved(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    await engine.record_event("repository_moved", parts_as(RepositoryEvent, event.data, parts))
-
-
-@router.register("branch_protection_rule")
-@router.register("repository_ruleset")
-async def gate_changed(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    # The cached classic protection (or its absence) is stale; waiting landings look again.
-    await engine.record_event("gate_changed", parts_as(RulesChangedEvent, event.data, parts))
+    repositories.repository_moved(engine, parts_as(RepositoryEvent, event.data, parts))
+    engine.wake()

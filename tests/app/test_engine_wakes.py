@@ -12,6 +12,8 @@ import threading
 import time
 
 import pytest
+from gidgethub.routing import Router
+from gidgethub.sansio import Event
 from pydantic import BaseModel
 
 from app.engine import NEVER, Engine, RowKind
@@ -19,6 +21,7 @@ from app.metrics import Metrics
 from app.models import Job, Run, RunStage, RunState, Thread
 from app.store import Store
 from app.wiring import register_concerns
+from handlers import Handlers
 
 MARGIN_S = 0.15  # how late "at once" and "when due" may be on a busy machine
 
@@ -137,17 +140,19 @@ async def test_a_look_while_a_step_runs_does_not_take_its_row_again(running):
     assert len(steps.times("row-1")) == 1
 
 
-async def test_a_listener_that_makes_a_row_due_is_seen_at_once(running):
+async def test_a_handler_that_makes_a_row_due_is_seen_at_once(running):
     engine, steps = await running([Row(id="row-1", due_at=later(3600))])
+    router = Router()
 
-    def on_ci(engine: Engine, repo: str, head_sha: str, **_):
+    @router.register("check_run", action="completed")
+    async def finished_check(event, *, engine: Engine, **_):
         row = engine.store.get("row", "row-1", Row)
         engine.store.put("row", "row-1", row.model_copy(update={"due_at": 0.0}), active=True)
 
-    engine.listen("ci", on_ci)
     await asyncio.sleep(0.1)
     began = time.time()
-    await engine.record_ci("acme/widgets", "abc123")
+    await Handlers(router).dispatch(Event({"action": "completed"}, event="check_run",
+                                          delivery_id="d-1"), engine=engine)
     await asyncio.sleep(MARGIN_S)
     [taken] = steps.times("row-1")
     assert taken - began < MARGIN_S

@@ -9,8 +9,9 @@ from urllib.parse import urlencode
 
 import pytest
 
+from app import intents
 from app.intake import DeliveryWriter
-from app.keys import DISPATCHER, ENGINE, STORE
+from app.keys import DISPATCHER, STORE
 from app.payloads import HANDLED, IssueCommentEvent
 from app.store import Delivery, Store
 from app.wiring import create_app
@@ -243,11 +244,11 @@ async def test_a_handler_gets_the_parts_intake_checked_instead_of_validating_aga
         dispatched.append(delivery)
         return await original(delivery)
 
-    async def record_comment(event):
+    def record_comment(engine, event):
         recorded.append(event)
 
     monkeypatch.setattr(dispatcher, "dispatch", keeping)
-    monkeypatch.setattr(client.app[ENGINE], "record_comment", record_comment)
+    monkeypatch.setattr(intents, "record_comment", record_comment)
     body = json.dumps(comment_example()).encode()
     response = await client.post(
         "/webhook", data=body, headers=webhook_headers("issue_comment", body, delivery="d-parts"))
@@ -272,6 +273,8 @@ async def test_restart_dispatches_what_was_stored_but_not_dispatched(aiohttp_cli
 async def test_a_failing_handler_marks_the_delivery_failed_and_others_still_run(client):
     from gidgethub.routing import Router
 
+    from handlers import Handlers
+
     ran = []
     router = Router()
 
@@ -283,7 +286,7 @@ async def test_a_failing_handler_marks_the_delivery_failed_and_others_still_run(
     async def healthy(event, **_):
         ran.append(event.delivery_id)
 
-    client.app[DISPATCHER].router = router
+    client.app[DISPATCHER].router = Handlers(router)
     body = json.dumps({"action": "created"}).encode()
     await client.post("/webhook", data=body, headers=webhook_headers("star", body,
                                                                        delivery="d-fail"))
@@ -292,7 +295,7 @@ async def test_a_failing_handler_marks_the_delivery_failed_and_others_still_run(
     assert "boom" in store.delivery("d-fail").error
     assert ran == ["d-fail"]
     metrics = await (await client.get("/metrics")).text()
-    assert 'hangar_handler_errors_total{handler="broken"} 1' in metrics
+    assert 'hangar_handler_errors_total{handler="test_webhook.broken"} 1' in metrics
 
 
 async def test_every_github_example_payload_is_accepted_stored_and_dispatched(client):

@@ -1,0 +1,109 @@
+"""What landing hears: reviews (an approval bound to its commit), a pull request's new
+head, close, reopen or dequeue, CI finishing on a head, "Re-run" on `hangar / land`, a
+conversation resolved, a merge group to check, and a change to what guards a branch."""
+
+from gidgethub import routing, sansio
+
+from app import landing
+from app.payloads import (
+    CheckRunEvent,
+    CheckSuiteEvent,
+    DeploymentStatusEvent,
+    MergeGroupEvent,
+    PullRequestEvent,
+    PullRequestReviewEvent,
+    ReviewThreadEvent,
+    RulesChangedEvent,
+    StatusEvent,
+    parts_as,
+)
+
+router = routing.Router()
+
+
+@router.register("pull_request_review", action="submitted")
+@router.register("pull_request_review", action="dismissed")
+async def new_review(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    landing.record_review(engine, parts_as(PullRequestReviewEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("pull_request", action="synchronize")
+@router.register("pull_request", action="dequeued")
+@router.register("pull_request", action="reopened")
+@router.register("pull_request", action="ready_for_review")
+@router.register("pull_request", action="closed")
+async def pr_changed(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    landing.record_pull_request(engine, parts_as(PullRequestEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("check_run", action="completed")
+async def finished_check(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    check = parts_as(CheckRunEvent, event.data, parts)
+    ours = (check.check_run.app or {}).get("id") == engine.settings.app_id
+    landing.record_ci(engine, check.repository.full_name, check.check_run.head_sha,
+                      check=check.check_run.name, ours=ours)
+    engine.wake()
+
+
+@router.register("check_suite", action="completed")
+async def finished_suite(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    suite = parts_as(CheckSuiteEvent, event.data, parts)
+    head_sha = suite.check_suite.get("head_sha")
+    ours = (suite.check_suite.get("app") or {}).get("id") == engine.settings.app_id
+    if head_sha:
+        landing.record_ci(engine, suite.repository.full_name, head_sha, ours=ours)
+    engine.wake()
+
+
+@router.register("status")
+async def new_status(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    status = parts_as(StatusEvent, event.data, parts)
+    if status.state != "pending":
+        landing.record_ci(engine, status.repository.full_name, status.sha)
+    engine.wake()
+
+
+@router.register("deployment_status")
+async def deployment_status(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # A deployment a ruleset requires may have succeeded: landings of that head look again.
+    status = parts_as(DeploymentStatusEvent, event.data, parts)
+    landing.record_ci(engine, status.repository.full_name, status.deployment.sha)
+    engine.wake()
+
+
+@router.register("check_run", action="rerequested")
+async def land_rerun(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # "Re-run" on check run `hangar / land` looks at the request again.
+    landing.record_land_rerun(engine, parts_as(CheckRunEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("check_suite", action="rerequested")
+async def rerun_all_checks(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # "Re-run all checks" on hangar's suite: landings of that head look again.
+    landing.record_suite_rerun(engine, parts_as(CheckSuiteEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("pull_request_review_thread")
+async def thread_resolved(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # A conversation resolved (or not): a landing waiting for it looks again.
+    landing.record_thread(engine, parts_as(ReviewThreadEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("merge_group")
+async def merge_group(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # GitHub's merge queue asks for checks on a group (hangar reports hangar / verify).
+    landing.record_merge_group(engine, parts_as(MergeGroupEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("branch_protection_rule")
+@router.register("repository_ruleset")
+async def gate_changed(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # The cached classic protection (or its absence) is stale; waiting landings look again.
+    landing.record_gate_changed(engine, parts_as(RulesChangedEvent, event.data, parts))
+    engine.wake()
