@@ -638,6 +638,8 @@ def _ending_check_output(run: Run) -> dict:
         facts.append(f"- environment: {environment_line(run.env_build)}")
     if run.pr_number:
         facts.append(f"- pull request: #{run.pr_number}")
+    if run.held is not None:
+        facts.extend(held_facts(run))
     if run.head_sha and run.head_sha != run.start_sha:
         facts.append(f"- the agent's commits: `{short(run.head_sha)}` · {diff_stat(run.compare)}")
     if run.dirty:

@@ -176,5 +176,7 @@ async def complete_agent_check(engine: StepContext, ops: RepoOps, run: Run) -> N
         return  # the turn never started: there is no check run to complete
     await upsert_check(engine, ops, run, AGENT_CHECK, run.start_sha, status="completed",
                        conclusion=conclusion(run.ending["code"]),
-                       output=render.agent_check_output(run))
+                       output=render.agent_check_output(run),
+                       # a held later turn keeps the button that pushes its commits again
+                       actions=render.held_actions() if run.held and run.pr_number else None)
     engine.patch_run(run.id, agent_check_shown=run.ending["code"])
