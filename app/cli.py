@@ -115,6 +115,13 @@ def serve_command(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"hangar: {exc}", file=sys.stderr)
         return 2
+    from app.startup import check_before_serving
+
+    findings = check_before_serving(settings)
+    for finding in findings:
+        print(f"hangar: {finding.sentence}", file=sys.stderr)
+    if any(finding.fatal for finding in findings):
+        return 2
     from app.datadir import check_history, request_rebuild
 
     try:

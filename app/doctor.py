@@ -32,7 +32,7 @@ def doctor_command(repo: str) -> int:
         return 2
     try:
         settings = Settings()
-        settings.check_for_serving()
+        settings.check_for_github()  # the doctor reads GitHub; it takes no webhooks
     except SettingsError as exc:
         print(f"hangar doctor: {exc}", file=sys.stderr)
         return 2

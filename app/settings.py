@@ -138,6 +138,10 @@ class Settings(BaseSettings):
                 "set it to the webhook secret of your GitHub App "
                 "(export HANGAR_WEBHOOK_SECRET=… or webhook_secret: in the config file)."
             )
+        self.check_for_github()
+
+    def check_for_github(self) -> None:
+        """Refuse what cannot call GitHub as the App: its id and a readable key."""
         if self.app_id is None:
             raise SettingsError(
                 "HANGAR_APP_ID is not set: set it to your GitHub App's id "
