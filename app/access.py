@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from app.models import changed
+from app.models import API_ASKER, changed
 from app.settings import Settings
 from app.store import Store
 
@@ -78,8 +78,10 @@ class Principal:
 
     @property
     def asker(self) -> str:
-        """Who asked, for the approval rules: the token's login, else `api`."""
-        return self.login or "api"
+        """Who asked: the token's login, else the token itself (`token:NAME`, which no
+        GitHub login can be, so it is never rendered as a mention nor taken for a person
+        by the approval rules)."""
+        return self.login or f"{API_ASKER}{self.name}"
 
 
 def parse_scopes(text: str) -> list[Scope]:

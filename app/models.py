@@ -32,6 +32,10 @@ def new_id(prefix: str) -> str:
 def now() -> float:
     return time.time()
 
+# Who asked through the API with a token that acts for no GitHub login: `token:NAME`
+# (no login holds a colon, so it is never a mention nor a person to the approval rules).
+API_ASKER = "token:"
+
 
 class Thread(BaseModel):
     """Where people talk to hangar: an issue or a pull request in one repository."""

@@ -35,6 +35,7 @@ from app.render.text import (  # noqa: F401 (callers know them as render.code_sp
     fit_body,
     fit_output,
     inert,
+    person,
     reply_marker,
     short,
     status_marker,
@@ -229,7 +230,7 @@ def status_comment(
 
     lines = [
         status_marker(job.id),
-        f"**hangar** · `{job.id}` · asked by @{job.requested_by}",
+        f"**hangar** · `{job.id}` · asked by {person(job.requested_by)}",
         "",
         quote_prompt(job.prompt),
         "",
@@ -522,7 +523,7 @@ def pr_body(job: Job, run: Run) -> str:
         PR_MARKER.format(job=job.id, branch=run.branch),
         f"Closes #{job.thread.number}" if not job.thread.is_pr else "",
         "",
-        f"Asked by @{job.requested_by} in #{job.thread.number}:",
+        f"Asked by {person(job.requested_by)} in #{job.thread.number}:",
         "",
         quote_prompt(job.prompt, 1000),
         "",

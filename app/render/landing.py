@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.render.reasons import Sentences, Why, word
-from app.render.text import code_span, short
+from app.render.text import code_span, person, short
 
 
 def _approvals_wanted(missing: int, head: str | None, other_than: str | None = None) -> str:
@@ -191,7 +191,7 @@ LAND_REASONS: Sentences = {
         f"the base branch changed from {code_span(old)} to {code_span(new)}; approvals given "
         "before it no longer count"),
     "pr_closed": lambda: "the pull request was closed",
-    "asked_to_land": lambda login: f"@{login} asked to land",
+    "asked_to_land": lambda login: f"{person(login)} asked to land",
     "withdrawn": lambda login: (
         f"@{login} withdrew the request; approvals do not land it until someone comments "
         "`/hangar land`"),
@@ -301,7 +301,7 @@ def method_fallback_note(pr_number: int, method: str, other: str) -> str:
 def merge_commit(pr_title: str, pr_number: int, requester: str) -> dict[str, str]:
     """The title and message of the merge commit hangar asks GitHub for."""
     return {"commit_title": f"{pr_title} (#{pr_number})",
-            "commit_message": f"Landed by hangar for @{requester}."}
+            "commit_message": f"Landed by hangar for {person(requester)}."}
 
 
 def land_title(request: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from app import commands
 from app.render import usage
 from app.render.reasons import Sentences, Why, word
-from app.render.text import code_span
+from app.render.text import code_span, person
 
 
 def _fork_pr(pr: dict, default_branch: str) -> str:
@@ -86,9 +86,9 @@ def fork_pr_reply(pr: dict, default_branch: str) -> str:
 
 def followup_label(turn: int, login: str) -> str:
     """A follow-up turn's name in the status comment's list of turns."""
-    return f"follow-up turn {turn}: asked by @{login}"
+    return f"follow-up turn {turn}: asked by {person(login)}"
 
 
 def retry_label(turn: int, login: str) -> str:
     """A turn `/hangar retry` asked for on the pull request of a turn that failed."""
-    return f"retry of turn {turn}: asked by @{login}"
+    return f"retry of turn {turn}: asked by {person(login)}"

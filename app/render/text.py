@@ -7,6 +7,8 @@ import re
 import time
 from typing import Any
 
+from app.models import API_ASKER
+
 STATUS_MARKER = "<!-- hangar:status {job} -->"
 PR_MARKER = "<!-- hangar:pr {job} {branch} -->"
 REPLY_MARKER = "<!-- hangar:reply {key} -->"
@@ -112,3 +114,11 @@ def short(sha: str | None) -> str:
 
 def clock(at: float) -> str:
     return time.strftime("%H:%M UTC", time.gmtime(at))
+
+
+def person(who: str) -> str:
+    """Who asked, as a person reads it: a GitHub login as a mention, an API token that
+    acts for nobody by its name — never as a mention of a GitHub user of that name."""
+    if who.startswith(API_ASKER):
+        return f"the API token {code_span(who[len(API_ASKER):])}"
+    return f"@{who}"

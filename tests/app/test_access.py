@@ -155,7 +155,7 @@ def test_a_token_may_act_for_a_github_login(tmp_path, settings):
     plain = access.create_token(store, "plain", ["operate"], who="cli:root")
     mona = access.authenticate(store, settings, f"Bearer {secret}")
     assert (mona.login, mona.asker) == ("mona-lisa", "mona-lisa")
-    assert access.authenticate(store, settings, f"Bearer {plain}").asker == "api"
+    assert access.authenticate(store, settings, f"Bearer {plain}").asker == "token:plain"
     assert "asks as @mona-lisa" in access.tokens_table(access.list_tokens(store))
     for bad in ("-mona", "mona--lisa", "mona lisa", "m" * 40, "mona-"):
         with pytest.raises(AccessError, match="GitHub login"):

@@ -16,6 +16,7 @@ import jsonschema
 import openapi_spec_validator
 import pytest
 
+from app import access
 from app.api import ROUTES
 from tests.e2e.conftest import ROOT, wait_until
 
@@ -62,7 +63,10 @@ def test_start_follow_and_list_a_job(served):
     assert status == 202
     pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
     status, view = call(world, "GET", f"/api/jobs/{started['job']}")
-    assert status == 200 and view["job"]["requested_by"] == "api"
+    assert status == 200 and view["job"]["requested_by"] == f"token:{access.OPERATOR}"
+    # a token that acts for no login is named as a token, never as a mention of a user
+    assert f"asked by the API token `{access.OPERATOR}`" in world.status(issue)
+    assert "@token" not in world.status(issue) and "@api" not in world.status(issue)
     assert view["runs"][0]["pr_number"] == pr["number"] and view["prs"] == [pr["number"]]
     assert any("opened PR" in t["what"] for t in view["timeline"])
     status, jobs = call(world, "GET", f"/api/jobs?repo={world.repo}")
