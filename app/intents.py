@@ -85,7 +85,7 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
                     key=f"refused-{intent.author}")
         return finish(engine, intent, "refused: no write access")
     if spec and spec.where != "both" and (spec.where == "pr") != intent.thread.is_pr:
-        await reply(ops, intent, Why(Answer.WRONG_PLACE, command=spec.name,
+        await reply(ops, intent, Why(Answer.WRONG_PLACE, command=spec.name, usage=spec.usage,
                                      on_pr=intent.thread.is_pr))
         return finish(engine, intent, f"refused: {spec.name} works on {spec.where}s only")
     if intent.comment_id and not intent.waiting:
@@ -128,7 +128,7 @@ async def usage(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
 
 async def show_help(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     # Every command, with where it applies: the reader will be on the PR next.
-    await reply(ops, intent, Why(Answer.HELP))
+    await reply(ops, intent, Why(Answer.HELP, table=commands.help_text()))
     return "help reply"
 
 

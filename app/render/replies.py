@@ -2,12 +2,12 @@
 (`app.intents.Answer`): who may not, what there is nothing of, what waits.
 
 A command's own usage and `/hangar help` come from the commands' self-description
-(`app.commands`, written once next to each command); these replies quote them.
+(`app.commands`, written once next to each command): the commands concern hands them
+over as facts, and these replies quote them.
 """
 
 from __future__ import annotations
 
-from app import commands
 from app.render import usage
 from app.render.reasons import Sentences, Why, word
 from app.render.text import code_span, person
@@ -23,10 +23,10 @@ def _fork_pr(pr: dict, default_branch: str) -> str:
             "request, verified and landed like any other.")
 
 
-def _wrong_place(spec: commands.CommandSpec, on_pr: bool) -> str:
-    said = (f"`{spec.usage}` works on "
+def _wrong_place(command: str, usage: str, on_pr: bool) -> str:
+    said = (f"`{usage}` works on "
             f"{'issues, not on pull requests' if on_pr else 'pull requests, not on issues'}")
-    if spec.name == "try":
+    if command == "try":
         return (f"{said}: it starts fresh attempts from an issue. On a pull request, "
                 "`/hangar <instruction>` asks for another turn.")
     if on_pr:
@@ -40,7 +40,7 @@ ANSWERS: Sentences = {
         "this repository, so nothing was started. A maintainer can comment the command for "
         "you. (`/hangar help` works for everyone.)"),
     "usage": lambda message: f"{message}\n\n`/hangar help` lists every command.",
-    "help": lambda: commands.help_text(),
+    "help": lambda table: table,
     "not_a_hangar_pr": lambda: (
         "This pull request was not opened by hangar, so hangar will not push to it. Ask on an "
         "issue instead: `/hangar <instruction>`."),
@@ -48,7 +48,7 @@ ANSWERS: Sentences = {
     "turn_waits": lambda: (
         "A turn is still running on this pull request; hangar will start this one as soon as "
         "it ends."),
-    "wrong_place": lambda command, on_pr: _wrong_place(commands.spec_for(command), on_pr),
+    "wrong_place": _wrong_place,
     "nothing_to_cancel": lambda: "There is no hangar work on this thread to cancel.",
     "already_stopped": lambda: "Nothing is running here; the agent has already stopped.",
     "nothing_held": lambda: (
