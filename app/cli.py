@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                               "(HANGAR_API_URL, HANGAR_API_TOKEN)")
 
     token = sub.add_parser("token", help="API tokens with scopes: create, list, revoke")
-    from app.access import add_token_arguments
+    from app.web.access import add_token_arguments
 
     add_token_arguments(token)
 
@@ -72,11 +72,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(args)
     if args.command == "mcp":
-        from app.mcp_server import main as mcp_main
+        from app.web.mcp import main as mcp_main
 
         return mcp_main()
     if args.command == "token":
-        from app.access import token_command
+        from app.web.access import token_command
 
         return token_command(args, load_settings())
     if args.command == "env":
@@ -179,7 +179,7 @@ def data_dir_usable(settings: Settings) -> bool:
 def register_app(settings: Settings) -> None:
     import asyncio
 
-    from app.setup_pages import serve_until_registered
+    from app.web.setup import serve_until_registered
 
     info = asyncio.run(serve_until_registered(settings))
     print(f"hangar: registered the GitHub App {info['slug']} (id {info['id']}); saved in "

@@ -23,7 +23,7 @@ MARKER = "hangar.id"
 # Present while a rebuild from GitHub is owed; the engine removes it once done.
 REBUILD_PENDING = "rebuild.pending"
 OPERATIONS = "docs/operations.md"
-# Holds the sandbox gate's socket (app/sandbox_gate.py); providers bind it into sandboxes.
+# Holds the sandbox gate's socket (app/web/sandbox_gate.py); providers bind it into sandboxes.
 GATE_DIR_NAME = "sandbox-gate"
 
 

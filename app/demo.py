@@ -274,8 +274,8 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
 
 def first_turn_ending(service: Any, repo: str, issue: int) -> dict | None:
     """How the issue's first turn ended, from hangar's own rows: {"code", …} or None."""
-    from app.keys import ENGINE
     from app.models import Job, Run
+    from app.web.keys import ENGINE
 
     engine = service.app[ENGINE]
     jobs = engine.store.find("job", Job, thread__repo=repo, thread__number=issue)

@@ -8,8 +8,8 @@ import sys
 import aiohttp
 from gidgethub import GitHubException
 
-from app.ghops import RepoOps
-from app.github import AppAuth, get_or_none
+from app.github.client import AppAuth, get_or_none
+from app.github.ops import RepoOps
 from app.landing import (
     CODEOWNERS_PATHS,
     blockers,
@@ -65,7 +65,7 @@ LEVELS = {"none": 0, "read": 1, "write": 2, "admin": 3}
 def app_permission_report(granted: dict[str, str],
                           wanted: dict[str, str] | None = None) -> tuple[bool, str]:
     """Whether the App itself asks for every permission of hangar's App manifest."""
-    from app.registration import load_app_manifest
+    from app.web.registration import load_app_manifest
 
     wanted = wanted if wanted is not None else load_app_manifest()["default_permissions"]
     lacking = [f"{name}: {level}" for name, level in sorted(wanted.items())

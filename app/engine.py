@@ -24,8 +24,8 @@ from cachetools import LRUCache, TTLCache
 from pydantic import BaseModel
 
 from app.datadir import gate_dir, rebuild_pending
-from app.ghops import RepoOps
-from app.github import AppAuth
+from app.github.client import AppAuth
+from app.github.ops import RepoOps
 from app.metrics import Metrics
 from app.models import Intent, IntentState, Job, JobState, Run, Thread, changed
 from app.settings import Settings
@@ -417,7 +417,7 @@ class Engine:
 
         The hold is kept in memory whatever the store says: a row whose failure cannot be
         recorded (a full disk) waits as long as one whose failure was, and never spins."""
-        from app.github import limited_until
+        from app.github.client import limited_until
 
         failures, _ = self._failures.get(key, (0, 0.0))
         reset = limited_until(exc)

@@ -99,7 +99,7 @@ class Delivery:
     payload: dict[str, Any]
     state: str
     error: str | None
-    # What intake validated of the payload (app/payloads.py), kept in memory for the
+    # What intake validated of the payload (app/intake/payloads.py), kept in memory for the
     # handlers; never stored, so None for a delivery read back from the database.
     parts: Any = field(default=None, compare=False, repr=False)
 

@@ -1,7 +1,7 @@
 """The composition root: the one module that knows every part and joins them.
 
 It builds hangar's aiohttp application (`create_app(settings)`), its shared things under
-the typed keys of app/keys.py, and the engine with the row kinds, chores and after-step
+the typed keys of app/web/keys.py, and the engine with the row kinds, chores and after-step
 hooks each concern declares; what a concern hears is its router's (handlers/). Nothing
 else imports the concerns for the engine: the engine knows them only through what is
 registered here.
@@ -16,22 +16,14 @@ import aiohttp
 from aiohttp import web
 
 from app import (
-    api,
     autofix,
-    envbuild_steps,
+    commands,
     envbuilds,
     fanout,
-    fleet,
-    intents,
     landing,
-    mcp_server,
-    rebuild,
-    redelivery,
+    repositories,
     runs,
-    upstream,
 )
-from app import web as webhook
-from app.dispatch import Dispatcher
 from app.engine import (
     NEVER,
     REBUILD_RETRY_S,
@@ -42,9 +34,16 @@ from app.engine import (
     give_up_intent,
     give_up_job,
 )
-from app.github import AppAuth, RetryPolicy
-from app.intake import DeliveryWriter
-from app.keys import (
+from app.github.client import AppAuth, RetryPolicy
+from app.intake import redelivery
+from app.intake.deliveries import DeliveryWriter
+from app.intake.dispatch import Dispatcher
+from app.metrics import Metrics
+from app.models import Intent, Job, Run
+from app.settings import Settings
+from app.store import Store
+from app.web import api, fleet, mcp, upstream, webhook
+from app.web.keys import (
     AUTH,
     DISPATCHER,
     EGRESS,
@@ -58,12 +57,8 @@ from app.keys import (
     TOKENS,
     WRITER,
 )
-from app.metrics import Metrics
-from app.models import Intent, Job, Run
-from app.sandbox_gate import serve_gate
-from app.settings import Settings
-from app.setup_pages import mount_configured
-from app.store import Store
+from app.web.sandbox_gate import serve_gate
+from app.web.setup import mount_configured
 from handlers import router
 
 # How often the serving store copies its WAL back into the database, off every commit.
@@ -81,13 +76,13 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = Metrics()
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_session)
-    app.cleanup_ctx.append(serve_gate)  # what sandboxes reach: app/sandbox_gate.py
+    app.cleanup_ctx.append(serve_gate)  # what sandboxes reach: app/web/sandbox_gate.py
     app.cleanup_ctx.append(_engine_and_dispatcher)
     webhook.setup(app)
     upstream.mount_sandbox_state(app)
     mount_configured(app, settings.app_id)
     api.setup(app)
-    mcp_server.mount(app)
+    mcp.mount(app)
     fleet.setup(app)
     return app
 
@@ -104,7 +99,7 @@ def build_engine(app: web.Application) -> Engine:
 def command_actions() -> dict[str, CommandAction]:
     """Every command's action, by the concern that owns it."""
     return {
-        **intents.ACTIONS,
+        **commands.ACTIONS,
         **runs.ACTIONS,
         **fanout.ACTIONS,
         "land": landing.handle_command,
@@ -118,11 +113,11 @@ def command_actions() -> dict[str, CommandAction]:
 def register_concerns(engine: Engine) -> None:
     """What each concern asks of the engine, in the order the engine looks at them."""
     engine.on_command(command_actions())
-    engine.add_chore(Chore("rebuild", rebuild.run_pending_rebuild,
+    engine.add_chore(Chore("rebuild", repositories.run_pending_rebuild,
                            every=lambda _engine: REBUILD_RETRY_S,
                            wanted=lambda engine: engine.rebuilding))
     engine.register(
-        RowKind("intent", "intent", Intent, intents.process_intent,
+        RowKind("intent", "intent", Intent, commands.process_intent,
                 next_at=lambda row: row.retry_at, give_up=give_up_intent,
                 waits_for_rebuild=True),
         RowKind("run", "run", Run, runs.advance_run, next_at=lambda row: row.retry_at,
@@ -139,16 +134,16 @@ def register_concerns(engine: Engine) -> None:
                 next_at=lambda row: row.due_at, give_up=autofix.give_up),
         # A build waits for a slot: a queued build, and the end of one, wake the queued.
         RowKind("envbuild", envbuilds.BUILD, envbuilds.EnvBuildRow,
-                envbuild_steps.advance_build, next_at=lambda _row: NEVER),
+                envbuilds.advance_build, next_at=lambda _row: NEVER),
     )
     engine.add_chore(Chore("redelivery", redelivery.catch_up,
                            every=lambda engine: engine.settings.redelivery_interval_seconds))
     engine.add_chore(Chore("forget deliveries", redelivery.forget_old_deliveries,
                            every=lambda _engine: DELIVERY_RETENTION_EVERY_S))
     engine.at_start("reaping orphan sandboxes", runs.reap_orphans)
-    engine.at_start("queueing stale environment builds", envbuild_steps.rebuild_stale)
+    engine.at_start("queueing stale environment builds", envbuilds.rebuild_stale)
     # A finished run step may free what a waiting command asked for.
-    engine.after_step("run", intents.wake_waiting)
+    engine.after_step("run", commands.wake_waiting)
     # The end of a verified turn is when auto-fix looks at the head's CI.
     engine.after_step("run", autofix.after_run_step)
     # A finished run may be its job's last: the job looks at its runs.

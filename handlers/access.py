@@ -5,7 +5,7 @@ import logging
 
 from gidgethub import routing, sansio
 
-from app.payloads import AccessEvent, parts_as
+from app.intake.payloads import AccessEvent, parts_as
 
 router = routing.Router()
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ asking for changes, a push to a hangar PR (a human's pauses it) and its close.""
 from gidgethub import routing, sansio
 
 from app import autofix
-from app.payloads import (
+from app.intake.payloads import (
     CheckRunEvent,
     CheckSuiteEvent,
     DeploymentStatusEvent,

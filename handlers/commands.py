@@ -3,8 +3,8 @@ a line comment on a review's diff. Each `/hangar …` line becomes an intent, on
 
 from gidgethub import routing, sansio
 
-from app import intents
-from app.payloads import (
+from app import commands
+from app.intake.payloads import (
     IssueCommentEvent,
     PullRequestReviewEvent,
     ReviewCommentEvent,
@@ -17,18 +17,18 @@ router = routing.Router()
 @router.register("issue_comment", action="created")
 async def new_comment(event: sansio.Event, *, engine, parts=None, **_) -> None:
     # Edits and deletions never trigger: a command runs once, when it is written.
-    intents.record_comment(engine, parts_as(IssueCommentEvent, event.data, parts))
+    commands.record_comment(engine, parts_as(IssueCommentEvent, event.data, parts))
     engine.wake()
 
 
 @router.register("pull_request_review", action="submitted")
 async def new_review(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    intents.record_review_body(engine, parts_as(PullRequestReviewEvent, event.data, parts))
+    commands.record_review_body(engine, parts_as(PullRequestReviewEvent, event.data, parts))
     engine.wake()
 
 
 @router.register("pull_request_review_comment", action="created")
 async def new_review_comment(event: sansio.Event, *, engine, parts=None, **_) -> None:
     # A `/hangar …` line in a comment on the diff is a command like any other.
-    intents.record_review_comment(engine, parts_as(ReviewCommentEvent, event.data, parts))
+    commands.record_review_comment(engine, parts_as(ReviewCommentEvent, event.data, parts))
     engine.wake()

@@ -5,7 +5,7 @@ conversation resolved, a merge group to check, and a change to what guards a bra
 from gidgethub import routing, sansio
 
 from app import landing
-from app.payloads import (
+from app.intake.payloads import (
     CheckRunEvent,
     CheckSuiteEvent,
     DeploymentStatusEvent,

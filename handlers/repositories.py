@@ -6,7 +6,7 @@ import logging
 from gidgethub import routing, sansio
 
 from app import repositories
-from app.payloads import (
+from app.intake.payloads import (
     InstallationEvent,
     InstallationRepositoriesEvent,
     RepositoryEvent,

@@ -22,7 +22,7 @@ from app.autofix import (
     prompt_for_review,
     why_not,
 )
-from app.ghops import RepoOps
+from app.github.ops import RepoOps
 from app.repoconfig import AutofixPolicy
 
 UNITTEST_OUTPUT = """```

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import ci
-from app.ci import Outcome
 from app.fanout import ci_verdict
+from app.github import ci
+from app.github.ci import Outcome
 from app.landing import checks_verdict
 from tests.github_reference import openapi
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.commands import (
+from app.commands.grammar import (
     COMMANDS,
     MAX_COMMANDS_PER_COMMENT,
     MAX_PROMPT_CHARS,

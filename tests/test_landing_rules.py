@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.ci import Outcome
-from app.ghops import RepoOps, same_repository
+from app.github.ci import Outcome
+from app.github.ops import RepoOps, same_repository
 from app.landing import (
     LandState,
     ReviewRecord,

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from app import ci, render
+from app import render
+from app.github import ci
 from app.landing import LandRequest, LandState
 from app.models import HeldWork, Job, Run, RunStage, RunState, Thread, Verification
 

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 from app.autofix.rows import ensure_row, patch
 from app.autofix.rules import Stop
 from app.autofix.steps import fix_now, review_turn, show
-from app.intents import hangar_pr_job
+from app.commands import hangar_pr_job
 from app.models import Intent
 from app.render import autofix as words
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.ghops import RepoOps
+    from app.github.ops import RepoOps
 
 
 async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:

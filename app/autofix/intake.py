@@ -13,12 +13,12 @@ from app import commands  # the `/hangar` grammar, not this folder's commands.py
 from app.autofix.rows import ensure_row, get_row, patch, row_id, save
 from app.autofix.rules import MAX_JUDGED, VERIFY_CHECK
 from app.autofix.steps import last_turn
-from app.intents import job_for_pr
+from app.commands import job_for_pr
 from app.models import AutofixRow, Intent, Job, Run, RunStage, Thread
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.payloads import PullRequestEvent, PullRequestReviewEvent
+    from app.intake.payloads import PullRequestEvent, PullRequestReviewEvent
 
 
 def on_review(engine: StepContext, event: PullRequestReviewEvent) -> None:

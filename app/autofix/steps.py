@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app import ci
 from app.autofix.rows import get_row, judged, patch, row_id, save
 from app.autofix.rules import (
     IGNORED_CHECKS,
@@ -22,8 +21,9 @@ from app.autofix.rules import (
     prompt_for_review,
     stop_reason,
 )
+from app.commands import start_followup
 from app.engine import PrNotes
-from app.intents import start_followup
+from app.github import ci
 from app.landing import LandRequest, LandState, land_id
 from app.models import AutofixRow, Job, RunKind
 from app.redact import tail
@@ -34,7 +34,7 @@ from app.runs import refresh_status
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.ghops import RepoOps
+    from app.github.ops import RepoOps
 
 
 def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:

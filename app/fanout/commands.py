@@ -9,9 +9,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from app import render
-from app.environments import environment_for
-from app.ghops import RepoOps
-from app.intents import Answer, job_for_thread, job_named, reply, start_job
+from app.commands import Answer, job_for_thread, job_named, reply, start_job
+from app.envbuilds import environment_for
+from app.github.ops import RepoOps
 from app.models import Intent
 from app.render import replies
 from app.render import usage as usage_words

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app import ci
+from app.github import ci
 from app.models import Run
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from app import render
 from app.fanout.ranking import ci_verdict, rank
-from app.ghops import read_ci
+from app.github.ops import read_ci
 from app.models import Job
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.intents import hangar_pr_job, reply
+from app.commands import hangar_pr_job, reply
 from app.landing.rows import (
     RESTARTABLE,
     LandRequest,
@@ -26,7 +26,7 @@ from app.repoconfig import CONFIG_PATH, parse_repo_config
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.ghops import RepoOps
+    from app.github.ops import RepoOps
 
 
 async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:

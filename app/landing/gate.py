@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from app import ci
+from app.github import ci
 from app.render.reasons import Why
 
 MERGE_METHODS = ("squash", "merge", "rebase")

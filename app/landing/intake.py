@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.intents import job_for_pr
+from app.commands import job_for_pr
 from app.landing.rows import (
     RESTARTABLE,
     LandRequest,
@@ -23,7 +23,7 @@ from app.render.reasons import Why
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.payloads import (
+    from app.intake.payloads import (
         CheckRunEvent,
         CheckSuiteEvent,
         PullRequestEvent,

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from app.intents import job_for_pr
+from app.commands import job_for_pr
 from app.landing.rules import VERIFY_CHECK
 from app.models import Run, RunKind, RunStage, RunState, Thread, now
 from app.render import landing as words
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.payloads import MergeGroupEvent
+    from app.intake.payloads import MergeGroupEvent
 
 GROUP_REF = re.compile(r"^(?:refs/heads/)?gh-readonly-queue/.+/pr-(\d+)-[0-9a-f]{40}$")
 

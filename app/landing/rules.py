@@ -10,7 +10,7 @@ from collections.abc import Collection
 from enum import StrEnum
 from typing import Any
 
-from app import ci
+from app.github import ci
 from app.landing.rows import LandRequest, LandState, ReviewRecord
 from app.models import Verification
 from app.render import landing as words

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from gidgethub import BadRequest, GitHubException
 
-from app import ci, render, runs
+from app import render, runs
+from app.commands import request_verification
 from app.engine import PrNotes
-from app.ghops import PAGE, read_ci
-from app.github import get_or_none
-from app.intents import request_verification
+from app.github import ci
+from app.github.client import get_or_none
+from app.github.ops import PAGE, read_ci
 from app.landing.gate import (
     CODEOWNERS_PATHS,
     Facts,
@@ -74,7 +75,7 @@ from app.sensitive import COMPARE_FILES, sensitive_names
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.ghops import RepoOps
+    from app.github.ops import RepoOps
 
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The replies to `/hangar` commands, by the code the commands concern answers with
-(`app.intents.Answer`): who may not, what there is nothing of, what waits.
+(`app.commands.Answer`): who may not, what there is nothing of, what waits.
 
 A command's own usage and `/hangar help` come from the commands' self-description
 (`app.commands`, written once next to each command): the commands concern hands them

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from app import render
 from app.egress import egress_env, egress_facts
-from app.environments import environment_for
-from app.ghops import RepoOps
+from app.envbuilds import environment_for
+from app.github.ops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.redact import redact, tail
 from app.render.reasons import Why
@@ -135,7 +135,7 @@ def model_route(engine: StepContext, run: Run, sb: Any, spec: Any) -> Any:
     if spec.harness == "script" or engine.models is None:
         return None
     token = engine.models.issue(sb.id, credential=spec.model_credential_env, run_id=run.id)
-    # A subscription's token (by the name rule of app/upstream.py): the CLI runs as a plan's.
+    # A subscription's token (by the name rule of app/web/upstream.py): the CLI runs as a plan's.
     return ModelRoute(model_base_url(engine.settings.proxy_base_url, sb.id), token,
                       subscription="OAUTH" in spec.model_credential_env)
 

@@ -1,13 +1,12 @@
 """The jobs-and-runs concern's `/hangar` commands: run (a job, or a turn on its PR),
 cancel, verify, retry, status and resume. Who may use them, and where, is checked once for every
-command (app.intents.process_intent, from each command's declaration in app.commands)."""
+command (app.commands.process_intent, from each command's declaration)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.ghops import RepoOps
-from app.intents import (
+from app.commands import (
     BUSY,
     DEFERRED,
     Answer,
@@ -19,6 +18,7 @@ from app.intents import (
     start_followup,
     start_job,
 )
+from app.github.ops import RepoOps
 from app.models import Intent, JobState, RunKind, RunStage, RunState
 from app.render import latest_turns
 from app.render.reasons import Why

@@ -7,9 +7,9 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from app import envbuild_steps
-from app.environments import default_env_name
-from app.ghops import RepoOps
+from app import envbuilds
+from app.envbuilds import default_env_name
+from app.github.ops import RepoOps
 from app.models import Job, Run
 from app.redact import redact, tail
 from sandbox import envimage
@@ -43,7 +43,7 @@ async def prepare_sandbox(
     for leftover in await provider.list(labels):
         await provider.destroy(leftover)
         engine.tokens.revoke(leftover.id)
-    build = await envbuild_steps.usable_build(engine, provider, job.thread.repo, spec)
+    build = await envbuilds.usable_build(engine, provider, job.thread.repo, spec)
     start_spec = spec if build is None else spec.model_copy(
         update={"image": snapshots.image_for(spec.provider, build.image, spec.image)})
     sb = await provider.create(start_spec, labels)
@@ -94,28 +94,28 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
     if not spec.install:
         return
     provider = engine.provider(spec.provider)
-    listing = await provider.run(sb, envbuild_steps.probe_argv(job.base_branch, spec),
+    listing = await provider.run(sb, envbuilds.probe_argv(job.base_branch, spec),
                                  cwd=REPO, timeout=120)
-    probe = envbuild_steps.parse_probe(listing.output)
-    default_spec = envbuild_steps.spec_from_config(engine, probe.config, fallback=spec,
+    probe = envbuilds.parse_probe(listing.output)
+    default_spec = envbuilds.spec_from_config(engine, probe.config, fallback=spec,
                                                    default=default_env_name(engine))
-    key = await envbuild_steps.key_for(engine, default_spec, job.thread.repo, probe.default_tree)
-    envbuild_steps.maybe_queue(engine, key, default_spec,
+    key = await envbuilds.key_for(engine, default_spec, job.thread.repo, probe.default_tree)
+    envbuilds.maybe_queue(engine, key, default_spec,
                                installation_id=job.thread.installation_id,
                                clone_url=job.clone_url, default_branch=job.base_branch)
-    plan, build = envbuild_steps.plan_for(engine, job.thread.repo, spec, key,
+    plan, build = envbuilds.plan_for(engine, job.thread.repo, spec, key,
                                           probe.head_lockfiles(spec))
-    current = envbuild_steps.installed_for(plan, build, spec)
+    current = envbuilds.installed_for(plan, build, spec)
     sb.labels["hangar.env_current"] = "yes" if current else "no"
     if role != "agent":
         return
-    engine.patch_run(run.id, env_build=envbuild_steps.facts(plan, build))
+    engine.patch_run(run.id, env_build=envbuilds.facts(plan, build))
     if plan.fallback is Fallback.build_gone:
         engine.note(job.id, f"{run.id}: the environment build is gone; this sandbox starts "
                             "from the environment's own image, and a rebuild is queued")
     section = agent_environment_section(plan, install=spec.install).encode()
     await provider.copy_in(sb, {f"{HOME}/{name}": section
-                                for name in envbuild_steps.instruction_files(spec.harness)})
+                                for name in envbuilds.instruction_files(spec.harness)})
 
 
 async def must(provider: Any, sb: Any, argv: list[str], what: str, *, cwd: str = "/workspace",

@@ -18,7 +18,7 @@ from gidgethub import BadRequest
 
 from app import render
 from app.engine import MAX_STEP_FAILURES
-from app.ghops import RepoOps
+from app.github.ops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.render.reasons import Why
 from app.repoconfig import parse_repo_config

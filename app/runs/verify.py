@@ -8,9 +8,10 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from app import ghops, render
+from app import render
 from app.egress import egress_env, end_egress, refusals, verify_key
-from app.environments import environment_for
+from app.envbuilds import environment_for
+from app.github import ops as ghops
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, Verification
 from app.redact import redact, tail
 from app.render import verify as verify_words

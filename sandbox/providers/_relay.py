@@ -2,7 +2,7 @@
 
 A sandbox with its own network namespace has nothing but `lo`. A small relay inside the
 namespace listens on 127.0.0.1:<proxy port> and forwards each connection to a unix socket
-in a directory bound read-only into the sandbox. hangar's sandbox gate (app/sandbox_gate.py,
+in a directory bound read-only into the sandbox. hangar's sandbox gate (app/web/sandbox_gate.py,
 a listener of its own that serves only sandbox routes such as `/git/`) listens on that
 socket, so the sandbox reaches the gate and nothing else: not hangar's webhook, API or
 metrics, not any other service on the host's loopback.

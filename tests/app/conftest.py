@@ -73,7 +73,7 @@ def step_engine(settings: Settings):
     """An engine whose steps talk to a recording GitHub (tests/recording_github.py), with
     its own store and push tokens, and no loop: a test runs one step and reads the rows."""
     from app.engine import Engine
-    from app.ghops import RepoOps
+    from app.github.ops import RepoOps
     from app.metrics import Metrics
     from app.store import Store
     from proxy.tokens import TokenRegistry

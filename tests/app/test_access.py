@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from pydantic import SecretStr
 
-from app import access
-from app.access import AccessError, Principal
-from app.api import usage_view
 from app.changes import Changes
 from app.models import Run, RunStage, RunState
 from app.store import Store
+from app.web import access
+from app.web.access import AccessError, Principal
+from app.web.api import usage_view
 
 
 @pytest.mark.parametrize(

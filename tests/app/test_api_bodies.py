@@ -35,8 +35,8 @@ async def test_unreadable_bodies_get_422_with_a_reason(client, body, reason):
 
 
 async def test_resume_records_the_intent_a_comment_would(client):
-    from app.keys import ENGINE
     from app.models import Intent, Job, Thread
+    from app.web.keys import ENGINE
 
     engine = client.app[ENGINE]
     job = engine.save_job(Job(thread=Thread(repo="acme/widgets", number=3, installation_id=1),

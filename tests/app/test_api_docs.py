@@ -8,8 +8,8 @@ from pathlib import Path
 
 from mcp import Client
 
-from app.api import ROUTES
-from app.mcp_server import build_server
+from app.web.api import ROUTES
+from app.web.mcp import build_server
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
 

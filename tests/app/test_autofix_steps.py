@@ -16,7 +16,7 @@ import pytest
 
 from app import autofix
 from app.autofix import AutofixRow
-from app.ghops import RepoOps
+from app.github.ops import RepoOps
 from app.landing import LandRequest, LandState, land_id
 from app.models import Job, Run, RunStage, RunState, Thread
 from tests.recording_github import HEAD, OWN_APP, PR_NUMBER, REPO, RecordingGitHub, check

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import commands, intents
+from app.commands import grammar as commands
+from app.commands import intents
 from app.models import Intent, Thread
 from app.wiring import command_actions
 from tests.recording_github import PR_NUMBER, REPO, RecordingGitHub

@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from app import commands
-from app.intents import INTERNAL
+from app.commands import grammar as commands
+from app.commands.intents import INTERNAL
 from app.wiring import command_actions
 
 APP = Path(__file__).resolve().parents[2] / "app"

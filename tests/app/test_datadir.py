@@ -16,7 +16,7 @@ import pytest
 from app import render
 from app.datadir import backup_database, check_history, traces_of_a_database
 from app.models import Job, Run, Thread
-from app.rebuild import opened_by_hangar, read_pr_body, verification_from_check
+from app.repositories.rebuild import opened_by_hangar, read_pr_body, verification_from_check
 from app.settings import Settings, SettingsError
 from app.store import Store
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from app.engine import MAX_STEP_FAILURES, Engine, backoff_delay
-from app.github import RateLimited
+from app.github.client import RateLimited
 from app.landing import LandRequest, LandState, merge_answer
 from app.metrics import Metrics
 from app.models import Intent, Thread

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import envbuild_steps, envbuilds
+from app.envbuilds import rows as envbuilds
+from app.envbuilds import steps as envbuild_steps
 from app.store import Store
 from sandbox.envbuild import BuildKey, BuildState
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from app import envbuilds
+from app.envbuilds import rows as envbuilds
 from app.store import Store
 from sandbox.envbuild import BuildKey, BuildState, config_digest
 

@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from app import intents
+from app.commands import intents
 from app.models import Intent, Thread
 from app.wiring import command_actions
 from proxy.gateway import ModelLedger

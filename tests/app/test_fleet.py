@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.fleet import elapsed, fleet_view, render_fleet
 from app.landing import LandRequest, LandState
 from app.models import Job, Run, RunStage, RunState, Thread, Verification
+from app.web.fleet import elapsed, fleet_view, render_fleet
 
 NOW = 1_000_000.0
 
@@ -66,7 +66,7 @@ def test_everything_shown_is_escaped():
 
 
 def test_environment_builds_have_a_section_only_when_there_are_some():
-    from app.envbuilds import EnvBuildRow
+    from app.envbuilds.rows import EnvBuildRow
 
     assert "Environment builds" not in render_fleet(fleet_view([], [], [], {}, NOW), "w", NOW)
     build = EnvBuildRow(id="b1", version=3, repo="acme/widgets", environment="default",
@@ -78,7 +78,7 @@ def test_environment_builds_have_a_section_only_when_there_are_some():
 
 
 def test_model_usage_per_credential_is_shown_when_there_is_some():
-    from app.api import usage_view
+    from app.web.api import usage_view
 
     assert "Model usage" not in render_fleet(fleet_view([], [], [], {}, NOW), "w", NOW)
     runs = [run("job-1", state=RunState.RUNNING, started_at=NOW - 5,
@@ -93,7 +93,7 @@ def test_model_usage_per_credential_is_shown_when_there_is_some():
 
 
 def test_each_credentials_windows_the_pause_and_its_end_are_shown():
-    from app.api import usage_view
+    from app.web.api import usage_view
 
     reset = NOW + 2 * 86400
     windows = [{"window": "7d", "utilization": 0.913, "reset_at": reset, "status": None,
@@ -122,7 +122,7 @@ def test_a_queued_run_says_what_it_waits_for():
               "until": NOW + 1800, "refused": False, "source": "anthropic headers"}
     slot = run("job-1", env={"model_credential_env": "KEY"})
     held = run("job-2", env={"model_credential_env": "PLAN"})
-    from app.api import usage_view
+    from app.web.api import usage_view
 
     usage = usage_view([slot, held], 3, {"PLAN": {"windows": [], "paused": paused,
                                                   "resumed": None}})["credentials"]

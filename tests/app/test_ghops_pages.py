@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from app.ghops import RepoOps
-from app.github import AppAuth, RetryPolicy
+from app.github.client import AppAuth, RetryPolicy
+from app.github.ops import RepoOps
 from tests.conftest import hangar_permissions
 
 FAST = RetryPolicy(attempts=2, base_delay_s=0.01, write_spacing_s=0)

@@ -10,7 +10,7 @@ import jwt
 import pytest
 from gidgethub import BadRequest
 
-from app.github import AppAuth, GitHubClient, RateLimited, RetryPolicy, rate_limit_delay
+from app.github.client import AppAuth, GitHubClient, RateLimited, RetryPolicy, rate_limit_delay
 from tests.conftest import hangar_permissions
 
 FAST = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=2, request_timeout_s=1.0,
@@ -243,7 +243,7 @@ async def test_one_etag_cache_per_installation_makes_a_repeated_read_free(instal
 
 
 async def test_a_push_token_is_narrowed_to_one_repository_and_contents(installed):
-    from app.upstream import PUSH_PERMISSIONS
+    from app.web.upstream import PUSH_PERMISSIONS
 
     hub, app, installation = installed
     hub.create_repo("acme", "gadgets", {"README.md": "# gadgets\n"}, private=True)
@@ -271,8 +271,8 @@ async def test_a_push_token_is_narrowed_to_one_repository_and_contents(installed
 async def test_an_installation_without_workflows_still_gets_a_contents_push_token(fakehub):
     from types import SimpleNamespace
 
-    from app.keys import AUTH, SETTINGS
-    from app.upstream import InstallationUpstream
+    from app.web.keys import AUTH, SETTINGS
+    from app.web.upstream import InstallationUpstream
     from proxy import Grant
 
     older = {k: v for k, v in hangar_permissions().items() if k != "workflows"}

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import intents, landing, repositories
-from app.landing import LandRequest, LandState
-from app.models import Intent, Job, JobState, Run, RunStage, RunState, Thread
-from app.payloads import (
+from app import landing
+from app.commands import intents
+from app.intake.payloads import (
     CheckRunEvent,
     CheckSuiteEvent,
     InstallationRepositoriesEvent,
@@ -19,7 +18,10 @@ from app.payloads import (
     ReviewThreadEvent,
     RulesChangedEvent,
 )
+from app.landing import LandRequest, LandState
+from app.models import Intent, Job, JobState, Run, RunStage, RunState, Thread
 from app.render.reasons import Why
+from app.repositories import moves as repositories
 from tests.recording_github import HEAD, PR_NUMBER, REPO, RecordingGitHub
 
 USER = {"login": "rita", "id": 5, "type": "User"}

@@ -13,7 +13,7 @@ def test_a_log_line_is_json_with_the_delivery_fields():
     stream = io.StringIO()
     logs.configure("INFO", stream=stream)
     try:
-        logging.getLogger("app.web").info(
+        logging.getLogger("app.web.webhook").info(
             "delivery stored", extra={"delivery_id": "d-1", "event": "issue_comment",
                                       "repo": "acme/widgets"})
         try:

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from app import intents, render
+from app import render
+from app.commands import intents
 from app.models import Intent, Job, Run, RunKind, RunState, Thread
 from app.runs import agent_stopped, model_facts, model_pause, model_pauses, start_agent
 from app.runs.pause import PauseWhy, pause_of

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.redelivery import missed
+from app.intake.redelivery import missed
 
 
 def d(id_: int, guid: str, code: int, at: str = "2026-11-29T10:00:00Z") -> dict:

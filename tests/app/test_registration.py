@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app import registration
 from app.doctor import app_permission_report
 from app.settings import Settings
+from app.web import registration
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -43,8 +43,8 @@ def test_the_engine_offers_every_method_of_the_step_context_with_its_shape():
 
 
 # The modules whose functions are steps, or helpers steps call with their context.
-STEP_MODULES = ("intents", "runs", "landing", "autofix", "fanout", "rebuild", "redelivery",
-                "envbuild_steps", "envbuilds", "environments", "egress")
+STEP_MODULES = ("commands", "runs", "landing", "autofix", "fanout", "repositories",
+                "intake/redelivery", "envbuilds", "egress")
 
 
 def used_of_the_context(source: str) -> set[str]:

@@ -85,7 +85,7 @@ def test_handled_deliveries_past_the_retention_are_forgotten_and_pending_ones_ke
 async def test_the_chore_forgets_in_batches_until_none_is_left(tmp_path, settings, monkeypatch):
     from types import SimpleNamespace
 
-    from app import redelivery
+    from app.intake import redelivery
 
     store = Store(tmp_path / "hangar.db")
     long_ago = time.time() - (settings.delivery_retention_days + 1) * 86_400

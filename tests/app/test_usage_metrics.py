@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from app.keys import MODELS
+from app.web.keys import MODELS
 from app.wiring import create_app
 from proxy.usage import Reading
 

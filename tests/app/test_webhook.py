@@ -9,11 +9,11 @@ from urllib.parse import urlencode
 
 import pytest
 
-from app import intents
-from app.intake import DeliveryWriter
-from app.keys import DISPATCHER, STORE
-from app.payloads import HANDLED, IssueCommentEvent
+from app import commands
+from app.intake.deliveries import DeliveryWriter
+from app.intake.payloads import HANDLED, IssueCommentEvent
 from app.store import Delivery, Store
+from app.web.keys import DISPATCHER, STORE
 from app.wiring import create_app
 from tests.app.conftest import sign, webhook_examples, webhook_headers
 
@@ -248,7 +248,7 @@ async def test_a_handler_gets_the_parts_intake_checked_instead_of_validating_aga
         recorded.append(event)
 
     monkeypatch.setattr(dispatcher, "dispatch", keeping)
-    monkeypatch.setattr(intents, "record_comment", record_comment)
+    monkeypatch.setattr(commands, "record_comment", record_comment)
     body = json.dumps(comment_example()).encode()
     response = await client.post(
         "/webhook", data=body, headers=webhook_headers("issue_comment", body, delivery="d-parts"))

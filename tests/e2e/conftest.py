@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from app import demo
-from app.registration import load_app_manifest
 from app.service import ServiceThread
 from app.settings import Settings
+from app.web.registration import load_app_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 

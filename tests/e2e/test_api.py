@@ -16,8 +16,8 @@ import jsonschema
 import openapi_spec_validator
 import pytest
 
-from app import access
-from app.api import ROUTES
+from app.web import access
+from app.web.api import ROUTES
 from tests.e2e.conftest import ROOT, wait_until
 
 pytestmark = pytest.mark.slow
@@ -350,8 +350,8 @@ def test_follow_up_verify_land_and_cancel_through_the_api(served):
 
 
 def test_environment_builds_roll_back_and_unpin_with_admin(served):
-    from app import envbuilds
-    from app.keys import STORE
+    from app.envbuilds import rows as envbuilds
+    from app.web.keys import STORE
     from tests.app.test_envbuilds import _built
 
     world = served

@@ -126,7 +126,7 @@ def test_an_approval_given_before_the_database_was_lost_lands_after_the_rebuild(
 
 def test_the_reaper_keeps_a_sandbox_whose_run_it_does_not_know(world):
     from app import runs
-    from app.keys import ENGINE
+    from app.web.keys import ENGINE
 
     hangar = world.start_hangar()
     engine = hangar.app[ENGINE]

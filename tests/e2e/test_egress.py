@@ -105,7 +105,7 @@ def test_an_environment_build_installs_through_the_proxy(world, registry):
     the next agent starts from a build that has what it fetched. What install was refused
     is kept on the build and shown by `hangar env build-show` (and the API's build view,
     which is the same record)."""
-    from app.envbuilds import build_details
+    from app.envbuilds.rows import build_details
     from tests.e2e.test_environment_builds import _finished
 
     world.hub.push_files(world.repo, "main", {".gitignore": ".deps/\n"}, "Ignore .deps",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app import envbuilds
+from app.envbuilds import rows as envbuilds
 from app.store import Store
 from sandbox.envbuild import BuildState
 from tests.e2e.conftest import wait_until

@@ -40,8 +40,8 @@ def test_the_fleet_page_shows_a_running_agent_then_the_finished_job(world, tmp_p
     assert status_of(f"{base}/", {"Authorization": "Bearer wrong"}) == 302
     assert status_of(f"{base}/", {"Authorization": f"Bearer {TOKEN}"}) == 200
     # Named tokens: the read scope is what the page needs.
-    from app import access
-    from app.keys import STORE
+    from app.web import access
+    from app.web.keys import STORE
 
     store = world.hangar.app[STORE]
     reader = access.create_token(store, "dashboard", ["read"], who="test")

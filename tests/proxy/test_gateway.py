@@ -432,7 +432,7 @@ async def test_closing_the_sandbox_side_closes_the_request_upstream(
                                                   upstream)
         response = await client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
                                      headers={"x-api-key": token})
-    else:  # as app/sandbox_gate.py serves it: a plain runner
+    else:  # as app/web/sandbox_gate.py serves it: a plain runner
         served = await aiohttp_server(upstream)
         ledger = ModelLedger(tmp_path / "hangar.db")
         gate = web.Application()

@@ -426,7 +426,7 @@ async def test_a_kubernetes_build_is_pushed_to_the_registry_its_pods_start_from(
     spec = SPEC.model_copy(update={"image": base})
     assert snapshots.unsupported(provider) is None
     # The key holds the digest the environment image's name points at, as a pod pulls it.
-    from app.envbuild_steps import image_id
+    from app.envbuilds.steps import image_id
 
     engine = SimpleNamespace(provider=lambda name: provider)
     first_id = await image_id(engine, spec)

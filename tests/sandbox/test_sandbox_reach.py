@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import docker_reason, spec_for
 
-from app.keys import ENGINE
 from app.service import ServiceThread
 from app.settings import Settings
+from app.web.keys import ENGINE
 from tests.e2e.conftest import free_port
 
 # Prints one line per probe: "<path> <status>" or "<path> refused <error>".
@@ -159,7 +159,7 @@ line("direct-public", lambda: direct("93.184.216.34", 443))
 
 
 async def test_egress_goes_through_hangars_proxy_or_nowhere(hangar, provider_name):
-    from app.keys import EGRESS
+    from app.web.keys import EGRESS
     from tests.loopback_origin import loopback_origin
 
     with loopback_origin() as port:
@@ -184,7 +184,7 @@ async def _run_with_egress(hangar, provider_name: str, argv: list[str], *, run_i
     """argv in a fresh sandbox with hangar's proxy variables and an egress token that allows
     `allow` only. The operator pinned registry.test to loopback: the only way to a private
     address. Returns the output and its lines as {first word: the rest}."""
-    from app.keys import EGRESS
+    from app.web.keys import EGRESS
     from proxy.egress import proxy_env
 
     provider = hangar.app[ENGINE].provider(provider_name)
@@ -225,7 +225,7 @@ except Exception as e:
 
 
 async def test_a_tls_session_runs_through_the_connect_tunnel(hangar, provider_name):
-    from app.keys import EGRESS
+    from app.web.keys import EGRESS
     from tests.loopback_origin import loopback_tls_origin
 
     with loopback_tls_origin("registry.test") as (port, pem):

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from app import envbuilds
-from app.envbuilds import EnvBuildRow
+from app.envbuilds import rows as builds
+from app.envbuilds.rows import EnvBuildRow
 from app.models import changed
 from sandbox import envimage, snapshots
 from sandbox.envbuild import (
@@ -133,7 +133,7 @@ def installed_for(plan: StartPlan, build: EnvBuildRow | None, spec: Any) -> bool
 
 
 def lane_of(repo: str, spec: Any) -> str:
-    return envbuilds.lane_id(repo, spec.name, spec.provider)
+    return builds.lane_id(repo, spec.name, spec.provider)
 
 
 def plan_for(engine: StepContext, repo: str, spec: Any, key: BuildKey | None = None,
@@ -141,9 +141,9 @@ def plan_for(engine: StepContext, repo: str, spec: Any, key: BuildKey | None = N
                                                                       EnvBuildRow | None]:
     """What a sandbox of this repository and environment starts from, and that build's row."""
     lid = lane_of(repo, spec)
-    rows = envbuilds.history(engine.store, lid)
+    rows = builds.history(engine.store, lid)
     plan = start_plan([r.as_rule() for r in rows], key, has_install=bool(spec.install),
-                      pinned_id=envbuilds.lane(engine.store, lid).pinned_id,
+                      pinned_id=builds.lane(engine.store, lid).pinned_id,
                       branch_lockfiles=branch_lockfiles)
     row = next((r for r in rows if plan.build and r.id == plan.build.id), None)
     return plan, row
@@ -154,11 +154,11 @@ def maybe_queue(engine: StepContext, key: BuildKey, spec: Any, *, installation_i
     """Queue a build when the lane's builds are behind `key`; the new build's id or None."""
     if not spec.install:
         return None
-    rows = envbuilds.history(engine.store, envbuilds.lane_id(*key.lane))
+    rows = builds.history(engine.store, builds.lane_id(*key.lane))
     reason = rebuild_reason([r.as_rule() for r in rows], key, asked=asked_by is not None)
     if reason is None:
         return None
-    row = envbuilds.queue_build(
+    row = builds.queue_build(
         engine.store, key, image_id=key.image_id, install=spec.install, reason=reason,
         asked_by=asked_by, installation_id=installation_id, clone_url=clone_url,
         default_branch=default_branch, spec=spec.model_dump(),
@@ -181,15 +181,15 @@ async def usable_build(engine: StepContext, provider: Any, repo: str,
 
 
 def mark_gone(engine: StepContext, build: EnvBuildRow) -> None:
-    envbuilds.save(engine.store, changed(build, **{"state": BuildState.gone}))
-    envbuilds.audit(engine.store, build.repo, "env.build.gone",
+    builds.save(engine.store, changed(build, **{"state": BuildState.gone}))
+    builds.audit(engine.store, build.repo, "env.build.gone",
                     f"{build.id} v{build.version}: {build.image} is gone", None)
     log.warning("environment build %s is gone (%s); sandboxes start without it until it is "
                 "rebuilt", build.id, build.image, extra={"build": build.id})
 
 
 def build_slot_free(engine: StepContext, row: EnvBuildRow) -> bool:
-    running = [r for r in engine.store.all(envbuilds.BUILD, EnvBuildRow, active=True)
+    running = [r for r in engine.store.all(builds.BUILD, EnvBuildRow, active=True)
                if r.state is BuildState.running and r.id != row.id]
     if len(running) >= engine.settings.env_builds_concurrency:
         return False
@@ -200,7 +200,7 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
     """Someone asked for a build now (`hangar env build-repo`, the API): queue one for the
     repository's default branch, even when its last build with the same key failed.
     None when one is already queued or running."""
-    from app.environments import environment_for
+    from app.envbuilds.environments import environment_for
     from app.models import Thread
 
     app_client = await engine.auth.client_for_app()
@@ -210,12 +210,12 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
     info = await ops.gh.getitem(ops.base)
     spec, _ = await environment_for(engine, ops, info["default_branch"])
     if not spec.install:
-        raise envbuilds.BuildError(
+        raise builds.BuildError(
             f"{repo}'s environment {spec.name!r} has no install step, so there is nothing to "
             "build; set environment.install in .github/hangar.yml")
     lid = lane_of(repo, spec)
     if any(r.state in (BuildState.queued, BuildState.running)
-           for r in envbuilds.history(engine.store, lid)):
+           for r in builds.history(engine.store, lid)):
         return None
     # The key's lockfiles are read when the build has cloned; until then it is the ask's own.
     key = BuildKey(repo=info["full_name"], environment=spec.name, provider=spec.provider,
@@ -223,7 +223,7 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
                    config_digest=config_digest(spec.install, spec.build_secrets,
                                                spec.lockfiles),
                    lockfiles=(("(asked)", str(time.time())),))
-    row = envbuilds.queue_build(
+    row = builds.queue_build(
         engine.store, key, image_id=key.image_id, install=spec.install, reason="asked",
         asked_by=who, installation_id=installation["id"], clone_url=info["clone_url"],
         default_branch=info["default_branch"], spec=spec.model_dump())
@@ -232,7 +232,7 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
 
 
 async def advance_build(engine: StepContext, build_id: str) -> None:
-    row = engine.store.get(envbuilds.BUILD, build_id, EnvBuildRow)
+    row = engine.store.get(builds.BUILD, build_id, EnvBuildRow)
     if row is None or row.state not in (BuildState.queued, BuildState.running):
         return
     if row.state is BuildState.running:
@@ -241,7 +241,7 @@ async def advance_build(engine: StepContext, build_id: str) -> None:
     elif not build_slot_free(engine, row):
         return  # a finishing build wakes the queued ones
     row = changed(row, **{"state": BuildState.running})
-    envbuilds.save(engine.store, row)
+    builds.save(engine.store, row)
     try:
         ref, commit, output = await run_build(engine, row)
     except BuildFailed as exc:
@@ -252,14 +252,14 @@ async def advance_build(engine: StepContext, build_id: str) -> None:
     else:
         await _finish(engine, row, ok=True, image=ref, commit=commit, log=output)
     # Its slot is free: the queued builds look again.
-    engine.wake(*(r.id for r in engine.store.all(envbuilds.BUILD, EnvBuildRow, active=True)
+    engine.wake(*(r.id for r in engine.store.all(builds.BUILD, EnvBuildRow, active=True)
                   if r.state is BuildState.queued))
 
 
 async def _finish(engine: StepContext, row: EnvBuildRow, **outcome: Any) -> None:
     from app.egress import refusals
 
-    done, dropped = envbuilds.finish(engine.store, row, keep=engine.settings.env_builds_keep,
+    done, dropped = builds.finish(engine.store, row, keep=engine.settings.env_builds_keep,
                                      egress_blocked=refusals(engine, row.id), **outcome)
     provider = engine.provider(row.provider)
     for old in dropped:
@@ -321,7 +321,7 @@ async def run_build(engine: StepContext, row: EnvBuildRow) -> tuple[str, str, st
         row = changed(row, **{"key_digest": key.digest, "image_id": key.image_id,
                                      "lockfiles": list(key.lockfiles),
                                      "commit": commit})
-        envbuilds.save(engine.store, row)
+        builds.save(engine.store, row)
         # The build secrets are install's alone; the credentials file is not needed any more.
         await provider.run(sb, ["rm", "-f", f"{HOME_DIR}/.git-credentials"], cwd=WORKSPACE,
                            timeout=60)
@@ -391,9 +391,9 @@ async def rebuild_stale(engine: StepContext) -> list[str]:
     from sandbox.envspec import EnvSpec
 
     queued = []
-    lanes = {r.lane_id for r in engine.store.all(envbuilds.BUILD, EnvBuildRow)}
+    lanes = {r.lane_id for r in engine.store.all(builds.BUILD, EnvBuildRow)}
     for lid in sorted(lanes):
-        build = envbuilds.active(engine.store, lid)
+        build = builds.active(engine.store, lid)
         if build is None or build.environment not in engine.envs:
             continue
         spec = EnvSpec.model_validate(build.spec) if build.spec else engine.envs[build.environment]
@@ -405,10 +405,10 @@ async def rebuild_stale(engine: StepContext) -> list[str]:
         key = BuildKey(repo=build.repo, environment=build.environment, provider=build.provider,
                        image_id=now_id, config_digest=build.config_digest,
                        lockfiles=tuple(map(tuple, build.lockfiles)))
-        rows = envbuilds.history(engine.store, lid)
+        rows = builds.history(engine.store, lid)
         if rebuild_reason([r.as_rule() for r in rows], key) is None:
             continue
-        row = envbuilds.queue_build(
+        row = builds.queue_build(
             engine.store, key, image_id=now_id, install=build.install, reason="startup",
             installation_id=build.installation_id, clone_url=build.clone_url,
             default_branch=build.default_branch, spec=spec.model_dump())

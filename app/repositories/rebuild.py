@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app import landing, render, runs
+from app.commands import job_for_pr
 from app.datadir import rebuild_done
-from app.ghops import RepoOps
-from app.intents import job_for_pr
+from app.github.ops import RepoOps
 from app.models import (
     Job,
     JobState,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
-from app.dispatch import Dispatcher
 from app.engine import Engine
-from app.github import AppAuth
-from app.intake import DeliveryWriter
+from app.github.client import AppAuth
+from app.intake.deliveries import DeliveryWriter
+from app.intake.dispatch import Dispatcher
 from app.metrics import Metrics
 from app.settings import Settings
 from app.store import Store

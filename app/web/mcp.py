@@ -24,8 +24,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
-from app.api import caller
-from app.keys import SETTINGS
+from app.web.api import caller
+from app.web.keys import SETTINGS
 
 MAX_WAIT_S = 120
 Result = dict[str, Any]  # a structured tool result: an object, described as such to clients

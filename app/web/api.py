@@ -23,16 +23,17 @@ from aiohttp import web
 from gidgethub import BadRequest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app import access, envbuild_steps, envbuilds, render
-from app.access import Principal, Scope
+from app import envbuilds, render
 from app.changes import Change, Changes
+from app.commands import job_id_for
 from app.engine import Engine
-from app.github import get_or_none
-from app.intents import job_id_for
-from app.keys import ENGINE, SETTINGS, STORE
+from app.github.client import get_or_none
 from app.landing import LandRequest, land_id
 from app.models import Intent, IntentState, Job, Run, RunKind, Thread
 from app.runs import credential_key, usage_report
+from app.web import access
+from app.web.access import Principal, Scope
+from app.web.keys import ENGINE, SETTINGS, STORE
 
 CHANGES = web.AppKey("changes", Changes)
 MAX_WAIT_S = 120.0
@@ -752,7 +753,7 @@ async def env_unpin(call: Call) -> web.Response:
 async def env_build(call: Call) -> web.Response:
     repo = f"{call.param('owner')}/{call.param('repo')}"
     try:
-        row = await envbuild_steps.request_build(call.engine, repo, who=call.principal.who)
+        row = await envbuilds.request_build(call.engine, repo, who=call.principal.who)
     except envbuilds.BuildError as exc:
         raise ApiError(409, str(exc)) from None
     call.audit_target = repo

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from gidgethub import BadRequest, GitHubException, HTTPException
 
 from app import render
-from app.github import GitHubClient, get_or_none
+from app.github.client import GitHubClient, get_or_none
 
 MAX_COMPARE_FILES = 300  # GitHub's compare lists at most 300 files
 MAX_COMPARE_COMMITS = 250  # ... and at most 250 commits

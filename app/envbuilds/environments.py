@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from app.ghops import RepoOps
+from app.github.ops import RepoOps
 from app.repoconfig import parse_repo_config
 
 if TYPE_CHECKING:

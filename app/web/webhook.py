@@ -15,11 +15,11 @@ import orjson
 from aiohttp import web
 from gidgethub import ValidationFailure, sansio
 
-from app.keys import DISPATCHER, ENGINE, METRICS, SETTINGS, STORE, WRITER
+from app.intake.payloads import check_delivery
 from app.metrics import labels
-from app.payloads import check_delivery
 from app.runs import usage_report
 from app.store import Delivery
+from app.web.keys import DISPATCHER, ENGINE, METRICS, SETTINGS, STORE, WRITER
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 The pure parts live here: the manifest with hangar's address filled in, where on GitHub
 to post it, the state that ties GitHub's redirect to the page that started it, and the
-files `hangar serve` reads afterwards. The pages are in `app/setup_pages.py`.
+files `hangar serve` reads afterwards. The pages are in `app/web/setup.py`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 
 import yaml
 
-MANIFEST_PATH = Path(__file__).resolve().parents[1] / "manifests" / "github-app.json"
+MANIFEST_PATH = Path(__file__).resolve().parents[2] / "manifests" / "github-app.json"
 # Written into the data directory; Settings read it (below HANGAR_* and HANGAR_CONFIG).
 REGISTRATION_FILE = "github-app.yaml"
 KEY_FILE = "github-app.private-key.pem"

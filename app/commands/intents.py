@@ -16,8 +16,18 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from app import commands, ghops, render
-from app.ghops import RepoOps
+from app import render
+from app.commands import grammar
+from app.github.ops import RepoOps, same_repository
+from app.intake.payloads import (
+    Account,
+    CheckRunEvent,
+    CheckSuiteEvent,
+    IssueCommentEvent,
+    PullRequestReviewEvent,
+    Repository,
+    ReviewCommentEvent,
+)
 from app.models import (
     Intent,
     IntentState,
@@ -29,15 +39,6 @@ from app.models import (
     RunState,
     Thread,
     changed,
-)
-from app.payloads import (
-    Account,
-    CheckRunEvent,
-    CheckSuiteEvent,
-    IssueCommentEvent,
-    PullRequestReviewEvent,
-    Repository,
-    ReviewCommentEvent,
 )
 from app.render import replies
 from app.render.reasons import Why
@@ -76,7 +77,7 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
     ops = await engine.repo_ops(intent.thread)
     # Who may use a command, and where, is checked here once for every command, from its
     # declaration; hangar's own intents (a usage reply, a button, a review) need write.
-    spec = None if intent.command in INTERNAL else commands.spec_for(intent.command)
+    spec = None if intent.command in INTERNAL else grammar.spec_for(intent.command)
     who = spec.who if spec else "write"
     # The API's callers hold the operator's token: they are trusted like a maintainer.
     trusted = intent.author_type == "Api"
@@ -128,7 +129,7 @@ async def usage(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
 
 async def show_help(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     # Every command, with where it applies: the issue's reader will be on the PR next.
-    await reply(ops, intent, Why(Answer.HELP, table=commands.help_text()))
+    await reply(ops, intent, Why(Answer.HELP, table=grammar.help_text()))
     return "help reply"
 
 
@@ -142,7 +143,7 @@ async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Jo
     job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
     if job is None:
         pr = await ops.get_pr(intent.thread.number)
-        await reply(ops, intent, Why(Answer.NOT_A_HANGAR_PR) if ghops.same_repository(pr)
+        await reply(ops, intent, Why(Answer.NOT_A_HANGAR_PR) if same_repository(pr)
                     else Why(Answer.FORK_PR, pr=pr, default_branch=intent.default_branch))
     return job
 
@@ -311,12 +312,12 @@ def record_commands(
     """Record each `/hangar` command in `text` as an intent, once per source."""
     if user.is_bot or user.login in engine.settings.ignored_logins:
         return  # bots, hangar included, never trigger
-    parsed = commands.parse(text)
+    parsed = grammar.parse(text)
     for index, item in enumerate(parsed):
         intent_id = f"{source}-{index}"
         if engine.store.get("intent", intent_id, Intent):
             continue
-        is_usage = isinstance(item, commands.UsageError)
+        is_usage = isinstance(item, grammar.UsageError)
         engine.save_intent(
             Intent(
                 id=intent_id,

@@ -16,7 +16,7 @@ from app.models import Job, JobState, changed
 
 if TYPE_CHECKING:
     from app.engine import StepContext
-    from app.payloads import InstallationRepositoriesEvent, RepositoryEvent
+    from app.intake.payloads import InstallationRepositoriesEvent, RepositoryEvent
 
 log = logging.getLogger(__name__)
 

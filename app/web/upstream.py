@@ -8,7 +8,7 @@ from aiohttp import web
 from cachetools import TTLCache
 from gidgethub import BadRequest
 
-from app.keys import AUTH, EGRESS, MODELS, SETTINGS, TOKENS
+from app.web.keys import AUTH, EGRESS, MODELS, SETTINGS, TOKENS
 from proxy import Grant, TokenRegistry
 from proxy.egress import EgressLedger
 from proxy.gateway import Endpoint, ModelLedger

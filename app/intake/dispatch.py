@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gidgethub import sansio
 
-from app.intake import DeliveryWriter
+from app.intake.deliveries import DeliveryWriter
 from app.metrics import Metrics
 from app.store import Delivery, Store
 

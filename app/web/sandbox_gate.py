@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from app.datadir import gate_dir
-from app.keys import EGRESS, MAX_WEBHOOK_BYTES, MODELS, SESSION, SETTINGS, TOKENS
-from app.upstream import CredentialEndpoints, InstallationUpstream
+from app.web.keys import EGRESS, MAX_WEBHOOK_BYTES, MODELS, SESSION, SETTINGS, TOKENS
+from app.web.upstream import CredentialEndpoints, InstallationUpstream
 from proxy import setup_proxy
 from proxy.egress import setup_egress
 from proxy.gateway import setup_gateway

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from app import access
-from app.api import usage_view
 from app.envbuilds import BUILD, EnvBuildRow
-from app.keys import ENGINE, SETTINGS, STORE
 from app.landing import FINAL, LandRequest
 from app.models import Job, Run, RunKind, RunState
-from app.pages import escape, link, page, table
 from app.render import endings
 from app.render import usage as render_usage
 from app.render.reasons import Why
 from app.runs import Wait, queue_positions, usage_report
+from app.web import access
+from app.web.api import usage_view
+from app.web.keys import ENGINE, SETTINGS, STORE
+from app.web.pages import escape, link, page, table
 
 COOKIE = "hangar_token"
 RECENT_JOBS = 25
@@ -241,7 +241,7 @@ def setup(app: web.Application) -> None:
 
 
 def _reader(request: web.Request, token: str | None = None) -> bool:
-    """Whether the caller holds a live token with the `read` scope (app/access.py): the
+    """Whether the caller holds a live token with the `read` scope (app/web/access.py): the
     bearer header for scripts, the sign-in cookie (or the token just typed) for browsers."""
     header = request.headers.get("Authorization", "")
     secret = token if token is not None else request.cookies.get(COOKIE)

@@ -23,9 +23,9 @@ from urllib.parse import quote
 import aiohttp
 from aiohttp import web
 
-from app import registration
-from app.pages import escape, link, page
 from app.settings import Settings, git_base_url
+from app.web import registration
+from app.web.pages import escape, link, page
 
 log = logging.getLogger(__name__)
 

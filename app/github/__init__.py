@@ -1,0 +1,3 @@
+"""hangar's GitHub: the App's authentication and a REST client that keeps within
+GitHub's limits (client.py), idempotent operations on one repository (ops.py), and one
+vocabulary for CI results (ci.py)."""

@@ -1,0 +1,15 @@
+"""A repository's rows follow GitHub: renamed, transferred or taken out of the
+installation, and rebuilt from what GitHub remembers when hangar's database is new.
+
+- moves.py    a repository renamed or transferred keeps its rows under its new name; one
+              removed from the installation stops its work
+- rebuild.py  GitHub is the backup: jobs, runs and land requests recovered from hangar's
+              own pull requests, status comments and check runs
+
+This file is the concern's face: code outside the folder imports from here only.
+"""
+
+from app.repositories.moves import repositories_removed, repository_moved
+from app.repositories.rebuild import run_pending_rebuild
+
+__all__ = ["repositories_removed", "repository_moved", "run_pending_rebuild"]
