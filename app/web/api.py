@@ -53,7 +53,8 @@ class StartJob(Body):
 
     repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name")
     issue: int = Field(ge=1, description="the issue's number")
-    prompt: str = Field(min_length=1, max_length=8000)
+    prompt: str = Field(min_length=1, max_length=8000,
+                        description="what the agents are asked to do, as after `/hangar`")
     attempts: int = Field(1, ge=1, le=10, description="N attempts, ranked (`/hangar try N`)")
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"repo": "acme/widgets", "issue": 7, "prompt": "fix the failing test", "attempts": 3}]})
@@ -62,7 +63,8 @@ class StartJob(Body):
 class FollowUp(Body):
     """A follow-up turn on one of the job's pull requests, as `/hangar <prompt>` there."""
 
-    prompt: str = Field(min_length=1, max_length=8000)
+    prompt: str = Field(min_length=1, max_length=8000,
+                        description="what the agent is asked to do in this turn")
     pr: int | None = Field(None, ge=1, description="which PR; may be left out when the job "
                                                     "has one PR or a picked attempt")
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
@@ -80,7 +82,7 @@ class PrChoice(Body):
 class Pick(Body):
     """Keep one attempt of `try N`, as `/hangar pick N`: the others' PRs are closed."""
 
-    attempt: int = Field(ge=1, le=10)
+    attempt: int = Field(ge=1, le=10, description="the attempt's number in the ranking")
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"attempt": 2}]})
 
 

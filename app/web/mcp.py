@@ -16,15 +16,17 @@ import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import aiohttp
 from aiohttp import web
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
 
-from app.web.api import caller
+from app.web.api import FollowUp, JobsQuery, Pick, PrChoice, StartJob, WaitQuery, caller
 from app.web.keys import SETTINGS
 
 MAX_WAIT_S = 120
@@ -46,6 +48,58 @@ approves the exact head in GitHub. You work it like a maintainer commenting `/ha
    It waits in `awaiting_approval` until a person approves the head on GitHub: no tool
    can approve. Tell the user which pull request needs their review.
 Facts (commits, checks, verification) come from git and GitHub, not from agents' words."""
+
+
+# The tools' parameters, described and bounded by the REST API's own models: one schema.
+Repo = Annotated[str, StartJob.model_fields["repo"]]
+Issue = Annotated[int, StartJob.model_fields["issue"]]
+Prompt = Annotated[str, StartJob.model_fields["prompt"]]
+Attempts = Annotated[int, StartJob.model_fields["attempts"]]
+Attempt = Annotated[int, Pick.model_fields["attempt"]]
+PrNumber = Annotated[int | None, PrChoice.model_fields["pr"]]
+TurnPr = Annotated[int | None, FollowUp.model_fields["pr"]]
+ListRepo = Annotated[str | None, JobsQuery.model_fields["repo"]]
+After = Annotated[int | None, WaitQuery.model_fields["after"]]
+WaitSeconds = Annotated[float, WaitQuery.model_fields["wait_seconds"]]
+JobId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[\w.-]+$",
+                             description="a job's id, as start_job or list_jobs gave it")]
+LandId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\w.-]+$",
+                              description="a land request's id, as request_land gave it")]
+RunId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[\w.-]+$",
+                             description="a run's id, from get_job's runs")]
+
+READS = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+# Starts or changes work on GitHub, adds and never removes.
+ADDS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
+# Stops work or closes others' pull requests.
+ENDS = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=True)
+
+
+def argument_sentence(tool: str, exc: ValidationError) -> str:
+    """A tool's refused arguments, as a sentence an agent can act on."""
+    said = []
+    for error in exc.errors(include_url=False, include_input=False):
+        name = ".".join(str(part) for part in error["loc"]) or "the arguments"
+        if error["type"] == "missing":
+            said.append(f"`{name}` is required")
+        elif error["type"] == "extra_forbidden":
+            said.append(f"`{name}` is not a parameter of {tool}")
+        else:
+            message = error["msg"]
+            said.append(f"`{name}`: {message[:1].lower()}{message[1:]}")
+    return f"invalid: {tool}'s arguments: {'; '.join(said)}."
+
+
+class Server(MCPServer):
+    """The SDK's server, with bad arguments answered in a sentence, not pydantic's dump."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(argument_sentence(name, exc.__cause__)) from None
+            raise
 
 
 class ApiCallError(Exception):
@@ -88,7 +142,7 @@ def tool_error(exc: ApiCallError) -> ToolError:
 def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
     """The tools; `api_for(ctx)` is the API with the caller's token (per request over
     HTTP, the one from the environment over stdio)."""
-    server = MCPServer(name="hangar", instructions=INSTRUCTIONS)
+    server = Server(name="hangar", instructions=INSTRUCTIONS)
 
     async def call(ctx: Context | None, method: str, path: str, body: Any = None,
                    query: dict[str, Any] | None = None) -> Any:
@@ -104,8 +158,8 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": OUTCOME_WAIT_S})
         return {**asked, "state": done["state"], "outcome": done["outcome"]}
 
-    @server.tool()
-    async def start_job(repo: str, issue: int, prompt: str, attempts: int = 1,
+    @server.tool(annotations=ADDS)
+    async def start_job(repo: Repo, issue: Issue, prompt: Prompt, attempts: Attempts = 1,
                         ctx: Context = None) -> Result:
         """Start coding agents on a GitHub issue, as a maintainer's `/hangar <prompt>`
         comment would (or `/hangar try N <prompt>` when attempts > 1: N independent
@@ -115,8 +169,8 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await call(ctx, "POST", "/api/jobs", {"repo": repo, "issue": issue,
                                                      "prompt": prompt, "attempts": attempts})
 
-    @server.tool()
-    async def get_job(job_id: str, wait_seconds: float = 0, after: int | None = None,
+    @server.tool(annotations=READS)
+    async def get_job(job_id: JobId, wait_seconds: WaitSeconds = 0, after: After = None,
                       ctx: Context = None) -> Result:
         """A job: its runs (state, stage, branch, PR, head, verification), its PRs, land
         requests and timeline, and `seq`. With wait_seconds (at most 120) it returns as
@@ -127,8 +181,9 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S),
                                  "after": after})
 
-    @server.tool()
-    async def get_ranking(job_id: str, wait_seconds: float = 0, ctx: Context = None) -> Result:
+    @server.tool(annotations=READS)
+    async def get_ranking(job_id: JobId, wait_seconds: WaitSeconds = 0,
+                          ctx: Context = None) -> Result:
         """The ranking of a job started with attempts > 1: best first, each with the
         attempt number, its PR and why it placed there (verification, CI, diff size).
         `final` is false while attempts still run; then `attempts` shows each one's state.
@@ -137,14 +192,14 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await call(ctx, "GET", f"/api/jobs/{job_id}/ranking",
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S)})
 
-    @server.tool()
-    async def pick(job_id: str, attempt: int, ctx: Context = None) -> Result:
+    @server.tool(annotations=ENDS)
+    async def pick(job_id: JobId, attempt: Attempt, ctx: Context = None) -> Result:
         """Keep one attempt of a ranked job, as `/hangar pick N`: the other attempts'
         pull requests are closed. Returns the outcome. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/pick", {"attempt": attempt})
 
-    @server.tool()
-    async def follow_up(job_id: str, prompt: str, pr: int | None = None,
+    @server.tool(annotations=ADDS)
+    async def follow_up(job_id: JobId, prompt: Prompt, pr: TurnPr = None,
                         ctx: Context = None) -> Result:
         """Another agent turn on one of the job's pull requests, on the same branch, as
         `/hangar <prompt>` commented there. pr may be left out when the job has one PR
@@ -152,27 +207,27 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/turns", {"prompt": prompt, "pr": pr})
 
-    @server.tool()
-    async def verify(job_id: str, pr: int | None = None, ctx: Context = None) -> Result:
+    @server.tool(annotations=ADDS)
+    async def verify(job_id: JobId, pr: PrNumber = None, ctx: Context = None) -> Result:
         """Verify a pull request's current head again in a clean sandbox, as
         `/hangar verify`. Follow the result with get_job. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/verify", {"pr": pr})
 
-    @server.tool()
-    async def cancel(job_id: str, ctx: Context = None) -> Result:
+    @server.tool(annotations=ENDS)
+    async def cancel(job_id: JobId, ctx: Context = None) -> Result:
         """Stop a job's queued and running agents, as `/hangar cancel`. Needs scope
         operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/cancel", {})
 
-    @server.tool()
-    async def resume(job_id: str, ctx: Context = None) -> Result:
+    @server.tool(annotations=ADDS)
+    async def resume(job_id: JobId, ctx: Context = None) -> Result:
         """Start a job's agents that hangar paused because the model's usage reached its
         threshold (usage shows the windows and the pause), as `/hangar resume`: the pause
         stays lifted until that usage resets. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/resume", {})
 
-    @server.tool()
-    async def request_land(job_id: str, pr: int | None = None, ctx: Context = None) -> Result:
+    @server.tool(annotations=ADDS)
+    async def request_land(job_id: JobId, pr: PrNumber = None, ctx: Context = None) -> Result:
         """Ask hangar to land a job's pull request, as `/hangar land`. hangar brings the
         branch up to date, waits for the required checks on the exact head, and merges
         once a person with write access approves that head in GitHub. No tool can
@@ -180,8 +235,8 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         Returns land (the id for land_status). Needs scope land."""
         return await ask(ctx, "/api/land", {"job": job_id, "pr": pr})
 
-    @server.tool()
-    async def land_status(land_id: str, wait_seconds: float = 0, after: int | None = None,
+    @server.tool(annotations=READS)
+    async def land_status(land_id: LandId, wait_seconds: WaitSeconds = 0, after: After = None,
                           ctx: Context = None) -> Result:
         """A land request: state (queued, updating, waiting_ci, awaiting_approval,
         merging, landed, conflict, ci_failed, rejected, cancelled, failed), the reason,
@@ -191,12 +246,12 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S),
                                  "after": after})
 
-    @server.tool()
-    async def cancel_land(land_id: str, ctx: Context = None) -> Result:
+    @server.tool(annotations=ENDS)
+    async def cancel_land(land_id: LandId, ctx: Context = None) -> Result:
         """Withdraw a land request, as `/hangar land cancel`. Needs scope land."""
         return await ask(ctx, f"/api/land/{land_id}/cancel", {})
 
-    @server.tool()
+    @server.tool(annotations=READS)
     async def usage(ctx: Context = None) -> Result:
         """Per model credential: agents running and queued against the concurrency cap,
         turns and their cost so far, the usage windows the model reported (utilization
@@ -204,14 +259,14 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         lifts it). Check it before starting many attempts. Needs scope read."""
         return await call(ctx, "GET", "/api/usage")
 
-    @server.tool()
-    async def list_jobs(repo: str | None = None, ctx: Context = None) -> Result:
+    @server.tool(annotations=READS)
+    async def list_jobs(repo: ListRepo = None, ctx: Context = None) -> Result:
         """Jobs (id, repo, issue, state, attempts), oldest first, optionally of one
         repository (owner/name). Needs scope read."""
         return {"jobs": await call(ctx, "GET", "/api/jobs", query={"repo": repo})}
 
-    @server.tool()
-    async def get_run(run_id: str, ctx: Context = None) -> Result:
+    @server.tool(annotations=READS)
+    async def get_run(run_id: RunId, ctx: Context = None) -> Result:
         """One run (an agent turn or a verification): commits and diff from GitHub,
         the PR, verification, and the agent's own summary (a claim, unverified).
         Needs scope read."""

@@ -142,3 +142,37 @@ async def test_mcp_over_http_needs_a_live_token(served):
             answer = await http.post(f"{world.hangar.url}/mcp", headers=headers, json={
                 "jsonrpc": "2.0", "id": 1, "method": "tools/list"})
             assert answer.status_code == 401 and "Bearer" in answer.json()["error"]
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+async def test_tools_describe_their_parameters_and_refuse_bad_ones_in_a_sentence(served,
+                                                                                 transport):
+    world = served
+    token = make_token(world, "orchestrator", ["read", "operate", "land"])
+    async with TRANSPORTS[transport](world, token) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for tool in tools.values():
+            for name, schema in tool.input_schema.get("properties", {}).items():
+                assert schema.get("description"), (tool.name, name)
+            hints = tool.annotations
+            assert hints is not None and hints.read_only_hint is not None, tool.name
+        start = tools["start_job"].input_schema["properties"]
+        assert (start["attempts"]["minimum"], start["attempts"]["maximum"]) == (1, 10)
+        assert start["issue"]["minimum"] == 1 and start["repo"]["pattern"]
+        assert start["prompt"]["maxLength"] == 8000
+        assert tools["get_job"].input_schema["properties"]["wait_seconds"]["maximum"] == 120
+        reads = {n for n, t in tools.items() if t.annotations.read_only_hint}
+        assert reads == {"get_job", "get_ranking", "land_status", "usage", "list_jobs",
+                         "get_run"}
+        assert {n for n, t in tools.items() if t.annotations.destructive_hint} == {
+            "pick", "cancel", "cancel_land"}
+
+        text = refusal(await client.call_tool("start_job", {"repo": "not a repo",
+                                                            "attempts": 11}))
+        assert text.startswith("invalid: start_job's arguments:")
+        assert "`issue` is required" in text and "`prompt` is required" in text
+        assert "`attempts`: input should be less than or equal to 10" in text
+        assert "`repo`: string should match pattern" in text
+        assert "validation error" not in text and "pydantic" not in text
+    status, jobs = call(world, "GET", "/api/jobs")
+    assert status == 200 and jobs == []  # nothing was started by the refused call
