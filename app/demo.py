@@ -188,7 +188,7 @@ def run_demo(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"issue": None, "pr": None, "branch": None, "head_sha": None,
                               "verify": "not run", "landed": False, "merge_sha": None,
                               "autofix_turns": 0, "agent": args.agent, "ending": None,
-                              "said": None}
+                              "said": None, "gate_warnings": None}
     model_endpoints: dict[str, dict[str, str]] = {}
     with contextlib.ExitStack() as stack:
         if args.agent != "script":
@@ -237,6 +237,11 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
         if args.ci:
             hub.set_ci(repo, args.ci)
         hub.install(app.id, "demo", [repo])
+        # The gate the README sells: a ruleset on the default branch that asks for one
+        # approval of the last push and hangar / verify from hangar's App (and CI's check).
+        hub.protect(repo, approvals=1, last_push=True,
+                    checks=("hangar / verify", *(("ci / test",) if args.ci else ())),
+                    integration_ids={"hangar / verify": app.id})
         settings = Settings(
             app_id=app.id, private_key_file=app.private_key_path,
             webhook_secret=app.webhook_secret, data_dir=workdir / "hangar",
@@ -335,7 +340,10 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
             if not passed and not args.ci:
                 return False
         if pr.get("merged"):
-            result.update(landed=True, merge_sha=pr.get("merge_commit_sha"))
+            land = checks.get("hangar / land") or {}
+            said = (land.get("output") or {}).get("summary") or ""
+            result.update(landed=True, merge_sha=pr.get("merge_commit_sha"),
+                          gate_warnings=said.count("⚠️") if land else None)
             timeline.once("landed", f"hangar landed PR #{pr['number']} "
                                     f"as {str(pr.get('merge_commit_sha'))[:7]}")
             return True

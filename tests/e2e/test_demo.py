@@ -47,6 +47,7 @@ def test_demo_lands_the_fix(tmp_path):
     assert result["landed"] is True and result["merge_sha"]
     assert result["verify"] == "passed"
     assert result["autofix_turns"] == 0
+    assert result["gate_warnings"] == 0  # the demo's ruleset is one hangar's doctor finds whole
     whats = [entry["what"] for entry in result["timeline"]]
     assert any("opened PR" in w for w in whats) and any("landed PR" in w for w in whats)
 
