@@ -71,6 +71,14 @@ class Histogram:
             self._counts[bisect.bisect_left(self.buckets, value)] += 1
             self._sum += value
 
+    def replace(self, values: list[float]) -> None:
+        """Set from every value there is (read from rows when asked for, not kept twice)."""
+        counts = [0] * (len(self.buckets) + 1)
+        for value in values:
+            counts[bisect.bisect_left(self.buckets, value)] += 1
+        with self._lock:
+            self._counts, self._sum = counts, float(sum(values))
+
     def render(self) -> list[str]:
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
         running = 0
@@ -119,6 +127,30 @@ class Metrics:
             "1 while new agents on a credential wait for its usage to reset, else 0.",
         )
 
+        # What an operator alerts on, read from hangar's rows when /metrics is asked for.
+        self.agents = Gauge(
+            "hangar_agents",
+            "Agent turns running or queued now, per model credential (state: running, "
+            "queued).",
+        )
+        self.agent_slots = Gauge(
+            "hangar_agent_slots", "Agents hangar runs at once per model credential.")
+        self.jobs = Gauge("hangar_jobs", "Jobs by state (active, done, failed, cancelled).")
+        self.turn_endings = Gauge(
+            "hangar_turn_endings",
+            "Finished agent turns by how they ended (the reason code of the status comment).",
+        )
+        self.verifications = Gauge(
+            "hangar_verifications",
+            "Verifications by result (passed, failed, not_run: could not run).",
+        )
+        self.land_requests = Gauge("hangar_land_requests", "Land requests by state.")
+        self.land_seconds = Histogram(
+            "hangar_land_seconds",
+            "From a land request to its merge, for the landed ones.",
+            (60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600),
+        )
+
     def render(self) -> str:
         parts = [
             self.deliveries,
@@ -130,6 +162,13 @@ class Metrics:
             self.engine_looks,
             self.model_usage,
             self.model_paused,
+            self.agents,
+            self.agent_slots,
+            self.jobs,
+            self.turn_endings,
+            self.verifications,
+            self.land_requests,
+            self.land_seconds,
         ]
         return "\n".join(line for p in parts for line in p.render()) + "\n"
 

@@ -16,9 +16,8 @@ from aiohttp import web
 from gidgethub import ValidationFailure, sansio
 
 from app.intake.payloads import check_delivery
-from app.metrics import labels
-from app.runs import usage_report
 from app.store import Delivery
+from app.web import gauges
 from app.web.keys import DISPATCHER, ENGINE, METRICS, SETTINGS, STORE, WRITER
 
 log = logging.getLogger(__name__)
@@ -169,12 +168,5 @@ async def healthz(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     metrics_ = request.app[METRICS]
     if ENGINE in request.app:
-        # The model's usage is read from its ledger when asked for, not kept twice.
-        report = usage_report(request.app[ENGINE])
-        metrics_.model_usage.replace({
-            labels(credential=credential, window=w["window"]): w["utilization"]
-            for credential, usage in report.items() for w in usage["windows"]})
-        metrics_.model_paused.replace({
-            labels(credential=credential): float(usage["paused"] is not None)
-            for credential, usage in report.items()})
+        gauges.refresh(metrics_, request.app[ENGINE])
     return web.Response(text=metrics_.render(), content_type="text/plain", charset="utf-8")
