@@ -99,11 +99,6 @@ def load_settings(**overrides) -> Settings:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from app import logs
-    from app.wiring import create_app
-
     settings = load_settings(host=args.host, port=args.port)
     if not data_dir_usable(settings):
         return 2
@@ -132,6 +127,12 @@ def serve_command(args: argparse.Namespace) -> int:
     if start != "existing" or args.rebuild:
         # A new database: what hangar wrote on GitHub before (if anything) comes back.
         request_rebuild(settings.data_dir)
+    # The application is imported once its settings are known good: a refusal is quick.
+    from aiohttp import web
+
+    from app import logs
+    from app.wiring import create_app
+
     logs.configure(settings.log_level)
     web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None)
     return 0
