@@ -1,5 +1,7 @@
 """Shared fixtures. Each area keeps its own fixtures in its own conftest or plugin."""
 
+import pytest
+
 pytest_plugins = ["fakehub.pytest_plugin"]
 
 
@@ -10,3 +12,16 @@ def hangar_permissions() -> dict[str, str]:
 
     manifest = Path(__file__).resolve().parents[1] / "manifests" / "github-app.json"
     return dict(json.loads(manifest.read_text())["default_permissions"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_running(tmp_path_factory):
+    """The run fails when a sandbox, a server or a container a test started outlives it
+    (each xdist worker checks its own temporary directory); what is found is then ended."""
+    yield
+    from tests.leaks import end, survivors
+
+    leaked = survivors(tmp_path_factory.getbasetemp())
+    end(leaked)
+    assert not leaked, "left running by the tests (a test that starts it must end it):\n" + \
+        "\n".join(f"  {leak}" for leak in leaked)

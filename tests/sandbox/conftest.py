@@ -3,7 +3,6 @@ that can run here (local with real bubblewrap; docker against a real engine)."""
 
 from __future__ import annotations
 
-import secrets
 import shutil
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,6 +18,7 @@ from sandbox_helpers import (
 )
 
 from sandbox.provider import Provider, Sandbox
+from tests.leaks import instance_label
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ async def provider(request, tmp_path: Path, data_dir: Path) -> AsyncIterator[Pro
             pytest.skip(reason)
         from sandbox.providers.docker import DockerProvider
 
-        made = DockerProvider(instance=f"test-{secrets.token_hex(4)}")
+        made = DockerProvider(instance=instance_label())
     yield made
     for sb in await made.list({"hangar.test": "1"}):
         await made.destroy(sb)

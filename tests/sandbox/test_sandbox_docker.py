@@ -3,13 +3,13 @@ and its errors. Against a real engine, like the shared behaviour tests."""
 
 from __future__ import annotations
 
-import secrets
 import socket
 
 import pytest
 from sandbox_helpers import docker_reason, spec_for
 
 from sandbox.provider import SandboxError
+from tests.leaks import instance_label
 
 pytestmark = pytest.mark.docker
 
@@ -21,7 +21,7 @@ async def docker_provider():
         pytest.skip(reason)
     from sandbox.providers.docker import DockerProvider
 
-    provider = DockerProvider(instance=f"test-{secrets.token_hex(4)}")
+    provider = DockerProvider(instance=instance_label())
     yield provider
     for sb in await provider.list({"hangar.test": "docker-only"}):
         await provider.destroy(sb)
