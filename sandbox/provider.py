@@ -158,8 +158,14 @@ class Provider(abc.ABC):
         env: dict[str, str] | None = None,
         cwd: str = WORKSPACE,
         on_output: OutputCallback | None = None,
+        offline: bool = False,
     ) -> ExecResult:
-        """Run argv to completion (or until timeout, then kill it and all it started)."""
+        """Run argv to completion (or until timeout, then kill it and all it started).
+
+        `offline`: the command needs no network (hangar's own git status, checkout, ...):
+        a provider whose way out is made per command (local: the in-sandbox relay to the
+        gate) may leave it out. Others ignore it; it never widens what a command reaches.
+        """
 
     @abc.abstractmethod
     async def start(

@@ -156,7 +156,7 @@ async def save_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> 
     provider = engine.provider(sb.provider)
     parent, _, name = harness.session_dir.rpartition("/")
     packed = await provider.run(sb, ["tar", "-czf", SESSION_ARCHIVE, "-C", parent, name],
-                                timeout=300)
+                                timeout=300, offline=True)
     if packed.exit_code != 0:
         return render.run_warning(Why(RunWarning.SESSION_NOT_SAVED,
                                       said=redact(tail(packed.output, 300))))
@@ -179,7 +179,7 @@ async def restore_session(engine: StepContext, run: Run, sb: Any, harness: Any) 
     await provider.copy_in(sb, {SESSION_ARCHIVE: path.read_bytes()}, mode=0o600)
     parent = harness.session_dir.rpartition("/")[0]
     await must(provider, sb, ["tar", "-xzf", SESSION_ARCHIVE, "-C", parent],
-               "restoring the agent's session")
+               "restoring the agent's session", offline=True)
 
 
 def checkout_for(run: Run) -> list[str]:

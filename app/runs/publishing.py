@@ -108,7 +108,7 @@ async def publish(engine: StepContext, run: Run) -> None:
     dirty, head = False, None
     try:
         status = await provider.run(sb, ["git", "status", "--porcelain", "--", ".",
-                                         *BUILD_LEFTOVERS], cwd=REPO, timeout=60)
+                                         *BUILD_LEFTOVERS], cwd=REPO, timeout=60, offline=True)
         dirty = bool(status.output.strip()) and status.exit_code == 0
         head = await commits_to_publish(provider, sb, run)
     except Exception as exc:
@@ -129,10 +129,12 @@ async def publish(engine: StepContext, run: Run) -> None:
 async def commits_to_publish(provider: Any, sb: Any, run: Run) -> str | None:
     """The sandbox's HEAD when it has commits past the base, else None."""
     ahead = await provider.run(
-        sb, ["git", "rev-list", "--count", f"{run.base_sha}..HEAD"], cwd=REPO, timeout=60)
+        sb, ["git", "rev-list", "--count", f"{run.base_sha}..HEAD"], cwd=REPO, timeout=60,
+        offline=True)
     if ahead.exit_code != 0 or ahead.output.strip() in ("", "0"):
         return None
-    head = await provider.run(sb, ["git", "rev-parse", "HEAD"], cwd=REPO, timeout=60)
+    head = await provider.run(sb, ["git", "rev-parse", "HEAD"], cwd=REPO, timeout=60,
+                              offline=True)
     if head.exit_code != 0:
         raise RuntimeError(f"git rev-parse HEAD failed: {tail(head.output, 300)}")
     return head.output.strip()
@@ -235,10 +237,11 @@ async def make_bundle(
     """Bundle base..HEAD and copy it to <data dir>/bundles; None when over the size bound."""
     made = await provider.run(
         sb, [*HARDENED_GIT, "bundle", "create", "-q", BUNDLE_IN_SANDBOX, f"{run.base_sha}..HEAD"],
-        cwd=REPO, timeout=PUSH_TIMEOUT_S)
+        cwd=REPO, timeout=PUSH_TIMEOUT_S, offline=True)
     if made.exit_code != 0:
         raise RuntimeError(f"git bundle failed (exit {made.exit_code}): {tail(made.output, 500)}")
-    size = await provider.run(sb, ["stat", "-c", "%s", BUNDLE_IN_SANDBOX], timeout=60)
+    size = await provider.run(sb, ["stat", "-c", "%s", BUNDLE_IN_SANDBOX], timeout=60,
+                              offline=True)
     limit = engine.settings.max_held_bundle_mb * 2**20
     if size.exit_code != 0 or int(size.output.strip() or 0) > limit:
         return None
@@ -274,7 +277,8 @@ async def publish_bundle(engine: StepContext, run: Run) -> None:
     try:
         await provider.copy_in(sb, {BUNDLE_IN_SANDBOX: path.read_bytes()})
         fetched = await provider.run(
-            sb, [*HARDENED_GIT, "fetch", "-q", BUNDLE_IN_SANDBOX, "HEAD"], cwd=REPO, timeout=600)
+            sb, [*HARDENED_GIT, "fetch", "-q", BUNDLE_IN_SANDBOX, "HEAD"], cwd=REPO, timeout=600,
+            offline=True)
         if fetched.exit_code != 0:
             raise RuntimeError(f"reading the held bundle failed: {tail(fetched.output, 500)}")
         outcome = await push_with_retries(engine, provider, sb, run, run.held.head_sha,

@@ -74,9 +74,12 @@ async def prepare_sandbox(
                 ([*HARDENED_GIT, "clean", "-fdq"], "removing files the build left untracked"),
             ])
         else:
-            await must(provider, sb, ["git", "clone", "-q", job.clone_url, REPO],
-                       "cloning the repository through hangar's proxy")
-            await must(provider, sb, checkout, "checking out the branch", cwd=REPO)
+            await must_each(provider, sb, [
+                (["git", "clone", "-q", job.clone_url, REPO],
+                 "cloning the repository through hangar's proxy"),
+                (["cd", REPO], "entering the checkout"),
+                (checkout, "checking out the branch"),
+            ])
         await note_environment(engine, run, job, spec, sb, role=role)
     except BaseException:
         await provider.destroy(sb)
@@ -95,7 +98,7 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
         return
     provider = engine.provider(spec.provider)
     listing = await provider.run(sb, envbuilds.probe_argv(job.base_branch, spec),
-                                 cwd=REPO, timeout=120)
+                                 cwd=REPO, timeout=120, offline=True)
     probe = envbuilds.parse_probe(listing.output)
     default_spec = envbuilds.spec_from_config(engine, probe.config, fallback=spec,
                                                    default=default_env_name(engine))
@@ -119,8 +122,8 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
 
 
 async def must(provider: Any, sb: Any, argv: list[str], what: str, *, cwd: str = "/workspace",
-               timeout: float = CLONE_TIMEOUT_S) -> str:
-    result = await provider.run(sb, argv, cwd=cwd, timeout=timeout)
+               timeout: float = CLONE_TIMEOUT_S, offline: bool = False) -> str:
+    result = await provider.run(sb, argv, cwd=cwd, timeout=timeout, offline=offline)
     if result.exit_code != 0:
         raise RuntimeError(f"{what} failed (exit {result.exit_code}): "
                            f"{redact(tail(result.output, 800))}")

@@ -113,7 +113,8 @@ async def _verify(
         # The verify command runs the agent's code: it gets no git credential at all, and
         # the web only through the egress proxy, as the agent did.
         engine.tokens.revoke(sb.id)
-        await provider.run(sb, ["rm", "-f", f"{HOME}/.git-credentials", f"{HOME}/.gitconfig"])
+        await provider.run(sb, ["rm", "-f", f"{HOME}/.git-credentials", f"{HOME}/.gitconfig"],
+                           offline=True)
         egress = egress_env(engine, verify_key(run.id), sb, spec, step="verify")
         if spec.install and sb.labels.get("hangar.env_current") != "yes":
             setup = await provider.run(sb, ["sh", "-c", spec.install], cwd=REPO, env=egress,

@@ -279,6 +279,7 @@ class DockerProvider(Provider):
         env: dict[str, str] | None = None,
         cwd: str = WORKSPACE,
         on_output: OutputCallback | None = None,
+        offline: bool = False,
     ) -> ExecResult:
         container = await asyncio.to_thread(self._container, sb)
         pid_file = f"/tmp/hangar-run-{secrets.token_hex(6)}.pid"

@@ -473,6 +473,7 @@ class KubernetesProvider(Provider):
         env: dict[str, str] | None = None,
         cwd: str = WORKSPACE,
         on_output: OutputCallback | None = None,
+        offline: bool = False,
     ) -> ExecResult:
         pod = self._pod(sb)
         pid_file = f"/tmp/hangar-run-{secrets.token_hex(6)}.pid"

@@ -60,6 +60,7 @@ from sandbox.snapshots import SpareCopies
 log = logging.getLogger(__name__)
 
 SANDBOX_UID = 1000
+RUNNING = ".running"  # procs/<token>.running: a command is (or was, if hangar died) running
 BWRAP_MISSING = (
     "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, "
     "or set isolation: none in the environment spec"
@@ -200,18 +201,39 @@ class LocalProvider(Provider):
             self._kill_all(record)
         # A command run by an earlier hangar that was killed left no record, and bwrap's
         # --die-with-parent did not stop every one of them (seen after kill -9): look for
-        # processes naming the sandbox's directory, too.
-        for pid in await asyncio.to_thread(_procs.holding, base):
+        # processes naming the sandbox's directory, too. Only when one may be there (a
+        # look over every process costs more than the rest of a destroy): a command still
+        # running, or whose run was cut short, left its marker; and a sandbox without
+        # isolation has no pid namespace to end its processes with its init.
+        unaccounted = any((base / "procs").glob("*" + RUNNING)) or (
+            self._isolation(sb) == "none")
+
+        async def holding() -> list[int]:
+            return await asyncio.to_thread(_procs.holding, base) if unaccounted else []
+
+        for pid in await holding():
             _procs.signal_pids([pid, *_procs.descendants(pid)])
         # SIGKILL is not instant: wait until the processes are really gone.
         deadline = time.monotonic() + 5
         while any(_procs.is_alive(r["pid"], r.get("started")) for r in records) or (
-                await asyncio.to_thread(_procs.holding, base)):
+                await holding()):
             if time.monotonic() >= deadline:
                 log.warning("sandbox %s: processes survived SIGKILL for 5 s", sb.id)
                 break
             await asyncio.sleep(0.02)
         await asyncio.to_thread(shutil.rmtree, base, True)
+
+    def _isolation(self, sb: Sandbox) -> str | None:
+        try:
+            return self._require(sb).get("ref", {}).get("isolation")
+        except (SandboxError, ValueError):
+            return None  # half made or half destroyed: treat it as the unknown it is
+
+    def _running_marker(self, sb: Sandbox) -> Path:
+        """A file that stays while a command runs (see destroy)."""
+        marker = self._dir(sb) / "procs" / (new_process_id() + RUNNING)
+        marker.touch()
+        return marker
 
     async def list(self, labels: dict[str, str]) -> list[Sandbox]:
         found = []
@@ -310,18 +332,21 @@ class LocalProvider(Provider):
         env: dict[str, str] | None = None,
         cwd: str = WORKSPACE,
         on_output: OutputCallback | None = None,
+        offline: bool = False,
     ) -> ExecResult:
         meta = self._require(sb)
         ref = meta.get("ref", {})
-        await self._ensure_relay(ref)
         inner = ["/bin/sh", "-c", 'cd "$1" || exit 127; shift; exec "$@"', "hangar-run", cwd]
-        full, host_cwd = self._command(
-            sb, [*inner, *self._wrap_network(ref, argv)], meta, detached=False
-        )
+        if not offline:
+            # The relay costs a Python start in the sandbox, each time: only when needed.
+            await self._ensure_relay(ref)
+            argv = self._wrap_network(ref, argv)
+        full, host_cwd = self._command(sb, [*inner, *argv], meta, detached=False)
         proc_env = sandbox_env(env, path=self._path_var())
         if host_cwd:
             proc_env = _none_env(proc_env, host_cwd)
         started = time.monotonic()
+        marker = self._running_marker(sb)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *full,
@@ -333,6 +358,7 @@ class LocalProvider(Provider):
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
+            marker.unlink(missing_ok=True)
             raise SandboxError(f"cannot start {exc.filename}: not found") from None
         self._running.setdefault(sb.id, set()).add(proc)
         tail = OutputTail()
@@ -362,6 +388,7 @@ class LocalProvider(Provider):
             raise
         finally:
             self._running.get(sb.id, set()).discard(proc)
+            marker.unlink(missing_ok=True)
         return ExecResult(
             exit_code=None if timed_out else proc.returncode,
             output=tail.text(),
@@ -393,11 +420,15 @@ class LocalProvider(Provider):
             proc_env = _none_env(proc_env, host_cwd)
         record_path = self._dir(sb) / "procs" / f"{process_id}.json"
         info_path = self._dir(sb) / "procs" / f"{process_id}.info"
-        record = await asyncio.to_thread(
-            _spawn_detached, full, proc_env, host_cwd or str(self.root), info_path
-        )
-        record["isolation"] = ref.get("isolation")
-        record_path.write_text(json.dumps(record))
+        marker = self._running_marker(sb)  # until its record is written
+        try:
+            record = await asyncio.to_thread(
+                _spawn_detached, full, proc_env, host_cwd or str(self.root), info_path
+            )
+            record["isolation"] = ref.get("isolation")
+            record_path.write_text(json.dumps(record))
+        finally:
+            marker.unlink(missing_ok=True)
         return process_id
 
     def _record(self, sb: Sandbox, process_id: str) -> dict[str, Any] | None:

@@ -155,8 +155,8 @@ async def test_stop_cancels_with_sigterm_first(provider, make_sandbox):
     assert await wait_for(has_agent)
     assert watch.cancel(time.time()) is RunState.CANCELLED
     started = time.monotonic()
-    await provider.stop(sb, pid, grace_s=5)
-    assert time.monotonic() - started < 5  # it obeyed SIGTERM; no need for SIGKILL
+    await provider.stop(sb, pid, grace_s=30)  # a loaded machine is slow to end processes
+    assert time.monotonic() - started < 30  # it obeyed SIGTERM; no need for SIGKILL
     # The agent got SIGTERM and exited 0 by its trap; the wrapper lived to record that.
     assert await provider.observe(sb, pid) == ProcessStatus(state="exited", exit_code=0)
     assert await provider.copy_out(sb, "/workspace/term") == b"terminated\n"
