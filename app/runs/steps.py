@@ -28,7 +28,7 @@ from app.runs.jobs import refresh_status
 from app.runs.publishing import publish, retry_held
 from app.runs.queue import wake_queued
 from app.runs.sandbox import AGENT_CHECK, upsert_check
-from app.runs.verify import verify
+from app.runs.verify import begin_verification, verify
 from app.sensitive import sensitive_files
 
 if TYPE_CHECKING:
@@ -133,19 +133,39 @@ async def collect(engine: StepContext, run: Run) -> None:
                                                           (compare or {}).get("base_sha")))
     sensitive = sensitive_files(compare, config.land.sensitive_paths)
     run = engine.patch_run(run.id, head_sha=head, compare=compare, sensitive=sensitive)
-    pr = await find_or_open_pr(engine, ops, job, run)
-    fresh = engine.get_run(run.id)
-    run = engine.patch_run(run.id, pr_number=pr["number"],
-                           posting=[k for k in fresh.posting if k != "pr"])
-    if run.kind != RunKind.VERIFY:  # `/hangar verify` reports a verification, not an agent's turn
+    if run.kind == RunKind.VERIFY:  # `/hangar verify` reads the branch's head when it verifies
+        await opened(engine, ops, job, run)
+        engine.patch_run(run.id, stage=RunStage.VERIFYING)
+        return
+    # Verification needs only the pushed head: it starts now, beside what is said on GitHub.
+    verifying = await begin_verification(engine, run, job, ops, head)
+    try:
         run = record_ending(engine, run, changed=changed)
         await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
                            conclusion=agent_conclusion(run), output=render.agent_check_output(run))
         if head == run.start_sha:
             run = engine.patch_run(run.id, agent_check_shown=run.ending["code"])
-    # Only now is this stage's work all on GitHub; a crash before here repeats it.
-    engine.patch_run(run.id, stage=RunStage.VERIFYING)
-    engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {head[:7]}")
+        # One that ends within the fold opens the PR with its result: the body is written
+        # once, and the check run is made once, completed.
+        done = await verifying.within(engine.settings.status_edit_interval_seconds)
+        if done is not None:
+            run = engine.patch_run(run.id, verification=done)
+        pr = await opened(engine, ops, job, run)
+        # Only now is this stage's work all on GitHub; a crash before here repeats it.
+        engine.patch_run(run.id, stage=RunStage.VERIFYING)
+        await verify(engine, engine.get_run(run.id), started=verifying, pr=pr)
+    finally:
+        await verifying.stop()
+
+
+async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run) -> dict:
+    """The run's PR, opened or brought up to date, recorded on the run."""
+    pr = await find_or_open_pr(engine, ops, job, run)
+    fresh = engine.get_run(run.id)
+    engine.patch_run(run.id, pr_number=pr["number"],
+                     posting=[k for k in fresh.posting if k != "pr"])
+    engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {run.head_sha[:7]}")
+    return pr
 
 
 def agent_conclusion(run: Run) -> str:
@@ -186,5 +206,5 @@ async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run)
             engine.note(job.id, f"opened PR #{pr['number']}")
             return pr
     if pr.get("body") != body:
-        await ops.update_pr(pr["number"], body=body)
+        pr = await ops.update_pr(pr["number"], body=body)
     return pr

@@ -3,8 +3,10 @@ model credential and no git credential; the result is a fact, not the agent's wo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -28,26 +30,32 @@ VERIFY_CHECK = "hangar / verify"
 # -- verifying -----------------------------------------------------------------------
 
 
-async def verify(engine: StepContext, run: Run) -> None:
+async def verify(engine: StepContext, run: Run, *, started: Verifying | None = None,
+                 pr: dict | None = None) -> None:
+    """Verify the run's head and say so. `started`: the verification collect began as the
+    push landed; `pr`: the PR as collect left it (its body may say the result already)."""
     job = engine.get_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     head = await ops.branch_sha(run.branch) if run.kind == RunKind.VERIFY else run.head_sha
     if run.kind == RunKind.VERIFY and head != run.head_sha:
         compare = await ops.compare(run.base_branch, head)
         run = engine.patch_run(run.id, head_sha=head, compare=compare)
-    spec, _ = await environment_for(engine, ops, run.base_branch,
-                                    (run.compare or {}).get("base_sha"))
-    if spec.verify is None:
-        verification = Verification(command="", head_sha=head, passed=None,
-                                    **trouble(Why(VerifyTrouble.NO_VERIFY_COMMAND, env=spec.name)))
-    else:
-        await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="in_progress",
-                           output=verify_words.verifying_output(spec.verify.command, head))
-        verification = await verify_in_clean_sandbox(engine, run, job, spec, head)
+    verifying = started or await begin_verification(engine, run, job, ops, head)
+    try:
+        # One that ends within the fold is shown once, completed; a longer one is shown
+        # in progress meanwhile.
+        verification = await verifying.within(engine.settings.status_edit_interval_seconds)
+        if verification is None:
+            await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="in_progress",
+                               output=verify_words.verifying_output(verifying.command, head))
+            verification = await verifying.task
+    finally:
+        await verifying.stop()
     run = engine.patch_run(run.id, verification=verification)
     # The PR's body first: once the check says completed, everything says the same.
-    pr = await ops.update_pr(run.pr_number, body=render.pr_body(job, run)) if run.pr_number \
-        else None
+    body = render.pr_body(job, run)
+    if not (pr and pr.get("body") == body):
+        pr = await ops.update_pr(run.pr_number, body=body) if run.pr_number else None
     await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
                        conclusion=verify_conclusion(verification),
                        output=render.verify_check_output(verification),
@@ -57,6 +65,44 @@ async def verify(engine: StepContext, run: Run) -> None:
                      pr_seen=ghops.pr_facts(pr) if pr else None)
     engine.note(run.job_id, f"{run.id} verification "
                 + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
+
+
+@dataclass
+class Verifying:
+    """A verification under way: its task, when it began, and the command it runs."""
+
+    task: asyncio.Task[Verification]
+    began: float = field(default_factory=time.monotonic)
+    command: str = ""
+
+    async def within(self, seconds: float) -> Verification | None:
+        """Its result if it ends within `seconds` of its start, else None."""
+        left = self.began + seconds - time.monotonic()
+        done, _ = await asyncio.wait({self.task}, timeout=max(0.0, left))
+        return self.task.result() if done else None
+
+    async def stop(self) -> None:
+        """Cancel it if it still runs, and let it destroy its sandbox."""
+        if not self.task.done():
+            self.task.cancel()
+            await asyncio.wait({self.task})
+
+
+async def begin_verification(engine: StepContext, run: Run, job: Job, ops: Any,
+                             head: str) -> Verifying:
+    """Verification of `head` started now, beside whatever the caller says on GitHub."""
+    spec, _ = await environment_for(engine, ops, run.base_branch,
+                                    (run.compare or {}).get("base_sha"))
+    if spec.verify is None:
+        done = Verification(command="", head_sha=head, passed=None,
+                            **trouble(Why(VerifyTrouble.NO_VERIFY_COMMAND, env=spec.name)))
+        return Verifying(asyncio.ensure_future(_known(done)))
+    return Verifying(asyncio.ensure_future(verify_in_clean_sandbox(engine, run, job, spec, head)),
+                     command=spec.verify.command)
+
+
+async def _known(verification: Verification) -> Verification:
+    return verification
 
 
 def verify_conclusion(v: Verification) -> str:

@@ -2,13 +2,15 @@
 case, milliseconds each.
 
 collect reads what the agent's branch holds from GitHub, opens the PR once and reports
-check run `hangar / agent`. verify runs the environment's verify command in a sandbox and
+check run `hangar / agent`; the verification starts beside it, as the push landed, and
+collect goes on to verify. verify runs the environment's verify command in a sandbox and
 reports `hangar / verify`; here the sandbox is a recording provider that answers the
 verify command as a row says (the real ones are tested in tests/sandbox and end to end).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +51,7 @@ class Collect:
     pr_open: bool = False  # whether the PR is on GitHub before the step
     github: dict[str, Any] = field(default_factory=dict)
     # what the step does
-    stage: RunStage = RunStage.VERIFYING
+    stage: RunStage = RunStage.DONE  # verified too, in the same step
     opens_pr: bool = True
     agent_check: str | None = "success"  # its conclusion; None: no agent check
     sensitive: list[str] = field(default_factory=list)
@@ -72,9 +74,10 @@ COLLECT = [
             agent_check="failure"),
     Collect("the agent ran out of time", run={"state": RunState.TIMED_OUT},
             agent_check="timed_out"),
-    Collect("`/hangar verify` reports a verification, not an agent's turn",
+    Collect("`/hangar verify` reports a verification, not an agent's turn (it verifies "
+            "the branch's head in its next step)",
             run={"kind": "verify", "pr_number": PR_NUMBER}, pr_open=True, opens_pr=False,
-            agent_check=None),
+            agent_check=None, stage=RunStage.VERIFYING),
     Collect("a changed workflow is sensitive",
             github={"files": [{"filename": ".github/workflows/ci.yml"},
                               {"filename": "calc.py"}]},
@@ -82,10 +85,16 @@ COLLECT = [
 ]
 
 
+def verifying_engine(step_engine, tmp_path, gh, **settings):
+    """An engine whose sandboxes answer every command with success at once."""
+    return step_engine(gh, provider=RecordingProvider({}), envs_dir=environments(
+        tmp_path, {"verify": {"command": VERIFY}}), **settings)
+
+
 @pytest.mark.parametrize("case", COLLECT, ids=[c.name for c in COLLECT])
-async def test_collect(step_engine, case: Collect):
+async def test_collect(step_engine, tmp_path, case: Collect):
     gh = RecordingGitHub(pr_open=case.pr_open, **case.github)
-    engine = step_engine(gh)
+    engine = verifying_engine(step_engine, tmp_path, gh)
     _, run = job_and_run(engine, **case.run)
     await runs.collect(engine, run)
     after = engine.get_run(run.id)
@@ -98,7 +107,7 @@ async def test_collect(step_engine, case: Collect):
         opened = [c for c in gh.writes("POST") if c.path.endswith("/pulls")]
         assert {k: opened[0].body[k] for k in ("head", "base")} == {"head": BRANCH,
                                                                    "base": "main"}
-    if case.stage == RunStage.VERIFYING:
+    if case.stage != RunStage.DONE or case.opens_pr:
         assert after.pr_number == PR_NUMBER
     agent = checks_named(gh, "hangar / agent")
     if case.agent_check is None:
@@ -109,28 +118,87 @@ async def test_collect(step_engine, case: Collect):
     assert after.sensitive == case.sensitive
 
 
-async def test_collect_finds_a_pr_someone_opened_from_hangars_branch(step_engine):
+async def test_collect_finds_a_pr_someone_opened_from_hangars_branch(step_engine, tmp_path):
     """No mark, so hangar opens the PR at once; GitHub answers 422 (one exists for the
     branch) and hangar takes that one."""
     gh = RecordingGitHub(pr_open=True)
-    engine = step_engine(gh)
+    engine = verifying_engine(step_engine, tmp_path, gh)
     _, run = job_and_run(engine)
     await runs.collect(engine, run)
     after = engine.get_run(run.id)
     assert after.pr_number == PR_NUMBER and after.posting == []
-    assert after.stage == RunStage.VERIFYING
+    assert after.stage == RunStage.DONE
 
 
-async def test_collect_twice_opens_one_pr_and_one_agent_check(step_engine):
+async def test_collect_twice_opens_one_pr_and_one_agent_check(step_engine, tmp_path):
     """A crash after collect's writes repeats the stage: nothing is made twice."""
     gh = RecordingGitHub(pr_open=False)
-    engine = step_engine(gh)
+    engine = verifying_engine(step_engine, tmp_path, gh)
     _, run = job_and_run(engine)
     await runs.collect(engine, run)
     engine.patch_run(run.id, stage=RunStage.COLLECTING)
     await runs.collect(engine, engine.get_run(run.id))
     assert gh.opened == 1
     assert len(checks_named(gh, "hangar / agent")) == 1
+    assert len(checks_named(gh, "hangar / verify")) == 1
+
+
+def pr_and_check_writes(gh: RecordingGitHub) -> list[tuple[str, str]]:
+    """The writes of the PR and of the check runs, in order: (method, what)."""
+    found = []
+    for call in gh.writes():
+        if call.path.endswith("/pulls") or call.path.endswith(f"/pulls/{PR_NUMBER}"):
+            found.append((call.method, "pr"))
+        elif "/check-runs" in call.path:
+            name = call.body.get("name") or next(
+                c["name"] for c in gh.own_checks.values() if call.path.endswith(f"/{c['id']}"))
+            found.append((call.method, f"{name}: {call.body.get('status')}"))
+    return found
+
+
+async def test_a_verification_that_ends_within_the_fold_is_said_once(step_engine, tmp_path):
+    """The verification starts as the push lands, beside the agent's check run; ended
+    within the fold, the PR opens with its result and its check run is made completed:
+    three writes, not the five of saying it in progress first."""
+    gh = RecordingGitHub(pr_open=False)
+    engine = verifying_engine(step_engine, tmp_path, gh)
+    _, run = job_and_run(engine)
+    await runs.collect(engine, run)
+    assert pr_and_check_writes(gh) == [("POST", "hangar / agent: completed"), ("POST", "pr"),
+                                       ("POST", "hangar / verify: completed")]
+    opened = next(c for c in gh.writes("POST") if c.path.endswith("/pulls"))
+    assert "passed" in opened.body["body"]
+    assert engine.get_run(run.id).pr_seen is not None  # auto-fix starts from the PR as opened
+
+
+async def test_a_longer_verification_is_shown_in_progress_meanwhile(step_engine, tmp_path):
+    """One still running past the fold (here: until its check run says it runs) is shown
+    in progress; the PR's body and the check run say its result when it ends."""
+    shown = asyncio.Event()
+
+    class Watching(RecordingGitHub):
+        async def _request(self, method, url, headers, body=b""):
+            answer = await super()._request(method, url, headers, body)
+            if method == "POST" and url.endswith("/check-runs") and b"in_progress" in body:
+                shown.set()
+            return answer
+
+    class Slow(RecordingProvider):
+        async def run(self, sb, argv, **kw):
+            if argv[-1] == VERIFY:
+                await shown.wait()
+            return await super().run(sb, argv, **kw)
+
+    gh = Watching(pr_open=False)
+    engine = step_engine(gh, provider=Slow({}), status_edit_interval_seconds=0.05,
+                         envs_dir=environments(tmp_path, {"verify": {"command": VERIFY}}))
+    _, run = job_and_run(engine)
+    await asyncio.wait_for(runs.collect(engine, run), 60)
+    assert pr_and_check_writes(gh) == [
+        ("POST", "hangar / agent: completed"), ("POST", "pr"),
+        ("POST", "hangar / verify: in_progress"), ("PATCH", "pr"),
+        ("PATCH", "hangar / verify: completed")]
+    assert engine.get_run(run.id).verification.passed is True
 
 
 # -- verify --------------------------------------------------------------------------
