@@ -8,6 +8,7 @@ kill -9 and start again.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import signal
@@ -23,12 +24,17 @@ from typing import Any
 import pytest
 import yaml
 
-from app import demo
+from app import demo, logs
 from app.service import ServiceThread
 from app.settings import Settings
 from app.web.registration import load_app_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# The suite runs on two cores, shared with other runs: a step a quiet machine takes in a
+# second can take ten under load. A deadline costs time only when its test fails anyway, so
+# every wait holds out at least this long, and twice what its test says.
+UNDER_LOAD_S = 120
 
 REPO_FILES = {
     "README.md": "# widgets\n",
@@ -126,7 +132,7 @@ class HangarProcess:
             [sys.executable, "-m", "app.cli", "serve", *args], env=self.environment(), cwd=ROOT,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + UNDER_LOAD_S
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.settings.port), timeout=0.2):
@@ -258,6 +264,9 @@ class World:
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "condition",
                interval: float = 0.1) -> Any:
+    """The predicate's first true value; `timeout`: what the wait takes on a quiet machine,
+    with room to spare (it is stretched to hold under load)."""
+    timeout = max(2 * timeout, UNDER_LOAD_S)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -281,14 +290,28 @@ def world(fakehub, tmp_path) -> Iterator[World]:
     hub.grant(w.repo, w.reviewer, "write")
     hub.grant(w.repo, w.reader, "read")
     w.installation_id = hub.install(w.app.id, "acme", [w.repo])
-    yield w
-    for service in w.running:
-        service.stop()
+    # hangar on a thread logs into this process: its lines go where a process's would, so a
+    # failure shows their tail either way.
+    handler = logging.FileHandler(tmp_path / "hangar.log")
+    handler.setFormatter(logs.JsonFormatter())
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    if level > logging.INFO:
+        root.setLevel(logging.INFO)
+    try:
+        yield w
+        for service in w.running:
+            service.stop()
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """On a failure, show the end of hangar's own log (when it ran as a process)."""
+    """On a failure, show the end of hangar's own log (on its thread or as a process)."""
     outcome = yield
     report = outcome.get_result()
     world = item.funcargs.get("world") if hasattr(item, "funcargs") else None
