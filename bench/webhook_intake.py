@@ -31,6 +31,10 @@ from pathlib import Path
 
 import aiohttp
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fakehub.testing import running_fakehub
+
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret"
 EXAMPLES = ROOT / "tests/reference/node_modules/@octokit/webhooks-examples/api.github.com"
@@ -82,27 +86,18 @@ def wait_port(port: int, proc: subprocess.Popen) -> None:
     raise SystemExit("server did not start")
 
 
-def start_hangar(tmp: Path) -> tuple[subprocess.Popen, int]:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = tmp / "app.pem"
-    pem.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+def start_hangar(tmp: Path, hub) -> tuple[subprocess.Popen, int]:
+    """`hangar serve` for a fakehub App: serve asks GitHub for its App before it listens
+    (the deliveries sent here are no commands, so hangar asks GitHub nothing more)."""
+    app = hub.create_app(name="hangar")
     port = free_port()
     env = {
         **os.environ,
-        "HANGAR_APP_ID": "1",
-        "HANGAR_PRIVATE_KEY_FILE": str(pem),
+        "HANGAR_APP_ID": str(app.id),
+        "HANGAR_PRIVATE_KEY_FILE": str(app.private_key_path),
         "HANGAR_WEBHOOK_SECRET": SECRET,
         "HANGAR_DATA_DIR": str(tmp / "data"),
-        "HANGAR_GITHUB_URL": "http://127.0.0.1:9/api/v3",
+        "HANGAR_GITHUB_URL": hub.api_url,
         "HANGAR_PORT": str(port),
         "HANGAR_LOG_LEVEL": "WARNING",
     }
@@ -209,8 +204,8 @@ def main() -> None:
     results: dict[str, dict[str, list[float]]] = {
         name: {"throughput": [], "latency": [], "cpu": []} for name in ("hangar", "bare")
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        hangar, hangar_port = start_hangar(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, running_fakehub(Path(tmp) / "hub") as hub:
+        hangar, hangar_port = start_hangar(Path(tmp), hub)
         bare, bare_port = start_bare()
         try:
             urls = {
