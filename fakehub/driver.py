@@ -120,8 +120,9 @@ class Driver:
     def data_dir(self) -> Path:
         return self._hub.data_dir
 
-    def settle(self, timeout: float = 30.0) -> None:
-        """Wait until CI runs and queued webhook deliveries are done."""
+    def settle(self, timeout: float = 120.0) -> None:
+        """Wait until CI runs and queued webhook deliveries are done (the bound is one a
+        machine under load keeps: a test that waits longer has failed anyway)."""
         asyncio.run_coroutine_threadsafe(self._hub.settle(), self._server.loop).result(timeout)
 
     # -- Apps, users, repositories --------------------------------------------------
@@ -613,9 +614,10 @@ class Driver:
         app_id: int | None = None,
         where: Callable[[dict[str, Any]], bool] | None = None,
         since: int = 0,
-        timeout: float = 10.0,
+        timeout: float = 120.0,
     ) -> DeliveryInfo:
-        """The first recorded delivery matching (newer than `since`); polls until `timeout`."""
+        """The first recorded delivery matching (newer than `since`); polls until `timeout`,
+        one a machine under load keeps."""
         deadline = time.monotonic() + timeout
         while True:
             for d in self.deliveries(app_id, event):
