@@ -55,7 +55,7 @@ class TimeSplit:
     # -- what is wrapped ---------------------------------------------------------------
 
     def _wrap_github(self) -> None:
-        from app.github import GitHubClient, RateLimited
+        from app.github.client import GitHubClient, RateLimited
 
         split = self
 
