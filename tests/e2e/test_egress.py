@@ -5,6 +5,9 @@ the status comment and the `hangar / agent` check run; the verify sandbox's in t
 
 from __future__ import annotations
 
+import secrets
+import subprocess
+
 import pytest
 
 from tests.e2e.conftest import wait_until
@@ -81,9 +84,12 @@ def test_refused_hosts_are_shown_and_allowed_ones_work(world, registry, provider
 def test_refusals_are_shown_while_the_agent_still_runs(world):
     """As the refused host is tried, not only when the agent stops: the status comment
     lists it (without counts, which would edit the comment at every try)."""
+    # The agent sleeps only after both tries were refused: its sleep (this test's own,
+    # whoever else runs the suite) is the sign that both were counted.
+    asleep = f"sleep 3023.{secrets.randbelow(10**6):06d}"
     agent = ("for i in 1 2; do python3 -c 'import urllib.request as u; "
              "u.urlopen(\"https://example.org/\", timeout=10)' 2>/dev/null; done\n"
-             "exec sleep 3023\n")
+             f"exec {asleep}\n")
     world.start_hangar(agent, verify=None, env={"egress": {"allow": ["pypi.org"]}})
     issue, _ = world.ask("/hangar fix add()")
     status = wait_until(lambda: "blocked so far" in world.status(issue)
@@ -92,6 +98,8 @@ def test_refusals_are_shown_while_the_agent_still_runs(world):
     line = next(line for line in status.splitlines() if "blocked so far" in line)
     assert "`example.org:443` (outside this environment's egress allowlist" in line, line
     assert "time" not in line  # counts come when the agent stops
+    wait_until(lambda: subprocess.run(["pgrep", "-f", asleep], capture_output=True).stdout,
+               30, "the agent's second try refused, and its sleep")
     world.hub.comment(world.repo, issue, "/hangar cancel", as_user=world.maintainer)
     status = wait_until(lambda: "cancelled" in world.status(issue) and world.status(issue),
                         30, "cancelled")
