@@ -2,10 +2,13 @@
 #
 # Build with scripts/image.sh, which first puts every Python dependency into
 # build/wheels on the building machine, so the build itself needs no network:
-#   scripts/image.sh hangar:latest                 (FROM debian:bookworm-slim)
+#   scripts/image.sh hangar:latest                 (FROM hangar-image-base:1, made offline
+#                                                   by scripts/base-image.sh: python3, git,
+#                                                   bubblewrap)
 #   scripts/image.sh hangar:latest my/base:tag     (any Debian-like base)
-# A base that already has python3, git and bubblewrap needs no package mirror either.
-ARG BASE_IMAGE=debian:bookworm-slim
+# A base that already has python3, git and bubblewrap needs no package mirror; any other
+# base gets them from apt, which needs a network the default build does not have.
+ARG BASE_IMAGE=hangar-image-base:1
 FROM ${BASE_IMAGE}
 
 USER root

@@ -2,11 +2,17 @@
 # Build hangar's image. Python packages are fetched here, with pip, into build/wheels
 # (for this machine's Python version: use a base with the same one), so `docker build`
 # itself runs without a network.
-# Usage: scripts/image.sh [TAG] [BASE_IMAGE]   (defaults: hangar:latest, debian:bookworm-slim)
+# Usage: scripts/image.sh [TAG] [BASE_IMAGE]   (defaults: hangar:latest, hangar-image-base:1)
+# The default base is the project's own, made by scripts/base-image.sh from Debian packages
+# (python3, git, bubblewrap) with no registry; it is built here when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag="${1:-hangar:latest}"
-base="${2:-debian:bookworm-slim}"
+base="${2:-hangar-image-base:1}"
+if [ "$base" = hangar-image-base:1 ] && ! docker image inspect "$base" >/dev/null 2>&1; then
+  echo "image: building the base $base (scripts/base-image.sh)"
+  HANGAR_BASE_EXTRA=bubblewrap scripts/base-image.sh "$base"
+fi
 python="${HANGAR_PYTHON:-.venv/bin/python}"
 [ -x "$python" ] || python=python3
 

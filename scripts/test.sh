@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 .venv/bin/ruff check .
-workers=(-n 3)
+workers=(-n 3 --dist loadgroup)
 for arg in "$@"; do
   case "$arg" in -n|-n*|--numprocesses*|no:xdist) workers=() ;; esac
 done
