@@ -7,6 +7,8 @@ import logging
 import sys
 import time
 
+from app.redact import redact
+
 # Fields a caller may attach with `extra={...}`; they become top-level JSON keys.
 FIELDS = ("delivery_id", "event", "action", "repo", "job", "run", "land", "installation_id",
           "sandbox", "step", "error")
@@ -18,15 +20,16 @@ class JsonFormatter(logging.Formatter):
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact(record.getMessage()),
         }
         for field in FIELDS:
             value = getattr(record, field, None)
             if value is not None:
-                line[field] = value
+                line[field] = redact(value) if isinstance(value, str) else value
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
+            line["exc"] = redact(self.formatException(record.exc_info))
+        # A log is read by more people than hangar's keys are: nothing secret in it.
+        return json.dumps(line, default=lambda value: redact(str(value)))
 
 
 def configure(level: str = "INFO", stream=None) -> None:

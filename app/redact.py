@@ -1,39 +1,215 @@
-"""Secrets never reach a comment, a check run or a log tail that people see."""
+"""Nothing secret leaves hangar: one redaction for everything it posts, answers, logs,
+stores of a sandbox's output, or tells a sandbox.
+
+Two kinds of secret are masked wherever they appear:
+
+- **Shapes**: tokens recognisable by their form — GitHub's (`ghp_`, `github_pat_`, `gho_`,
+  `ghu_`, `ghs_`, `ghr_`), hangar's own (`hgs_` push, `hgm_` model, `hge_` egress, `hgt_`
+  API), model vendors' keys, AWS key ids, private keys in PEM, credentials in a URL's
+  userinfo or in a query parameter named like one, and `Authorization`/`x-api-key` header
+  values.
+- **Known values**: every secret this process holds or hands out — the App's private
+  key, the webhook secret, the API token, the model credentials and the credentials of
+  their endpoints, the operator's build secrets — registered once with `remember` when
+  hangar reads them. A known value is masked in each encoding a program would leave it
+  in: as it is, base64 and base64url (at each of the three byte offsets it may start at
+  inside a longer encoded text), hex (either case) and URL-encoded.
+
+The known values live in one registry for the process (`KNOWN`): secrets come from the
+process's environment and settings, and a log line, a GitHub body and an API answer are
+masked alike, whoever builds them.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 import re
+import threading
 from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, quote_plus, urlsplit
 
 REDACTED = "[redacted]"
+# Shorter values are not masked: they would mask ordinary words.
+MIN_SECRET_CHARS = 8
 
 # Token shapes GitHub, hangar and model vendors use; matched wherever they appear.
 # GitHub's prefixes: ghp_ (classic PAT), github_pat_ (fine-grained PAT), gho_ (OAuth),
 # ghu_ (user-to-server), ghs_ (installation), ghr_ (refresh). Lengths vary up to 255, and
 # stateless installation tokens are ghs_<app id>_<JWT>: dots, dashes and underscores.
+# hangar's own: hgs_ (push proxy), hgm_ (model gateway), hge_ (egress), hgt_ (API).
 _PATTERNS = re.compile(
     r"(gh[pousr]_[A-Za-z0-9_][A-Za-z0-9._\-]{18,}[A-Za-z0-9_]"
     r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|hgs_[A-Za-z0-9_\-]{16,}"
+    r"|hg[smet]_[A-Za-z0-9_\-]{16,}"
     r"|sk-ant-[A-Za-z0-9_\-]{16,}"
-    r"|sk-[A-Za-z0-9]{20,}"
+    r"|sk-[A-Za-z0-9_\-]{20,}"
     r"|AKIA[0-9A-Z]{16}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)"
 )
-_BASIC_AUTH_URL = re.compile(r"(https?://)[^/\s:@]+:[^/\s@]+@")
-_BEARER = re.compile(r"(?i)(authorization:\s*(?:bearer|token|basic)\s+)\S+")
+# A URL's userinfo (any scheme): scheme://user:password@host.
+_USERINFO_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@")
+# Query parameters that carry credentials: ?key=…, &access_token=…, &sig=…
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature|password|"
+    r"secret|client[_-]?secret)=)[^&#\s\"'<>]+")
+_HEADER = re.compile(
+    r"(?i)((?:proxy-)?authorization:\s*(?:bearer|token|basic)\s+|x-api-key:\s*)[^\s\"',]+")
+
+
+def encodings(secret: str) -> set[str]:
+    """`secret` as a program would leave it: raw, base64 and base64url at each byte offset,
+    hex in either case, URL-encoded. Encoded forms too short to be told from chance are
+    left out."""
+    if len(secret) < MIN_SECRET_CHARS:
+        return set()
+    raw = secret.encode()
+    found = {secret, raw.hex(), raw.hex().upper(), quote(secret, safe=""),
+             quote_plus(secret, safe="")}
+    for offset in range(3):
+        # Inside a longer text the secret's bytes start `offset` bytes into a group of
+        # three; the characters that depend on its bytes alone are the same wherever it is.
+        padded = b"\0" * offset + raw
+        first, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            found.add(encode(padded).decode()[first:end])
+    return {form for form in found if len(form) >= MIN_SECRET_CHARS}
+
+
+class Secrets:
+    """Known secret values and one pattern that finds any of their encodings."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._lock = threading.Lock()
+        self._pattern: re.Pattern[str] | None = None
+
+    def add(self, *values: str | None) -> None:
+        fresh = self.unknown(v for v in values if v)
+        if not fresh:
+            return
+        with self._lock:
+            self._values |= fresh
+            self._pattern = None
+
+    def unknown(self, values: Iterable[str]) -> set[str]:
+        """Those of `values` long enough to mask and not registered."""
+        return {v for v in values if v and len(v) >= MIN_SECRET_CHARS} - self._values
+
+    def pattern(self) -> re.Pattern[str] | None:
+        pattern = self._pattern
+        if pattern is None and self._values:
+            with self._lock:
+                pattern = self._pattern = _alternation(self._values)
+        return pattern
+
+
+def _alternation(values: Iterable[str]) -> re.Pattern[str]:
+    """One pattern for every encoding of every value, as a trie: at each position of a
+    text the regex engine follows one branch per character instead of trying every form
+    (3-4 times faster with 30 secrets), and the longest form matches first."""
+    trie: dict[str, dict] = {}
+    for form in {form for value in values for form in encodings(value)}:
+        node = trie
+        for char in form:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return re.compile(_branches(trie))
+
+
+def _branches(node: dict[str, dict]) -> str:
+    chain = []
+    while True:  # a run of single characters is written out without recursing
+        nexts = sorted(key for key in node if key)
+        ends = "" in node
+        if len(nexts) == 1 and not ends:
+            chain.append(re.escape(nexts[0]))
+            node = node[nexts[0]]
+            continue
+        if not nexts:
+            return "".join(chain)
+        group = "|".join(re.escape(key) + _branches(node[key]) for key in nexts)
+        return "".join(chain) + f"(?:{group})" + ("?" if ends else "")
+
+
+KNOWN = Secrets()
+
+
+def remember(*values: str | None) -> None:
+    """Register secret values hangar holds or hands out: from now on each is masked, in
+    every encoding, from everything that leaves hangar."""
+    KNOWN.add(*values)
+
+
+def remember_pem(pem: str | None) -> None:
+    """A private key: the whole PEM, its body without line breaks, and each of its lines
+    (a program may print one)."""
+    if not pem:
+        return
+    body = [line.strip() for line in pem.splitlines()
+            if line.strip() and not line.startswith("-----")]
+    remember(pem.strip(), "".join(body), *(line for line in body if len(line) >= 16))
+
+
+def remember_url(url: str | None) -> None:
+    """The credentials in an endpoint's URL: its userinfo password and user, and the
+    values of its query."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    remember(parts.password, parts.username if parts.password else None)
+    for pair in parts.query.split("&"):
+        remember(pair.partition("=")[2])
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
-    """Mask known secret values and anything shaped like a token."""
-    for secret in sorted({k for k in known if k and len(k) >= 8}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    """`text` with every known secret (in every encoding) and every token shape masked."""
+    if not text:
+        return text
+    extra = KNOWN.unknown(known)
+    if extra:
+        text = _alternation(extra).sub(REDACTED, text)
+    pattern = KNOWN.pattern()
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
     text = _PATTERNS.sub(REDACTED, text)
-    text = _BASIC_AUTH_URL.sub(r"\1" + REDACTED + "@", text)
-    return _BEARER.sub(r"\1" + REDACTED, text)
+    text = _USERINFO_URL.sub(r"\1" + REDACTED + "@", text)
+    text = _QUERY_SECRET.sub(r"\1" + REDACTED, text)
+    return _HEADER.sub(r"\1" + REDACTED, text)
+
+
+def redact_data(data: Any) -> Any:
+    """Every string in a JSON-shaped value (keys too) redacted."""
+    if isinstance(data, str):
+        return redact(data)
+    if isinstance(data, dict):
+        return {redact_data(k): redact_data(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [redact_data(v) for v in data]
+    return data
+
+
+def redact_json_body(body: bytes) -> bytes:
+    """A JSON request or answer body with its strings redacted; another body as text."""
+    if not body:
+        return body
+    try:
+        data = json.loads(body)
+    except ValueError:
+        text = body.decode("utf-8", "surrogateescape")
+        clean = redact(text)
+        return body if clean == text else clean.encode("utf-8", "surrogateescape")
+    clean = redact_data(data)
+    return body if clean == data else json.dumps(clean).encode()
+
+
+# Room around a cut: longer than any secret's encoding, so none is cut before it is masked.
+_CUT_MARGIN = 16384
 
 
 def tail(text: str, max_chars: int = 6000, max_lines: int = 80) -> str:
-    lines = text.splitlines()[-max_lines:]
+    """The end of an output, redacted before it is cut (a secret cut in two is not found)."""
+    lines = redact(text[-(max_chars + _CUT_MARGIN):]).splitlines()[-max_lines:]
     out = "\n".join(lines)
     return out[-max_chars:]

@@ -10,6 +10,7 @@ registered here.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -40,6 +41,7 @@ from app.intake.deliveries import DeliveryWriter
 from app.intake.dispatch import Dispatcher
 from app.metrics import Metrics
 from app.models import Intent, Job, Run
+from app.redact import remember, remember_pem, remember_url
 from app.settings import Settings
 from app.store import Store
 from app.web import api, fleet, mcp, upstream, webhook
@@ -71,6 +73,7 @@ DELIVERY_RETENTION_EVERY_S = 3600.0
 def create_app(settings: Settings) -> web.Application:
     """Build hangar's application; everything it holds starts and stops with it."""
     settings.check_for_serving()
+    remember_settings_secrets(settings)
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
@@ -93,7 +96,28 @@ def build_engine(app: web.Application) -> Engine:
         tokens=app[TOKENS], models=app.get(MODELS), egress=app.get(EGRESS),
     )
     register_concerns(engine)
+    remember_environment_secrets(engine)
     return engine
+
+
+def remember_settings_secrets(settings: Settings) -> None:
+    """What hangar's settings hold that must never leave it (app.redact): the App's key,
+    the webhook secret, the API token, the model endpoints' credentials and keys."""
+    remember(settings.secret(),
+             settings.api_token.get_secret_value() if settings.api_token else None)
+    remember_pem(settings.private_key())
+    for credential, endpoint in settings.model_endpoints.items():
+        remember(os.environ.get(credential))
+        remember_url(endpoint.get("base_url"))
+
+
+def remember_environment_secrets(engine: Engine) -> None:
+    """The secrets the environments name from hangar's own environment: each model
+    credential and each build secret an operator mapped."""
+    for spec in engine.envs.values():
+        for name in (spec.model_credential_env, *spec.build_secrets):
+            if name:
+                remember(os.environ.get(name))
 
 
 def command_actions() -> dict[str, CommandAction]:

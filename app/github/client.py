@@ -38,6 +38,7 @@ from gidgethub import HTTPException
 from gidgethub.aiohttp import GitHubAPI
 
 from app.metrics import Metrics
+from app.redact import redact_json_body
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,12 @@ class GitHubClient(GitHubAPI):
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
         headers = {**headers, "x-github-api-version": API_VERSION}
+        # Whatever hangar writes to GitHub (comments, check runs, PR bodies) is masked of
+        # every secret it knows, whoever built it (app.redact).
+        clean = redact_json_body(body)
+        if clean is not body:
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+            body = clean
         timeout = aiohttp.ClientTimeout(total=self.retry.request_timeout_s)
         renewed = False
         for attempt in range(1, self.retry.attempts + 1):

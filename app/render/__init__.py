@@ -18,6 +18,7 @@ import time
 from datetime import UTC, datetime
 
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
+from app.redact import redact
 from app.render import endings
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
@@ -515,7 +516,7 @@ def pr_title(job: Job) -> str:
     title = job.title.strip() or job.prompt.splitlines()[0][:60]
     # The issue's title may be anyone's: it lands in the squash commit, so it must not
     # close an issue or hide characters.
-    return f"hangar: {inert(' '.join(title.split()))}"[:120]
+    return f"hangar: {inert(' '.join(redact(title).split()))}"[:120]
 
 
 def pr_body(job: Job, run: Run) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.redact import redact
 from app.render.reasons import Sentences, Why, word
 from app.render.text import code_span, person, short
 
@@ -326,24 +327,24 @@ def land_line(request: Any) -> str:
     if request.merge_sha:
         text += f" as `{short(request.merge_sha)}`"
     elif request.reason:
-        text += f" — {request.reason}"
+        text += f" — {redact(request.reason)}"
     return text
 
 
 def land_check_summary(request: Any, gate: list[tuple[bool, str]]) -> str:
     """Check run `hangar / land`'s summary: the state and why, and what protects the base."""
-    return "\n".join([
+    return redact("\n".join([
         f"**{request.state.value}**" + (f": {request.reason}" if request.reason else ""),
         *([f"Merged as `{request.merge_sha}`."] if request.merge_sha else []),
         "", "What protects the base branch:",
         *[f"- {'✅' if ok else '⚠️'} {line}" for ok, line in gate],
         *([""] + [f"- ⚠️ {p}" for p in request.problems] if request.problems else []),
-    ])
+    ]))
 
 
 def land_notes(request: Any) -> list[str]:
     """What landing says about a PR in its job's status comment."""
-    return [land_line(request), *(f"⚠️ {p}" for p in request.problems)]
+    return [land_line(request), *(f"⚠️ {redact(p)}" for p in request.problems)]
 
 
 def group_reused_output(command: str, head: str, base: str, base_sha: str) -> dict[str, str]:
@@ -362,4 +363,4 @@ def source_not_taken(kind: str, name: str, who: Any, app_id: int) -> str:
 
 def impostors_note(impostors: list[str]) -> str:
     return ("⚠️ **Not counted:** only hangar's own App reports under hangar's check names; "
-            "set aside: " + "; ".join(impostors))
+            "set aside: " + redact("; ".join(impostors)))

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.redact import redact
+
 
 @dataclass(frozen=True, init=False)
 class Why:
@@ -32,5 +34,6 @@ Sentences = Mapping[str, Callable[..., str]]
 
 def word(table: Sentences, why: Why) -> str:
     """The sentence for `why` from its concern's table; a code without one is a defect
-    (tests/test_render_reasons.py holds every code to a sentence)."""
-    return table[str(why.code)](**why.facts)
+    (tests/test_render_reasons.py holds every code to a sentence). The facts are often
+    others' words (git's, GitHub's, an agent's): the sentence is masked of secrets."""
+    return redact(table[str(why.code)](**why.facts))

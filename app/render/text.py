@@ -1,5 +1,7 @@
 """The markup-safe pieces every sentence is built with: data in code spans and fenced
-blocks nothing breaks out of, and bodies held to GitHub's size limits."""
+blocks nothing breaks out of, and bodies held to GitHub's size limits. Each piece masks
+secrets (app.redact) before it escapes or cuts anything: a secret changed by escaping,
+or cut in two, would no longer be found."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import time
 from typing import Any
 
 from app.models import API_ASKER
+from app.redact import redact
 
 STATUS_MARKER = "<!-- hangar:status {job} -->"
 PR_MARKER = "<!-- hangar:pr {job} {branch} -->"
@@ -32,6 +35,7 @@ def fit_output(text: str, see: str = "the pull request and hangar's status comme
 
 
 def _fit(text: str, size: Any, limit: int, what: str, see: str) -> str:
+    text = redact(text)
     if size(text) <= limit:
         return text
     note = f"… (cut: GitHub takes at most {what} here; see {see})"
@@ -67,7 +71,7 @@ def reply_marker(key: str) -> str:
 
 def fenced(text: str, lang: str = "") -> str:
     """A code block no content can break out of."""
-    text = inert(text)
+    text = inert(redact(text))
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}"
@@ -99,7 +103,7 @@ def inert(text: str) -> str:
 
 def code_span(text: str, *, in_table: bool = False) -> str:
     """Text from outside hangar as one inline code span: one line, no markup, visible."""
-    text = inert(" ".join(text.splitlines()) or " ")
+    text = inert(" ".join(redact(text).splitlines()) or " ")
     if in_table:  # a table cell ends at any unescaped pipe, even inside code
         text = text.replace("|", "\\|")
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)

@@ -13,7 +13,7 @@ from app.egress import egress_env, egress_facts
 from app.envbuilds import environment_for
 from app.github.ops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
-from app.redact import redact, tail
+from app.redact import redact, redact_data, tail
 from app.render.reasons import Why
 from app.runs.costs import turn_usage
 from app.runs.ending import Ending, trouble_of
@@ -279,9 +279,8 @@ async def agent_stopped(
     await settle_model_requests(engine, run)
     usage = engine.models.usage(run.id) if engine.models is not None else None
     # The stream's readings date from the run's last model answer, as far as hangar knows.
-    agent = harness.parse(log_text, at=usage.at if usage else None).model_dump()
-    if agent.get("summary"):
-        agent["summary"] = redact(agent["summary"])
+    # The agent's words and its CLI's errors are kept: masked of every secret first.
+    agent = redact_data(harness.parse(log_text, at=usage.at if usage else None).model_dump())
     record_stream_usage(engine, run, agent)
     before = previous_turn(engine, run)
     agent["output_tail"] = output_tail(log_text)

@@ -30,6 +30,7 @@ from app.engine import Engine
 from app.github.client import get_or_none
 from app.landing import LandRequest, land_id
 from app.models import Intent, IntentState, Job, Run, RunKind, Thread
+from app.redact import redact_data
 from app.runs import credential_key, usage_report
 from app.web import access
 from app.web.access import Principal, Scope
@@ -302,7 +303,8 @@ def _reasons(exc: ValidationError) -> str:
 
 
 def ok(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status)
+    # An answer carries others' words (an agent's, git's): masked of every secret.
+    return web.json_response(redact_data(data), status=status)
 
 
 # -- reading -----------------------------------------------------------------------------

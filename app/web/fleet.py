@@ -17,6 +17,7 @@ from aiohttp import web
 from app.envbuilds import BUILD, EnvBuildRow
 from app.landing import FINAL, LandRequest
 from app.models import Job, Run, RunKind, RunState
+from app.redact import redact
 from app.render import endings
 from app.render import usage as render_usage
 from app.render.reasons import Why
@@ -273,7 +274,8 @@ async def fleet_page(request: web.Request) -> web.Response:
                       queue_positions(engine), now, store.all(BUILD, EnvBuildRow),
                       usage_view(runs, settings.max_concurrent_agents,
                                  usage_report(engine))["credentials"])
-    return page("hangar", render_fleet(view, settings.git_base_url, now),
+    # The page shows others' words (an agent's, git's): masked of every secret.
+    return page("hangar", redact(render_fleet(view, settings.git_base_url, now)),
                 headers={"Refresh": "15"})
 
 

@@ -8,6 +8,7 @@ from aiohttp import web
 from cachetools import TTLCache
 from gidgethub import BadRequest
 
+from app.redact import remember, remember_url
 from app.web.keys import AUTH, EGRESS, MODELS, SETTINGS, TOKENS
 from proxy import Grant, TokenRegistry
 from proxy.egress import EgressLedger
@@ -71,8 +72,12 @@ class CredentialEndpoints:
         if "OAUTH" in credential:
             auth = "bearer"  # a subscription token, not an API key
         configured = self.app[SETTINGS].model_endpoints.get(credential, {})
-        return Endpoint(configured.get("base_url", base_url), secret,
-                        configured.get("auth", auth))
+        endpoint = Endpoint(configured.get("base_url", base_url), secret,
+                            configured.get("auth", auth))
+        # Read afresh each time: a key set after hangar started is masked from then on.
+        remember(secret)
+        remember_url(endpoint.base_url)
+        return endpoint
 
 
 def mount_sandbox_state(app: web.Application) -> None:

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import json
+import logging
+from urllib.parse import quote
+
+import aiohttp
 import pytest
 
-from app.redact import REDACTED, redact, tail
+from app import logs
+from app import redact as redaction
+from app.github.client import AppAuth, GitHubClient
+from app.redact import REDACTED, encodings, redact, redact_json_body, tail
+from tests.app.test_github_auth import FAST, installed  # noqa: F401 (a fixture)
+from tests.test_render_secrets import knowing, leaked
 
 
 @pytest.mark.parametrize(
@@ -19,6 +31,10 @@ from app.redact import REDACTED, redact, tail
         "ghs_123456_eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJnaXRodWIiLCJpbnN0In0.s1g-n_4tUr3xyz",
         "github_pat_11ABCDEFG0" + "x" * 12 + "_" + "y" * 59,
         "hgs_" + "Zz-_9" * 8,
+        # hangar's own model, egress and API tokens (secrets.token_urlsafe(32))
+        "hgm_" + "Qx-_7" * 8 + "abc",
+        "hge_" + "w3_-K" * 8 + "xyz",
+        "hgt_" + "0aZ-_" * 8 + "pqr",
         "sk-ant-api03-" + "q" * 40,
         "sk-" + "k" * 48,
         "AKIAABCDEFGHIJKLMNOP",
@@ -53,3 +69,88 @@ def test_tail_keeps_the_end():
     text = "\n".join(f"line {i}" for i in range(500))
     assert tail(text, max_lines=3) == "line 497\nline 498\nline 499"
     assert len(tail("x" * 10_000, max_chars=100)) == 100
+
+
+SECRET = "npm_Bu1ldS3cr3t-value"
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2])
+def test_a_known_secret_is_masked_in_every_encoding_at_every_offset(offset):
+    blob = b"k" * offset + SECRET.encode() + b"\n"
+    carried = [SECRET, base64.b64encode(blob).decode(), base64.urlsafe_b64encode(blob).decode(),
+               blob.hex(), blob.hex().upper(), quote(SECRET, safe=""),
+               f"https://ci:{SECRET}@registry.example.com/"]
+    with knowing(SECRET):
+        for text in carried:
+            out = redact(f"install printed {text} and went on")
+            assert leaked(out, SECRET) is None, (text, out)
+            assert out.startswith("install printed ") and out.endswith(" and went on")
+
+
+def test_a_secret_given_for_one_call_is_masked_in_every_encoding_too():
+    out = redact(base64.b64encode(b"xy" + SECRET.encode()).decode(), known=[SECRET])
+    assert leaked(out, SECRET) is None
+
+
+def test_encodings_are_long_enough_to_mean_something():
+    assert all(len(form) >= redaction.MIN_SECRET_CHARS for form in encodings("12345678"))
+    assert encodings("short") == set()
+
+
+def test_endpoint_credentials_and_private_keys_are_remembered():
+    pem = ("-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(["MIIEowIBAAKCAQEAv" + "x" * 47] * 3)
+           + "\n-----END RSA PRIVATE KEY-----\n")
+    with knowing():
+        redaction.remember_url("http://llmuser:pr0xy-passw0rd@proxy.example/llm?key=q-token-123")
+        redaction.remember_pem(pem)
+        said = ("could not reach http://proxy.example/llm: pr0xy-passw0rd; q-token-123; "
+                "one line of the key: MIIEowIBAAKCAQEAv" + "x" * 47)
+        out = redact(said)
+    assert "pr0xy-passw0rd" not in out and "q-token-123" not in out and "MIIEow" not in out
+    assert out.startswith("could not reach http://proxy.example/llm: ")
+
+
+def test_query_credentials_and_header_values_are_masked():
+    out = redact("GET https://x.example/a?api_key=abc123def&page=2\nx-api-key: sk-live-1\n"
+                 "Proxy-Authorization: Basic dXNlcjpwYXNz")
+    assert "abc123def" not in out and "sk-live-1" not in out and "dXNlcjpwYXNz" not in out
+    assert "page=2" in out
+
+
+def test_a_json_body_is_masked_string_by_string():
+    body = json.dumps({"body": f"key {SECRET}", "output": {"text": ["a", SECRET]},
+                       "count": 3}).encode()
+    with knowing(SECRET):
+        clean = json.loads(redact_json_body(body))
+    assert clean == {"body": f"key {REDACTED}", "output": {"text": ["a", REDACTED]},
+                     "count": 3}
+    assert redact_json_body(b'{"a": 1}') == b'{"a": 1}'  # nothing to mask: as sent
+
+
+def test_log_lines_are_masked():
+    stream = io.StringIO()
+    logs.configure("INFO", stream=stream)
+    try:
+        with knowing(SECRET):
+            logging.getLogger("app.test").warning(
+                "install said %s", base64.b64encode(SECRET.encode()).decode(),
+                extra={"error": f"boom {SECRET}"})
+    finally:
+        logging.getLogger().handlers[:] = []
+    line = stream.getvalue()
+    assert leaked(line, SECRET) is None and REDACTED in json.loads(line)["error"]
+
+
+async def test_nothing_hangar_writes_to_github_carries_a_known_secret(installed):  # noqa: F811
+    """The GitHub client is the last door: a body built anywhere is masked there."""
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh: GitHubClient = await auth.client(installation)
+        with knowing(SECRET):
+            issue = await gh.post("/repos/acme/widgets/issues", data={
+                "title": f"leak {SECRET}",
+                "body": f"b64 {base64.b64encode(b'x' + SECRET.encode()).decode()}"})
+    shown = json.dumps(hub.get_issue("acme/widgets", issue["number"]))
+    assert leaked(shown, SECRET) is None and REDACTED in shown
