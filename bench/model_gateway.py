@@ -72,7 +72,7 @@ class Fixed:
         self.base_url = base_url
 
     def endpoint(self, credential: str) -> Endpoint:
-        return Endpoint(self.base_url, KEY, "x-api-key")
+        return Endpoint(self.base_url, KEY, "x-api-key", "anthropic")
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:

@@ -24,11 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
 from cachetools import TTLCache
 
+from app.redact import redact
+from proxy.model_routes import Refuse, decide
 from proxy.prices import PRICES, price  # noqa: F401 (the gateway's prices, by model)
 from proxy.tables import SqliteTables, token_hash
 from proxy.usage import USAGE_SCHEMA, Reading, UsageLedger, from_headers
@@ -42,6 +45,8 @@ ROUTE = "/model/{sandbox_id}/{tail:.*}"
 CHECKED_FOR_S = 30.0
 # How far into an answer the credential's limits are written, if it has not ended by then.
 LIMITS_AFTER_S = 1.0
+# An error answer is read whole and masked before it is relayed; past this it is cut.
+ERROR_BODY_BYTES = 64 * 1024
 # An answer with no byte for STALL_S is stalled: hangar closes it (the agent sees it end).
 STALL_S = 600.0
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=STALL_S)
@@ -112,6 +117,24 @@ class Endpoint:
     base_url: str  # e.g. https://api.anthropic.com (the CLI adds /v1/...)
     secret: str
     auth: str = "x-api-key"  # or "bearer"
+    kind: str = "anthropic"  # or "openai": which API's paths are relayed (model_routes)
+
+    @property
+    def shown(self) -> str:
+        """The base URL as people and sandboxes may see it: no userinfo, no query."""
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
+    @property
+    def secrets(self) -> list[str]:
+        """Everything of the endpoint that is secret: its key, and its URL's credentials."""
+        parts = urlsplit(self.base_url)
+        query = [pair.partition("=")[2] for pair in parts.query.split("&")]
+        return [v for v in (self.secret, parts.password, parts.username, *query) if v]
 
 
 class Endpoints(Protocol):
@@ -432,7 +455,12 @@ class ModelGateway:
                        f"sets {credential} in hangar's environment")
             await self._write(self.ledger.record, run_id, credential, status=401, error=message)
             return _refusal(401, message)
-        url = endpoint.base_url.rstrip("/") + "/" + request.match_info["tail"]
+        # Only the calls the CLIs make, under the configured base (proxy/model_routes.py).
+        raw_tail = request.raw_path.partition("?")[0].split("/", 3)[3]
+        route = decide(endpoint.kind, request.method, raw_tail)
+        if isinstance(route, Refuse):
+            return _refusal(403, f"hangar: {route.reason[:500]}")
+        url = endpoint.base_url.rstrip("/") + "/" + route.path
         if request.query_string:
             url += "?" + request.query_string
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
@@ -447,19 +475,25 @@ class ModelGateway:
         try:
             upstream = await self.app[UPSTREAM].request(request.method, url, headers=headers,
                                                         data=body, allow_redirects=False)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            reason = f"hangar could not reach the model endpoint {endpoint.base_url}: {exc}"
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            # What the client library says may spell the URL with its credentials.
+            said = redact(str(exc) or type(exc).__name__, endpoint.secrets)
+            reason = f"hangar could not reach the model endpoint {endpoint.shown}: {said}"
             await self._write(self.ledger.record, run_id, credential, status=None,
                               error=reason[:300])
             await self._write(self.ledger.begin, run_id, credential, status=None,
                               started_at=started_at, outcome=Outcome.UNREACHABLE)
             return _refusal(502, reason)
         async with upstream:
-            return await self._stream_back(request, upstream, run_id, credential, started_at)
+            return await self._stream_back(request, upstream, run_id, credential, started_at,
+                                           endpoint)
 
     async def _stream_back(self, request: web.Request, upstream: aiohttp.ClientResponse,
-                           run_id: str, credential: str,
-                           started_at: float | None = None) -> web.StreamResponse:
+                           run_id: str, credential: str, started_at: float | None = None,
+                           endpoint: Endpoint | None = None) -> web.StreamResponse:
+        if upstream.status >= 400 and endpoint is not None:
+            return await self._error_back(request, upstream, run_id, credential, endpoint,
+                                          started_at or time.time())
         response = _Relayed(status=upstream.status, headers={
             k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE})
         await response.prepare(request)
@@ -592,6 +626,33 @@ class ModelGateway:
             log.exception("could not meter a model request's start", extra={"run": run_id})
             return None
 
+
+    async def _error_back(self, request: web.Request, upstream: aiohttp.ClientResponse,
+                          run_id: str, credential: str, endpoint: Endpoint,
+                          started_at: float) -> web.Response:
+        """An error answer, read whole (it is small) and masked of the endpoint's secrets
+        before the sandbox sees it: a proxy may echo the credential it was sent. Metered as
+        any answer of its status is (`_settle`)."""
+        answered_at = time.time()
+        body = await upstream.content.read(ERROR_BODY_BYTES)
+        clean = redact(body.decode("utf-8", "replace"), endpoint.secrets).encode()
+        reading = from_headers(upstream.headers, upstream.status, time.time())
+        meter = UsageMeter(upstream.headers.get("Content-Type", ""))
+        meter.feed(clean)
+        meter.finish()
+        await self._write(
+            self._settle, True, None,
+            dict(run_id=run_id, credential=credential, input_tokens=meter.input_tokens,
+                 output_tokens=meter.output_tokens, cost_usd=meter.cost_usd,
+                 status=upstream.status, error=_error_message(clean),
+                 reset_at=_refused_until(reading) if upstream.status == 429 else None,
+                 limits=reading, answered_at=answered_at),
+            dict(run_id=run_id, credential=credential, status=upstream.status,
+                 started_at=started_at),
+            dict(outcome=Outcome.STATUS, error_type=_error_type(clean),
+                 last_byte_at=time.time() if clean else None))
+        return web.Response(status=upstream.status, body=clean, headers={
+            k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE})
 
     def _start_limit_write(self, writes: list[asyncio.Future], credential: str,
                            limits: list[Reading]) -> None:

@@ -15,6 +15,7 @@ from aiohttp import web
 from fakehub.model import Fault, ModelServer, StreamFault, fix_calc_script
 from proxy import TokenRegistry, gateway
 from proxy.gateway import Endpoint, ModelLedger, UsageMeter, price, setup_gateway
+from tests.test_render_secrets import leaked
 
 REAL_KEY = "sk-real-credential-1234"
 ANTHROPIC_BODY = {
@@ -31,8 +32,9 @@ class Endpoints:
     def endpoint(self, credential: str) -> Endpoint | None:
         if self.base_url is None or credential == "MISSING_KEY":
             return None
-        auth = "bearer" if credential.startswith("OPENAI") else "x-api-key"
-        return Endpoint(self.base_url, REAL_KEY, auth)
+        openai = credential.startswith("OPENAI")
+        return Endpoint(self.base_url, REAL_KEY, "bearer" if openai else "x-api-key",
+                        "openai" if openai else "anthropic")
 
 
 @pytest.fixture
@@ -174,6 +176,90 @@ async def test_a_429_holds_until_a_full_windows_later_reset(world):
                                        headers={"x-api-key": world.token})
     await response.read()
     assert world.ledger.usage("run-1").reset_at == pytest.approx(time.time() + 3600, abs=5)
+
+
+async def test_an_unreachable_endpoint_never_tells_its_credentials(world, unused_tcp_port):
+    """A company proxy's URL with userinfo and a query token, down: the 502 the agent
+    reads and the error the run keeps name the endpoint without its credentials."""
+    password, token = "pr0xy-Passw0rd-x1", "q-tok-9876543210"
+    world.endpoints.base_url = (f"http://llmuser:{password}@127.0.0.1:{unused_tcp_port}"
+                                f"/llm?key={token}")
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    assert response.status == 502
+    said = await response.text()
+    assert f"the model endpoint http://127.0.0.1:{unused_tcp_port}/llm:" in said
+    stored = world.ledger.usage("run-1").last_error
+    for shown in (said, stored):
+        for secret in (password, token, REAL_KEY, "llmuser"):
+            assert leaked(shown, secret) is None, (secret, shown)
+
+
+async def test_an_error_answer_is_masked_of_the_credential_it_echoes(
+        aiohttp_server, aiohttp_client, tmp_path):
+    async def echo(request: web.Request) -> web.Response:
+        key = request.headers["x-api-key"]
+        return web.json_response({"type": "error", "error": {
+            "type": "authentication_error", "message": f"invalid x-api-key {key}"}},
+            status=401)
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/messages", echo)
+    client, ledger, token = await _gateway_to(aiohttp_server, aiohttp_client, tmp_path, upstream)
+    response = await client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                 headers={"x-api-key": token})
+    said = await response.text()
+    assert response.status == 401 and "invalid x-api-key [redacted]" in said
+    assert REAL_KEY not in said and REAL_KEY not in ledger.usage("run-1").last_error
+
+
+@pytest.mark.parametrize("path", [
+    "v1/messages/../../admin", "v1/../../etc", "..", "%2e%2e/admin", "v1/%2e%2e/%2e%2e/x",
+    "..%2fadmin", "v1%2f..%2f..%2fadmin", "%252e%252e/admin", "%25252e%25252e%25252fadmin",
+    "v1\\..\\admin", "v1/messages%5c..%5cx", "./v1/messages", "v1//messages",
+    "v1/messages/", "v1/messages%00", "v1/models/..", "v1/models/%2e%2e",
+])
+async def test_no_path_leaves_the_configured_base(world, path):
+    world.endpoints.base_url += "/llm"
+    # Sent as written: a client library would tidy the dots away before hangar saw them.
+    status, said = await raw_post(world, f"/model/sb-1/{path}", world.token)
+    assert status == 403, (path, status)
+    if status == 403:
+        assert b"hangar" in said
+    assert world.model.requests == []
+
+
+async def raw_post(world, target: str, token: str) -> tuple[int, bytes]:
+    body = json.dumps(ANTHROPIC_BODY).encode()
+    reader, writer = await asyncio.open_connection(world.client.host, world.client.port)
+    writer.write(f"POST {target} HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                 "Connection: close\r\n\r\n".encode() + body)
+    answer = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return int(answer.split(b" ", 2)[1]), answer
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "v1/messages/batches"), ("GET", "v1/messages/batches/msgbatch_1/results"),
+    ("POST", "v1/files"), ("GET", "v1/files"), ("GET", "v1/organizations/api_keys"),
+    ("POST", "v1/complete"), ("GET", "v1/messages"), ("DELETE", "v1/models/claude-x"),
+    ("POST", "v1/responses"),  # an OpenAI path, for an Anthropic credential
+])
+async def test_only_what_the_cli_uses_is_relayed_with_the_key(world, method, path):
+    response = await world.client.request(method, f"/model/sb-1/{path}", json=ANTHROPIC_BODY,
+                                          headers={"x-api-key": world.token})
+    assert response.status == 403
+    assert "hangar relays" in (await response.json())["error"]["message"]
+    assert world.model.requests == []
+
+
+async def test_model_listing_is_relayed_and_metered(world):
+    response = await world.client.get("/model/sb-1/v1/models",
+                                      headers={"x-api-key": world.token})
+    assert response.status == 200 and "data" in await response.json()
+    assert world.model.requests[-1]["path"] == "/v1/models"
+    assert world.ledger.usage("run-1").requests == 1
 
 
 async def test_an_unreachable_endpoint_is_a_502_that_names_it(world, unused_tcp_port):
