@@ -14,6 +14,7 @@ import os
 from collections.abc import AsyncIterator
 
 import aiohttp
+import yaml
 from aiohttp import web
 
 from app import (
@@ -59,6 +60,7 @@ from app.web.keys import (
     TOKENS,
     WRITER,
 )
+from app.web.registration import REGISTRATION_FILE
 from app.web.sandbox_gate import serve_gate
 from app.web.setup import mount_configured
 from handlers import router
@@ -106,6 +108,10 @@ def remember_settings_secrets(settings: Settings) -> None:
     remember(settings.secret(),
              settings.api_token.get_secret_value() if settings.api_token else None)
     remember_pem(settings.private_key())
+    registration = settings.data_dir / REGISTRATION_FILE  # `hangar setup`'s, for people
+    if registration.is_file():
+        saved = yaml.safe_load(registration.read_text()) or {}
+        remember(str(saved.get("client_secret") or "") if isinstance(saved, dict) else None)
     for credential, endpoint in settings.model_endpoints.items():
         remember(os.environ.get(credential))
         remember_url(endpoint.get("base_url"))

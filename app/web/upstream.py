@@ -68,12 +68,13 @@ class CredentialEndpoints:
         secret = os.environ.get(credential)
         if not secret:
             return None
-        base_url, auth = VENDOR_APIS["openai" if "OPENAI" in credential else "anthropic"]
+        configured = self.app[SETTINGS].model_endpoints.get(credential, {})
+        kind = configured.get("kind") or ("openai" if "OPENAI" in credential else "anthropic")
+        base_url, auth = VENDOR_APIS[kind if kind in VENDOR_APIS else "anthropic"]
         if "OAUTH" in credential:
             auth = "bearer"  # a subscription token, not an API key
-        configured = self.app[SETTINGS].model_endpoints.get(credential, {})
         endpoint = Endpoint(configured.get("base_url", base_url), secret,
-                            configured.get("auth", auth))
+                            configured.get("auth", auth), kind)
         # Read afresh each time: a key set after hangar started is masked from then on.
         remember(secret)
         remember_url(endpoint.base_url)

@@ -15,6 +15,7 @@ import pytest
 
 from fakehub.model import Fault, ModelServer, ModelThread, Step, StreamFault, fix_calc_script
 from tests.e2e.conftest import wait_until
+from tests.test_render_secrets import leaked
 
 # The real CLIs through the gateway: 10-40 s a case.
 pytestmark = pytest.mark.slow
@@ -252,3 +253,55 @@ def test_a_model_that_fails_under_the_agent_is_named_not_the_request(world, mode
     assert check["conclusion"] == "failure"
     assert check["output"]["title"].startswith(words[:1].upper() + words[1:])
     assert "model traffic through hangar" in check["output"]["summary"]
+
+
+# The agent's command in the next test: the real CLI first (its error text is what the
+# status comment and the check run show), then the gateway's own answer to the same
+# request, committed, so that the test reads exactly what the sandbox was told.
+TELLING_WRAPPER = """#!/bin/sh
+"{cli}" "$@"
+code=$?
+python3 - > gateway-answer.txt 2>&1 <<'PY'
+import os, urllib.error, urllib.request
+request = urllib.request.Request(
+    os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=b'{"model": "x"}', method="POST",
+    headers={"x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"})
+try:
+    print(urllib.request.urlopen(request, timeout=60).read().decode())
+except urllib.error.HTTPError as exc:
+    print(exc.code, exc.read().decode())
+PY
+git add gateway-answer.txt && git commit -qm "What the gateway answered"
+exit $code
+"""
+
+
+def test_an_endpoint_password_reaches_no_comment_check_run_store_or_sandbox(
+        world, model, unreachable_port):
+    """A model endpoint configured as a company proxy with userinfo credentials, down:
+    the password is in no status comment, no check run, not in hangar's database, and
+    not in the gateway's answer inside the sandbox."""
+    password = "Pr0xy-Passw0rd-4-hangar"
+    wrapper = TELLING_WRAPPER.replace("{cli}", need_cli("claude"))
+    world.hub.push_files(world.repo, "main", {"tell.sh": wrapper}, "the agent's wrapper",
+                         as_user=world.maintainer, bypass_rules=True)
+    world.start_hangar(
+        env={"harness": "claude", "agent_command": "/workspace/repo/tell.sh",
+             "model_credential_env": "ANTHROPIC_API_KEY"},
+        settings={"model_endpoints": {"ANTHROPIC_API_KEY": {
+            "base_url": f"http://llm-user:{password}@127.0.0.1:{unreachable_port}/llm"}}},
+        max_minutes=5)
+    issue, _ = world.ask("/hangar fix the failing test")
+    words = "the model endpoint could not be reached"
+    wait_showing_status(world, issue, lambda: words in world.status(issue), words, 120)
+    pr = wait_showing_status(world, issue, lambda: world.pr_for(issue), "the agent's PR", 120)
+    told = world.hub.read_file(world.repo, "gateway-answer.txt", pr["head"]["ref"]).decode()
+    assert "502" in told and f"127.0.0.1:{unreachable_port}/llm" in told, told
+    shown = [c["body"] for c in world.hub.issue_comments(world.repo, issue)]
+    shown += [json.dumps(c) for sha in (pr["head"]["sha"], pr["base"]["sha"])
+              for c in world.hub.check_runs(world.repo, sha)]
+    shown.append(pr["body"])
+    data = world.settings.data_dir
+    stored = [p.read_bytes().decode("latin-1") for p in data.glob("hangar.db*")]
+    for text in [told, *shown, *stored]:
+        assert leaked(text, password) is None, text[:2000]
