@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from sandbox import registry
+from sandbox import registry, secretscan
 from sandbox.provider import HANGAR_DIR, REPO_DIR, WORKSPACE, Sandbox, SandboxError
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,18 @@ CHUNK = 1 << 20
 
 class SnapshotTooLarge(SandboxError):
     pass
+
+
+class SecretInCheckout(SandboxError):
+    """install left a build secret in what the build would keep."""
+
+    def __init__(self, hits: list[secretscan.Hit]):
+        super().__init__(
+            f"install left a build secret in the checkout ({secretscan.describe(hits)}), "
+            "and every later sandbox would start from it, so hangar keeps no such build: "
+            "make install use build secrets only in its own environment (a registry login "
+            "in $HOME, not in the repository or .git)")
+        self.hits = hits
 
 
 def too_large(size: int, max_bytes: int) -> SnapshotTooLarge:
@@ -73,23 +85,35 @@ def unsupported(provider: Any) -> str | None:
 
 
 async def save(provider: Any, sb: Sandbox, *, build_id: str, base_image: str | None,
-               dest_dir: Path, max_bytes: int) -> str:
-    """Keep the sandbox's checkout; the reference a later sandbox starts from."""
+               dest_dir: Path, max_bytes: int, secrets: dict[str, str] | None = None) -> str:
+    """Keep the sandbox's checkout; the reference a later sandbox starts from.
+
+    What is kept is read first for each of `secrets` (the build secrets, by name), in
+    every encoding (sandbox.secretscan): a checkout that holds one raises
+    SecretInCheckout and nothing is kept. Set-user-id and set-group-id bits are dropped."""
     if why := unsupported(provider):
         raise SandboxError(why)
     await asyncio.to_thread(dest_dir.mkdir, parents=True, exist_ok=True)
+    secrets = secrets or {}
     if provider.name == "kubernetes":  # the cap is kept while the archive streams out
-        return await _save_kubernetes(provider, sb, build_id, base_image, dest_dir, max_bytes)
+        return await _save_kubernetes(provider, sb, build_id, base_image, dest_dir, max_bytes,
+                                      secrets)
     size = await checkout_size(provider, sb)
     if size > max_bytes:
         raise too_large(size, max_bytes)
     if provider.name == "local":
-        return await _save_local(provider, sb, build_id, dest_dir, max_bytes)
-    return await _save_docker(provider, sb, build_id, base_image, dest_dir, max_bytes)
+        return await _save_local(provider, sb, build_id, dest_dir, max_bytes, secrets)
+    return await _save_docker(provider, sb, build_id, base_image, dest_dir, max_bytes, secrets)
+
+
+async def _refuse_secrets(scan: Any, *args: Any, **kwargs: Any) -> None:
+    hits = await asyncio.to_thread(scan, *args, **kwargs)
+    if hits:
+        raise SecretInCheckout(hits)
 
 
 async def _save_kubernetes(provider: Any, sb: Sandbox, build_id: str, base_image: str | None,
-                           dest_dir: Path, max_bytes: int) -> str:
+                           dest_dir: Path, max_bytes: int, secrets: dict[str, str]) -> str:
     """Stream the checkout out of the build pod, make it a layer on the environment's
     image and push that to the build registry (sandbox.registry); the image by digest."""
     if not base_image:
@@ -98,6 +122,8 @@ async def _save_kubernetes(provider: Any, sb: Sandbox, build_id: str, base_image
     layer_path = dest_dir / f"{build_id}.layer.tar.gz"
     try:
         await provider.export_checkout(sb, archive, max_bytes + (64 << 20))
+        await _refuse_secrets(secretscan.scan_tar, archive, secrets, strip="repo/")
+        # The layer drops set-id bits, devices and anything outside the checkout.
         layer = await asyncio.to_thread(registry.checkout_layer, archive, layer_path,
                                         max_bytes=max_bytes)
         credentials = await asyncio.to_thread(registry.load_credentials,
@@ -113,7 +139,7 @@ async def _save_kubernetes(provider: Any, sb: Sandbox, build_id: str, base_image
 
 
 async def _save_local(provider: Any, sb: Sandbox, build_id: str, dest_dir: Path,
-                      max_bytes: int) -> str:
+                      max_bytes: int, secrets: dict[str, str]) -> str:
     """Keep the build sandbox's checkout as `<dest_dir>/<build id>/repo`.
 
     Nothing runs in the build sandbox any more (`run` ends every process it started with
@@ -126,6 +152,7 @@ async def _save_local(provider: Any, sb: Sandbox, build_id: str, dest_dir: Path,
     source = provider.root / sb.id / "workspace" / "repo"
     try:
         await copy_tree(source, part / "repo")
+        await _refuse_secrets(secretscan.scan_tree, part / "repo", secrets)
         await asyncio.to_thread(os.replace, part, dest)
         provider.spare_copies.refill(dest)  # the first sandbox from it starts without a copy
     except BaseException:
@@ -136,11 +163,24 @@ async def _save_local(provider: Any, sb: Sandbox, build_id: str, dest_dir: Path,
 
 async def copy_tree(source: Path, dest: Path) -> None:
     """Copy a directory tree in one process: links as links (never followed), FIFOs and
-    sockets made anew (never opened), hard links inside it kept, times and modes kept.
-    `--reflink=auto` shares blocks, copy on write, where the filesystem can."""
+    sockets made anew (never opened), hard links inside it kept, times and modes kept
+    except set-user-id and set-group-id bits, which are dropped (a sandbox's file owned by
+    hangar's user must not run as hangar's user). `--reflink=auto` shares blocks, copy on
+    write, where the filesystem can."""
+    await _run("copying the checkout", "cp", "-a", "--reflink=auto", "--no-target-directory",
+               "--", str(source), str(dest))
+    await drop_set_id_bits(dest)
+
+
+async def drop_set_id_bits(root: Path) -> None:
+    """Clear set-user-id and set-group-id on everything under root (links untouched)."""
+    await _run("dropping set-id bits", "find", str(root), "-perm", "/6000", "!", "-type", "l",
+               "-exec", "chmod", "ug-s", "--", "{}", "+")
+
+
+async def _run(what: str, *argv: str) -> None:
     proc = await asyncio.create_subprocess_exec(
-        "cp", "-a", "--reflink=auto", "--no-target-directory", "--", str(source), str(dest),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE)
     try:
         _, err = await proc.communicate()
@@ -150,7 +190,7 @@ async def copy_tree(source: Path, dest: Path) -> None:
         await proc.wait()
         raise
     if proc.returncode != 0:
-        raise SandboxError(f"copying the checkout failed: {err.decode(errors='replace')[-500:]}")
+        raise SandboxError(f"{what} failed: {err.decode(errors='replace')[-500:]}")
 
 
 class SpareCopies:
@@ -238,9 +278,10 @@ def copy_regular_file(source: Path, dest: Path, limit: int) -> None:
 
 
 async def _save_docker(provider: Any, sb: Sandbox, build_id: str, base_image: str | None,
-                       dest_dir: Path, max_bytes: int) -> str:
+                       dest_dir: Path, max_bytes: int, secrets: dict[str, str]) -> str:
     if not base_image:
         raise SandboxError("a docker build needs the environment's image")
+    exported = dest_dir / f"{build_id}.export.tar"
     archive = dest_dir / f"{build_id}.tar"
     tag = f"{BUILD_IMAGE_REPO}:{build_id}"
 
@@ -248,12 +289,19 @@ async def _save_docker(provider: Any, sb: Sandbox, build_id: str, base_image: st
         container = provider._container(sb)
         stream, _ = container.get_archive(REPO_DIR)
         written = 0
-        with open(archive, "wb") as out:
-            for chunk in stream:
-                written += len(chunk)
-                if written > max_bytes + (64 << 20):
-                    raise too_large(written, max_bytes)
-                out.write(chunk)
+        try:
+            with open(exported, "wb") as out:
+                for chunk in stream:
+                    written += len(chunk)
+                    if written > max_bytes + (64 << 20):
+                        raise too_large(written, max_bytes)
+                    out.write(chunk)
+            hits = secretscan.scan_tar(exported, secrets, strip="repo/")
+            if hits:
+                raise SecretInCheckout(hits)
+            without_set_id_bits(exported, archive)
+        finally:
+            exported.unlink(missing_ok=True)
         context = io.BytesIO()
         with tarfile.open(fileobj=context, mode="w") as tar:
             dockerfile = f"FROM {base_image}\nADD repo.tar {WORKSPACE}/\n".encode()
@@ -272,6 +320,14 @@ async def _save_docker(provider: Any, sb: Sandbox, build_id: str, base_image: st
         return tag
 
     return await asyncio.to_thread(export_and_build)
+
+
+def without_set_id_bits(source: Path, dest: Path) -> None:
+    """A copy of a tar archive whose members carry no set-user-id or set-group-id bit."""
+    with tarfile.open(source, "r|*") as tar_in, tarfile.open(dest, "w|") as tar_out:
+        for member in tar_in:
+            member.mode &= ~0o6000
+            tar_out.addfile(member, tar_in.extractfile(member) if member.isreg() else None)
 
 
 def _registry_session() -> aiohttp.ClientSession:

@@ -342,9 +342,11 @@ async def run_build(engine: StepContext, row: EnvBuildRow) -> tuple[str, str, st
         log.info("install finished in %.1f s", time.monotonic() - started,
                  extra={"build": row.id})
         try:
+            # Nothing that holds a build secret is kept (sandbox/secretscan.py).
             ref = await snapshots.save(provider, sb, build_id=row.id, base_image=spec.image,
                                        dest_dir=snapshot_dir(engine),
-                                       max_bytes=engine.settings.snapshot_max_mb << 20)
+                                       max_bytes=engine.settings.snapshot_max_mb << 20,
+                                       secrets=secrets)
         except snapshots.SandboxError as exc:
             raise BuildFailed(str(exc), output, commit) from None
         return ref, commit, output
@@ -355,12 +357,10 @@ async def run_build(engine: StepContext, row: EnvBuildRow) -> tuple[str, str, st
 
 
 def _redacted(text: str, secrets: dict[str, str]) -> str:
+    """Install's output, as it is kept: masked of the build secrets in every encoding."""
     from app.redact import redact
 
-    for value in secrets.values():
-        if value:
-            text = text.replace(value, "[redacted]")
-    return redact(text)
+    return redact(text, secrets.values())
 
 
 # Where each harness reads its global instructions; the script harness gets a plain file.

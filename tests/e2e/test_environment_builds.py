@@ -4,6 +4,7 @@ build leaves the active one in place. Through fakehub, real git and real sandbox
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from app.envbuilds import rows as envbuilds
 from app.store import Store
 from sandbox.envbuild import BuildState
 from tests.e2e.conftest import wait_until
+from tests.test_render_secrets import leaked
 
 pytestmark = pytest.mark.slow
 
@@ -203,7 +205,10 @@ def test_install_gets_the_mapped_build_secrets_and_nothing_else(world, monkeypat
     world.hub.push_files(world.repo, "main", {"requirements.txt": "widgets-dep==1\n"},
                          "Add requirements", as_user=world.maintainer, bypass_rules=True)
     world.start_hangar(SEEING_AGENT, env={
-        "install": "mkdir -p .deps && env > .deps/env.txt && ls -a $HOME > .deps/home.txt",
+        # What install sees, without writing the secret where the build would keep it.
+        "install": "mkdir -p .deps && env | grep -v '^WIDGETS_REGISTRY_TOKEN=' > .deps/env.txt"
+                   " && [ \"$WIDGETS_REGISTRY_TOKEN\" = build-secret-value ]"
+                   " && echo yes > .deps/had-secret && ls -a $HOME > .deps/home.txt",
         "build_secrets": ["WIDGETS_REGISTRY_TOKEN"],
     })
     world.ask("/hangar fix the failing test")
@@ -213,7 +218,7 @@ def test_install_gets_the_mapped_build_secrets_and_nothing_else(world, monkeypat
     seen = (kept / "repo" / ".deps" / "env.txt").read_text()
     home = (kept / "repo" / ".deps" / "home.txt").read_text()
     names = [path.name for path in kept.iterdir()]
-    assert "WIDGETS_REGISTRY_TOKEN=build-secret-value" in seen
+    assert (kept / "repo" / ".deps" / "had-secret").read_text() == "yes\n"
     assert "model-key-value" not in seen and "hgs_" not in seen
     assert ".git-credentials" not in home  # the fetch-only token was gone before install ran
     assert set(names) <= {"repo", "spare"}  # the checkout and its spare copy: no $HOME
@@ -251,3 +256,45 @@ def test_a_deleted_build_falls_back_says_so_and_is_rebuilt(world):
     # The sandbox after it starts from the rebuild.
     third, _ = world.ask("/hangar fix the failing test", title="rebuilt")
     assert f"build v2 ({rebuilt[0].id})" in _seen(world, third)
+
+
+# What the next agent finds of the build: its file listing of .git and the leak, if any.
+LOOKING_AGENT = """\
+set -e
+{ ls -a .git; cat .git/npm-cache 2>/dev/null || echo "no npm-cache"; } > SEEN.md
+sed -i 's/return a - b/return a + b/' calc.py
+git add SEEN.md calc.py
+git commit -qm "Fix add()"
+"""
+
+
+def test_a_build_secret_left_in_git_fails_the_build_and_reaches_nobody(world, monkeypatch):
+    """install writes a build secret, base64-encoded, into .git/ (which survives the
+    build's clean): the build fails naming the file, not the value; the next agent starts
+    without it; no comment, check run, build record or database file holds it."""
+    secret = "wdgt-R3gistry-T0ken-5581"
+    monkeypatch.setenv("WIDGETS_REGISTRY_TOKEN", secret)
+    world.hub.push_files(world.repo, "main", {"requirements.txt": "widgets-dep==1\n"},
+                         "Add requirements", as_user=world.maintainer, bypass_rules=True)
+    world.start_hangar(LOOKING_AGENT, env={
+        "install": 'printf %s "$WIDGETS_REGISTRY_TOKEN" | base64 | tee .git/npm-cache',
+        "build_secrets": ["WIDGETS_REGISTRY_TOKEN"],
+    })
+    first, _ = world.ask("/hangar fix the failing test")
+    [v1] = _finished(world, 1)
+    assert v1.state is BuildState.failed and v1.image is None
+    assert "WIDGETS_REGISTRY_TOKEN in .git/npm-cache" in v1.error, v1.error
+    second, _ = world.ask("/hangar fix the failing test", title="again")
+    seen = _seen(world, second)
+    assert "no npm-cache" in seen and "npm-cache" not in seen.splitlines()[:-1], seen
+    shown = [v1.error, v1.log_tail or "", seen]
+    for issue in (first, second):
+        shown += [c["body"] for c in world.hub.issue_comments(world.repo, issue)]
+        pr = world.pr_for(issue)
+        if pr:
+            shown.append(pr["body"])
+            shown += [json.dumps(c) for c in world.hub.check_runs(world.repo, pr["head"]["sha"])]
+    shown += [p.read_bytes().decode("latin-1") for p in world.settings.data_dir.glob("hangar.db*")]
+    for text in shown:
+        assert leaked(text, secret) is None, text[:3000]
+    assert len(shown) > 6

@@ -111,3 +111,64 @@ async def test_a_build_kept_as_an_archive_before_builds_were_directories_still_s
                      REPO_DIR) == "from the archive\n"
     await snapshots.drop(provider, str(archive))
     assert not archive.exists()
+
+
+BUILD_SECRET = "npm_S3cret-never-kept-42"
+
+
+async def test_a_checkout_holding_a_build_secret_is_never_kept(
+        provider, make_sandbox, tmp_path: Path):
+    """install wrote a build secret, base64-encoded, into .git: the build is refused,
+    naming the file and the secret's name, and nothing of it is kept."""
+    builder = await make_sandbox()
+    await _sh(provider, builder, f"mkdir -p repo/.git && printf '%s' '{BUILD_SECRET}' | base64 "
+              "> repo/.git/npm-cache")
+    with pytest.raises(snapshots.SecretInCheckout) as refused:
+        await snapshots.save(provider, builder, build_id="bld-secret",
+                             base_image=spec_for(provider.name).image,
+                             dest_dir=tmp_path / "builds", max_bytes=1 << 20,
+                             secrets={"NPM_TOKEN": BUILD_SECRET})
+    said = str(refused.value)
+    assert "NPM_TOKEN in .git/npm-cache" in said and BUILD_SECRET not in said
+    if provider.name == "local":
+        assert list((tmp_path / "builds").iterdir()) == []
+    else:
+        import docker.errors
+
+        with pytest.raises(docker.errors.ImageNotFound):
+            provider.client.images.get(f"{snapshots.BUILD_IMAGE_REPO}:bld-secret")
+
+
+async def test_set_id_bits_never_survive_a_copy_of_a_sandboxes_files(
+        provider, make_sandbox, tmp_path: Path):
+    """A file the sandbox marks set-user-id (owned, on the host, by hangar's user) and a
+    set-group-id directory lose the bits in the kept build and in sandboxes made from it."""
+    builder = await make_sandbox()
+    await _sh(provider, builder, "mkdir -p repo/d && printf '#!/bin/sh\\n' > repo/tool && "
+              "chmod 4755 repo/tool && chmod 2755 repo/d && stat -c '%a' repo/tool repo/d")
+    ref = await snapshots.save(provider, builder, build_id="bld-setid",
+                               base_image=spec_for(provider.name).image,
+                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
+    try:
+        if provider.name == "local":
+            kept = Path(ref) / "repo"
+            assert oct(os.stat(kept / "tool").st_mode & 0o7777) == "0o755"
+            assert oct(os.stat(kept / "d").st_mode & 0o7777) == "0o755"
+        later = await _from_build(provider, ref)
+        assert (await _sh(provider, later, "stat -c '%a' tool d", REPO_DIR)).split() == [
+            "755", "755"]
+    finally:
+        await snapshots.drop(provider, ref)
+
+
+async def test_a_sandbox_cannot_use_set_id_bits(provider, make_sandbox):
+    """Inside, the workspace is mounted nosuid (bubblewrap) or the process may gain no
+    privileges (docker's no-new-privileges): a set-id bit does nothing either way."""
+    sb = await make_sandbox()
+    said = await _sh(provider, sb, "grep ' /workspace ' /proc/self/mountinfo; "
+                                   "grep NoNewPrivs /proc/self/status")
+    workspace, no_new = said.splitlines()[0], said.splitlines()[-1]
+    if provider.name == "local":
+        assert "nosuid" in workspace.split()[5].split(","), workspace
+    else:
+        assert no_new.split() == ["NoNewPrivs:", "1"], said
