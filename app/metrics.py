@@ -126,6 +126,13 @@ class Metrics:
             "hangar_model_paused",
             "1 while new agents on a credential wait for its usage to reset, else 0.",
         )
+        self.sandbox_gate_refusals = Counter(
+            "hangar_sandbox_gate_refusals_total",
+            "Connections the sandbox gate refused or closed, by reason (gate_full, "
+            "per_sandbox, header_timeout).")
+        self.accept_errors = Counter(
+            "hangar_accept_errors_total",
+            "Connections the event loop could not accept (out of descriptors).")
 
         # What an operator alerts on, read from hangar's rows when /metrics is asked for.
         self.agents = Gauge(
@@ -169,6 +176,8 @@ class Metrics:
             self.verifications,
             self.land_requests,
             self.land_seconds,
+            self.sandbox_gate_refusals,
+            self.accept_errors,
         ]
         return "\n".join(line for p in parts for line in p.render()) + "\n"
 

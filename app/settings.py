@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     # The sandbox gate (sandbox routes only) also on host:sandbox_port, for sandboxes that
     # reach hangar over a network (kubernetes: its NetworkPolicy allows only this port).
     sandbox_port: int | None = None
+    # The sandbox gate: a connection must send its request's headers within this long,
+    # and one sandbox may hold at most this many connections at once.
+    sandbox_gate_header_timeout_seconds: float = Field(10.0, gt=0)
+    sandbox_gate_connections_per_sandbox: int = Field(64, ge=1)
     envs_dir: Path | None = None
     max_concurrent_agents: int = Field(3, ge=1)
     run_watch_interval_seconds: float = Field(2.0, gt=0)

@@ -100,10 +100,18 @@ def unreachable_port() -> Iterator[int]:
 class HangarProcess:
     """`hangar serve` as its own process, for kill -9 tests."""
 
-    def __init__(self, settings: Settings, log_path: Path):
+    def __init__(self, settings: Settings, log_path: Path, open_files: int | None = None):
         self.settings = settings
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
+        # Soft and hard limit of open files for the process (None: this process's own).
+        self.open_files = open_files
+
+    def _limit_open_files(self) -> None:
+        if self.open_files is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     @property
     def url(self) -> str:
@@ -123,6 +131,8 @@ class HangarProcess:
             "HANGAR_REDELIVERY_INTERVAL_SECONDS": str(s.redelivery_interval_seconds),
             "HANGAR_GITHUB_WRITE_SPACING_SECONDS": str(s.github_write_spacing_seconds),
             "HANGAR_STATUS_EDIT_INTERVAL_SECONDS": str(s.status_edit_interval_seconds),
+            "HANGAR_SANDBOX_GATE_HEADER_TIMEOUT_SECONDS": str(
+                s.sandbox_gate_header_timeout_seconds),
         })
         return env
 
@@ -131,6 +141,7 @@ class HangarProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", *args], env=self.environment(), cwd=ROOT,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=self._limit_open_files if self.open_files is not None else None,
         )
         deadline = time.monotonic() + UNDER_LOAD_S
         while time.monotonic() < deadline:
@@ -177,7 +188,7 @@ class World:
         self, agent_script: str = FIX_AGENT, *, verify: str | None = VERIFY,
         max_agents: int = 3, provider: str = "local", process: bool = False,
         verify_retries: int = 1, max_minutes: float = 10, env: dict[str, Any] | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None, open_files: int | None = None,
     ) -> Any:
         envs = self.tmp / "envs"
         envs.mkdir(exist_ok=True)
@@ -208,7 +219,8 @@ class World:
             },
         )
         if process:
-            self.hangar = HangarProcess(self.settings, self.tmp / "hangar.log").start()
+            self.hangar = HangarProcess(self.settings, self.tmp / "hangar.log",
+                                        open_files).start()
         else:
             self.hangar = ServiceThread(self.settings).start()
         self.running.append(self.hangar)
