@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "hge_"
 DEFAULT_PORTS = (80, 443)
-# Distinct host:port rows kept per run; past that, refusals are counted under one row.
-MAX_BLOCKED_ROWS = 100
+# Distinct host:port rows kept per run, every one listed in the run's check run; past
+# that, refusals are counted under one row (a sandbox cannot fill the store).
+MAX_BLOCKED_ROWS = 1000
 OTHER_HOSTS = "(other hosts)"
 CONNECT_TIMEOUT_S = 30
 IDLE_TIMEOUT_S = 600  # a tunnel or an answer with nothing passing this long is ended

@@ -144,9 +144,18 @@ def model_failure(run: Run) -> str | None:
     return f"{endings.ending_cause(code)}. Next: {endings.ending_next(code)}"
 
 
-def blocked_line(blocked: list[dict], limit: int = 5, *, so_far: bool = False) -> str | None:
+# Refused hosts a status comment names; past them it says how many more and where every
+# one is listed (a check run). An order alone (most tried, latest) could be gamed by
+# decoys; a bound with the count and the full list cannot hide one.
+BLOCKED_SHOWN = 20
+
+
+def blocked_line(blocked: list[dict], limit: int | None = BLOCKED_SHOWN, *,
+                 so_far: bool = False, listed_in: str = "the `hangar / agent` check run",
+                 ) -> str | None:
     """The run's refused connections in one sentence, most refused first:
-    "blocked: `example.org:443`, 3 times; …". None when nothing was refused.
+    "blocked: `example.org:443`, 3 times; …". None when nothing was refused. Past
+    `limit` (None: no limit), how many more and `listed_in`, where every one is.
 
     `so_far`, while the agent still runs: the hosts in the order they were first refused,
     without counts, so that the comment changes (and is edited) only when a new host is
@@ -155,6 +164,7 @@ def blocked_line(blocked: list[dict], limit: int = 5, *, so_far: bool = False) -
         return None
     if so_far:
         blocked = sorted(blocked, key=lambda entry: entry["first_at"])
+    limit = len(blocked) if limit is None else limit
     parts = []
     for entry in blocked[:limit]:
         # The sandbox chose the name: shown as data.
@@ -163,7 +173,7 @@ def blocked_line(blocked: list[dict], limit: int = 5, *, so_far: bool = False) -
         count = entry["count"]
         parts.append(where if so_far else f"{where}, {count} time{'s' if count != 1 else ''}")
     more = len(blocked) - limit
-    rest = f"; and {more} more host(s)" if more > 0 else ""
+    rest = f"; and {more} more, every one listed in {listed_in}" if more > 0 else ""
     return (f"🚫 blocked{' so far' if so_far else ''}: {'; '.join(parts)}{rest} (outside this "
             "environment's egress allowlist; an operator adds hosts under `egress.allow` in "
             "envs/, see docs/egress.md)")
@@ -303,7 +313,8 @@ def _facts(run: Run) -> list[str]:
         lines.append(f"- {blocked}")
     if run.verification:
         lines.append(f"- Verification: {verification_line(run.verification)}")
-        blocked = blocked_line(run.verification.egress_blocked)
+        blocked = blocked_line(run.verification.egress_blocked,
+                               listed_in="the `hangar / verify` check run")
         if blocked:
             lines.append(f"- During verification: {blocked}")
     if run.stage == RunStage.HELD and run.held:
@@ -568,7 +579,7 @@ def verify_check_output(v: Verification) -> dict:
     )
     if v.error:
         summary += f"\n- error: {code_span(v.error)}"
-    blocked = blocked_line(v.egress_blocked)
+    blocked = blocked_line(v.egress_blocked, None)  # every one: the status comment points here
     if blocked:
         summary += f"\n- {blocked}"
     if v.fix:
@@ -611,7 +622,7 @@ def agent_check_output(run: Run) -> dict:
         facts.append(f"- model traffic through hangar: {model.get('requests', 0)} request(s), "
                      f"{model.get('input_tokens', 0)} tokens in, "
                      f"{model.get('output_tokens', 0)} out{cost}")
-    blocked = blocked_line(run.agent.get("egress_blocked") or [])
+    blocked = blocked_line(run.agent.get("egress_blocked") or [], None)  # every one
     if blocked:
         facts.append(f"- {blocked}")
     windows = usage_windows_line(run.agent.get("usage_windows") or [])

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from proxy import TokenRegistry
 from proxy.egress import (
+    MAX_BLOCKED_ROWS,
     OTHER_HOSTS,
     EgressLedger,
     allowed_by,
@@ -109,10 +110,10 @@ def test_refusals_are_counted_per_run_and_bounded(tmp_path):
     assert [(b.host, b.port, b.count) for b in blocked] == [("example.org", 443, 3),
                                                             ("evil.test", 80, 1)]
     assert blocked[0].first_at <= blocked[0].last_at
-    for i in range(150):
+    for i in range(MAX_BLOCKED_ROWS + 50):
         ledger.record_blocked("run-3", f"h{i}.test", 443, "not allowed")
     rows = ledger.blocked("run-3")
-    assert len(rows) == 101
+    assert len(rows) == MAX_BLOCKED_ROWS + 1
     assert rows[0].host == OTHER_HOSTS and rows[0].count == 50
 
 
