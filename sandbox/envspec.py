@@ -205,12 +205,15 @@ class EnvSpec(_Strict):
         return self.max_minutes * 60
 
     def with_overrides(
-        self, mapping: dict[str, Any] | None, source: str = ".github/hangar.yml"
+        self, mapping: dict[str, Any] | None, source: str = ".github/hangar.yml",
+        told: list[str] | None = None,
     ) -> EnvSpec:
         """This spec with a repository's `environment:` block applied on top.
 
         Nested mappings (verify, resources) merge field by field. Fields that set isolation
-        or credentials stay the operator's.
+        or credentials stay the operator's. Time and resources may be lowered, never
+        raised: what the operator's spec sets is the ceiling, and each value asked above
+        it is held to it and said in `told`.
         """
         if not mapping:
             return self
@@ -241,7 +244,43 @@ class EnvSpec(_Strict):
         if "egress" in mapping:
             mapping["egress"] = _narrowing(mapping["egress"], source)
         merged = _deep_merge(self.model_dump(), mapping)
-        return _validate(merged, source, prefix="environment.")
+        spec = _validate(merged, source, prefix="environment.")
+        return self._held_to_ceilings(spec, source, told if told is not None else [])
+
+    def _held_to_ceilings(self, spec: EnvSpec, source: str, told: list[str]) -> EnvSpec:
+        for path in CEILINGS:
+            ceiling, asked = _field(self, path), _field(spec, path)
+            if ceiling is None or (asked is not None and asked <= ceiling):
+                continue
+            spec = _with_field(spec, path, ceiling)
+            told.append(f"{source}: environment.{'.'.join(path)}: "
+                        f"{'no limit' if asked is None else f'{asked:g}'} is above this "
+                        f"environment's ceiling of {ceiling:g}, which its operator sets "
+                        f"(envs/{self.name}.yaml); hangar uses {ceiling:g}")
+        return spec
+
+
+# Time and resources: the operator's spec is the ceiling, a repository may only lower them.
+CEILINGS: tuple[tuple[str, ...], ...] = (
+    ("max_minutes",), ("resources", "cpus"), ("resources", "memory_mb"), ("resources", "pids"),
+    ("verify", "timeout_minutes"),
+)
+
+
+def _field(spec: BaseModel, path: tuple[str, ...]) -> Any:
+    value: Any = spec
+    for name in path:
+        value = getattr(value, name, None)
+        if value is None:
+            return None
+    return value
+
+
+def _with_field(spec: BaseModel, path: tuple[str, ...], value: Any) -> Any:
+    if len(path) == 1:
+        return spec.model_copy(update={path[0]: value})
+    inner = getattr(spec, path[0])
+    return spec.model_copy(update={path[0]: _with_field(inner, path[1:], value)})
 
 
 def _narrowing(block: Any, source: str) -> dict[str, Any]:
@@ -356,10 +395,12 @@ def select_environment(
     *,
     default: str = "default",
     source: str = ".github/hangar.yml",
+    told: list[str] | None = None,
 ) -> EnvSpec:
     """The spec a repository asks for: `environment: name` or `environment: {use: name, ...}`.
 
-    Other keys of the mapping override the chosen spec.
+    Other keys of the mapping override the chosen spec; what they ask above the operator's
+    ceilings is held to them and said in `told`.
     """
     overrides: dict[str, Any] = {}
     name = default
@@ -378,7 +419,7 @@ def select_environment(
         raise EnvSpecError(
             f"{source}: environment.use: no environment named {name!r}; known: {known}"
         )
-    return envs[name].with_overrides(overrides, source)
+    return envs[name].with_overrides(overrides, source, told)
 
 
 def default_envs_dir() -> Path:

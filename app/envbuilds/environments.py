@@ -21,7 +21,7 @@ async def environment_for(engine: StepContext, ops: RepoOps, ref: str,
     config, problems = parse_repo_config(await engine.config_text(ops, ref, sha))
     try:
         spec = select_environment(engine.envs, config.environment,
-                                  default=default_env_name(engine))
+                                  default=default_env_name(engine), told=problems)
     except EnvSpecError as exc:
         problems.append(str(exc) + "; hangar used the default environment")
         spec = select_environment(engine.envs, None, default=default_env_name(engine))

@@ -9,6 +9,8 @@ import pytest
 from sandbox.envspec import (
     EnvSpec,
     EnvSpecError,
+    Resources,
+    VerifySpec,
     default_envs_dir,
     load_env_file,
     load_envs,
@@ -112,6 +114,42 @@ def test_repo_overrides_merge_and_validate():
         "octo/app/.github/hangar.yml: environment.verify.timeout_minutes:"
     )
     assert "e.g. 10" in str(raised.value)
+
+
+def test_a_repository_may_lower_time_and_resources_never_raise_them():
+    base = load_envs(default_envs_dir())["default"].model_copy(update={
+        "max_minutes": 60, "resources": Resources(cpus=2, memory_mb=4096, pids=512),
+        "verify": VerifySpec(command="make test", timeout_minutes=10)})
+    told: list[str] = []
+    asked = base.with_overrides({"max_minutes": 100000, "verify": {"timeout_minutes": 999},
+                                 "resources": {"cpus": 64, "memory_mb": None, "pids": 100000}},
+                                source=".github/hangar.yml", told=told)
+    assert (asked.max_minutes, asked.verify.timeout_minutes) == (60, 10)
+    assert (asked.resources.cpus, asked.resources.memory_mb, asked.resources.pids) == (
+        2, 4096, 512)
+    assert told == [
+        ".github/hangar.yml: environment.max_minutes: 100000 is above this environment's "
+        "ceiling of 60, which its operator sets (envs/default.yaml); hangar uses 60",
+        ".github/hangar.yml: environment.resources.cpus: 64 is above this environment's "
+        "ceiling of 2, which its operator sets (envs/default.yaml); hangar uses 2",
+        ".github/hangar.yml: environment.resources.memory_mb: no limit is above this "
+        "environment's ceiling of 4096, which its operator sets (envs/default.yaml); "
+        "hangar uses 4096",
+        ".github/hangar.yml: environment.resources.pids: 100000 is above this environment's "
+        "ceiling of 512, which its operator sets (envs/default.yaml); hangar uses 512",
+        ".github/hangar.yml: environment.verify.timeout_minutes: 999 is above this "
+        "environment's ceiling of 10, which its operator sets (envs/default.yaml); "
+        "hangar uses 10",
+    ]
+    told.clear()
+    lower = base.with_overrides({"max_minutes": 5, "resources": {"cpus": 0.5, "pids": 64}},
+                                told=told)
+    assert (lower.max_minutes, lower.resources.cpus, lower.resources.pids) == (5, 0.5, 64)
+    assert told == []
+    # Through select_environment, as a run asks for its environment.
+    chosen = select_environment({"default": base}, {"use": "default", "max_minutes": 999},
+                                told=told)
+    assert chosen.max_minutes == 60 and len(told) == 1
 
 
 @pytest.mark.parametrize("field", ["isolation", "network", "provider", "model_credential_env"])
