@@ -10,6 +10,7 @@ registered here.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator
 
@@ -64,6 +65,8 @@ from app.web.registration import REGISTRATION_FILE
 from app.web.sandbox_gate import serve_gate
 from app.web.setup import mount_configured
 from handlers import router
+
+log = logging.getLogger(__name__)
 
 # How often the serving store copies its WAL back into the database, off every commit.
 CHECKPOINT_EVERY_S = 0.5
@@ -171,6 +174,7 @@ def register_concerns(engine: Engine) -> None:
     engine.add_chore(Chore("forget deliveries", redelivery.forget_old_deliveries,
                            every=lambda _engine: DELIVERY_RETENTION_EVERY_S))
     engine.at_start("reaping orphan sandboxes", runs.reap_orphans)
+    engine.at_start("ending sandboxes whose hangar is gone", end_abandoned_sandboxes)
     engine.at_start("queueing stale environment builds", envbuilds.rebuild_stale)
     # A finished run step may free what a waiting command asked for.
     engine.after_step("run", commands.wake_waiting)
@@ -185,6 +189,21 @@ def register_concerns(engine: Engine) -> None:
     # What each concern says about a job's PRs in its status comment, in this order.
     engine.status_notes(landing.status_notes)
     engine.status_notes(autofix.status_notes)
+
+
+async def end_abandoned_sandboxes(engine: Engine) -> None:
+    """Sandboxes left running by a hangar that is gone for good (a stopped one whose data
+    directory was removed, a test's) are ended by the next hangar that starts on the host:
+    none of their work can ever be collected."""
+    for name in {"local", *(spec.provider for spec in engine.envs.values())}:
+        try:
+            ended = await engine.provider(name).end_abandoned()
+        except Exception as exc:  # a provider that cannot be reached has nothing to end
+            log.info("could not look for abandoned %s sandboxes: %s", name, exc)
+            continue
+        if ended:
+            log.warning("ended %d sandbox(es) left running by a hangar that is gone: %s",
+                        len(ended), ", ".join(ended[:20]))
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:

@@ -90,11 +90,16 @@ def exit_file(process_id: str) -> str:
     return f"{HANGAR_DIR}/{process_id}.exit"
 
 
-def detached_wrapper(argv: list[str], *, cwd: str, log_path: str, process_id: str) -> list[str]:
+def detached_wrapper(argv: list[str], *, cwd: str, log_path: str, process_id: str,
+                     end_namespace: bool = False) -> list[str]:
     """argv for a shell that runs the agent, logs its output and records its exit code.
 
     The exit code goes to a temporary file renamed into place, so an observer never reads a
     half-written code. No exit file and no process means the run was lost.
+
+    `end_namespace`, when the wrapper runs in a pid namespace of the sandbox's own (local,
+    under bubblewrap): once the code is recorded, every process left in the namespace (the
+    relay, anything the agent left running) is killed, so the namespace ends with its work.
     """
     final = exit_file(process_id)
     script = (
@@ -105,6 +110,8 @@ def detached_wrapper(argv: list[str], *, cwd: str, log_path: str, process_id: st
         '{ [ -L "$log" ] || { [ -e "$log" ] && [ ! -f "$log" ]; }; } && rm -f "$log"; '
         '"$@" >>"$log" 2>&1 </dev/null; code=$?; '
         'echo "$code" >"$final.tmp" && mv -f "$final.tmp" "$final"'
+        # kill -1 signals every process of the namespace but its init and this shell.
+        + ('; kill -KILL -1 2>/dev/null; exit "$code"' if end_namespace else "")
     )
     return ["/bin/sh", "-c", script, "hangar-agent", cwd, log_path, final, *argv]
 
@@ -210,3 +217,8 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     async def list(self, labels: dict[str, str]) -> list[Sandbox]:
         """Sandboxes of this provider carrying all the given labels (the reaper's view)."""
+
+    async def end_abandoned(self) -> list[str]:
+        """End the sandboxes of any hangar on this host that is gone for good (its data
+        directory removed) and that are still running; what was ended, for the log."""
+        return []

@@ -76,3 +76,23 @@ def holding(directory: Path) -> list[int]:
         if cwd.startswith(inside) or any(arg.startswith(inside) for arg in argv):
             found.append(int(entry.name))
     return found
+
+
+def bwrap_workspaces() -> list[tuple[int, Path]]:
+    """(pid, host directory bound at /workspace) of every bubblewrap process: a local
+    sandbox's, found by its command line (its init keeps bwrap's)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or os.path.basename(argv[0]) != b"bwrap":
+            continue
+        for i in range(len(argv) - 2):
+            if argv[i] == b"--bind" and argv[i + 2] == b"/workspace":
+                found.append((int(entry.name), Path(os.fsdecode(argv[i + 1]))))
+                break
+    return found

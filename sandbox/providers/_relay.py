@@ -24,7 +24,8 @@ SOCKET_NAME = "proxy.sock"
 
 # Runs inside the sandbox with the host's python3 (-I -S: no site, no user paths). Binds
 # first, then forks: the child relays, the parent becomes the command, so the command
-# never starts before the port is open. It dies with the sandbox's pid namespace.
+# never starts before the port is open. The relay ends when the command ends (the kernel
+# kills it when its parent, the command, exits), and with the sandbox's pid namespace.
 # TCP_NODELAY: with Nagle, a streamed event written while the last is unacknowledged
 # waits for the agent's delayed ACK, up to 40 ms.
 _IN_SANDBOX = r"""
@@ -48,7 +49,15 @@ def serve(conn):
     except OSError: conn.close(); return
     t = threading.Thread(target=pump, args=(up, conn), daemon=True); t.start()
     pump(conn, up); t.join(); conn.close(); up.close()
+command = os.getpid()
 if os.fork() == 0:
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except Exception:
+        pass
+    if os.getppid() != command:
+        os._exit(0)
     fd = os.open(os.devnull, os.O_RDWR)
     for n in (0, 1, 2): os.dup2(fd, n)
     os.setsid()

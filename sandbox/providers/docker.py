@@ -239,6 +239,29 @@ class DockerProvider(Provider):
 
         await asyncio.to_thread(remove)
 
+    async def end_abandoned(self) -> list[str]:
+        """Containers of any hangar whose data directory is gone: each binds that hangar's
+        gate directory, and a bind source that no longer exists names a hangar gone for
+        good. They are removed with their volumes."""
+        def sweep() -> list[str]:
+            errors = _docker_errors()
+            ended = []
+            for container in self.client.containers.list(
+                    all=True, filters={"label": [SANDBOX_LABEL]}):
+                sources = [m.get("Source") for m in container.attrs.get("Mounts") or []
+                           if m.get("Destination") == RELAY_SANDBOX_DIR]
+                if not sources or not sources[0] or os.path.exists(sources[0]):
+                    continue
+                sandbox = container.labels.get(SANDBOX_LABEL, container.name)
+                with contextlib.suppress(errors.NotFound, errors.APIError):
+                    container.remove(force=True, v=True)
+                    with contextlib.suppress(errors.NotFound):
+                        self.client.volumes.get(f"hangar-{sandbox}").remove(force=True)
+                    ended.append(sandbox)
+            return ended
+
+        return await asyncio.to_thread(sweep)
+
     async def list(self, labels: dict[str, str]) -> list[Sandbox]:
         wanted = {**labels, INSTANCE_LABEL: self.instance}
         filters = {"label": [SANDBOX_LABEL, *(f"{k}={v}" for k, v in wanted.items())]}

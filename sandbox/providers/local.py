@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,6 +62,7 @@ log = logging.getLogger(__name__)
 
 SANDBOX_UID = 1000
 RUNNING = ".running"  # procs/<token>.running: a command is (or was, if hangar died) running
+SANDBOX_DIR = re.compile(r"sb-[0-9a-f]{8,}")
 BWRAP_MISSING = (
     "bubblewrap (bwrap) is not installed: apt-get install bubblewrap, "
     "or set isolation: none in the environment spec"
@@ -234,6 +236,19 @@ class LocalProvider(Provider):
         marker = self._dir(sb) / "procs" / (new_process_id() + RUNNING)
         marker.touch()
         return marker
+
+    async def end_abandoned(self) -> list[str]:
+        """bubblewrap processes of a local sandbox whose directory is gone (its hangar's
+        data directory was removed): each, and all it runs, is killed. A live hangar's
+        sandbox always has its directory: it is made before any process and removed after
+        the last one ended."""
+        ended = []
+        for pid, workspace in await asyncio.to_thread(_procs.bwrap_workspaces):
+            if SANDBOX_DIR.fullmatch(workspace.parent.name) and not await asyncio.to_thread(
+                    workspace.parent.exists):
+                _procs.signal_pids([pid, *_procs.descendants(pid)])
+                ended.append(workspace.parent.name)
+        return list(dict.fromkeys(ended))  # bwrap and its init: one sandbox
 
     async def list(self, labels: dict[str, str]) -> list[Sandbox]:
         found = []
@@ -412,7 +427,10 @@ class LocalProvider(Provider):
         await self._ensure_relay(ref)
         process_id = new_process_id()
         wrapped = detached_wrapper(
-            self._wrap_network(ref, argv), cwd=cwd, log_path=log_path, process_id=process_id
+            self._wrap_network(ref, argv), cwd=cwd, log_path=log_path, process_id=process_id,
+            # Under bubblewrap the sandbox has a pid namespace of its own: it ends with the
+            # agent, relay and leftovers included.
+            end_namespace=ref.get("isolation") != "none",
         )
         full, host_cwd = self._command(sb, wrapped, meta, detached=True)
         proc_env = sandbox_env(env, path=self._path_var())

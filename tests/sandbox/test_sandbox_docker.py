@@ -3,6 +3,7 @@ and its errors. Against a real engine, like the shared behaviour tests."""
 
 from __future__ import annotations
 
+import secrets
 import socket
 
 import pytest
@@ -91,3 +92,32 @@ async def test_missing_image_says_how_to_build_it(docker_provider):
     # Nothing is left behind: no container, no volume.
     assert await docker_provider.list({"hangar.test": "docker-only"}) == []
     assert docker_provider.client.volumes.list(filters={"label": "hangar.test=docker-only"}) == []
+
+
+async def test_the_next_start_ends_containers_whose_hangar_is_gone(docker_provider, tmp_path):
+    """A container binds its hangar's gate directory; once that hangar's data directory is
+    removed for good, the next hangar's start removes the container and its volume."""
+    import docker.errors
+
+    from sandbox.providers.docker import DockerProvider
+
+    gate = tmp_path / "gone" / "sandbox-gate"
+    gate.mkdir(parents=True)
+    gone = DockerProvider(instance=f"test-gone-{secrets.token_hex(4)}", proxy_port=9,
+                          gate_dir=gate)
+    sb = await gone.create(spec_for("docker"), {"hangar.test": "docker-only"})
+    live_gate = tmp_path / "live" / "sandbox-gate"
+    live_gate.mkdir(parents=True)
+    alive = DockerProvider(instance=docker_provider.instance, proxy_port=9, gate_dir=live_gate)
+    live = await alive.create(spec_for("docker"), {"hangar.test": "docker-only"})
+    try:
+        gate.rmdir()
+        ended = await DockerProvider(instance="test-next").end_abandoned()
+        assert sb.id in ended and live.id not in ended
+        with pytest.raises(docker.errors.NotFound):
+            gone.client.containers.get(sb.ref["container"])
+        with pytest.raises(docker.errors.NotFound):
+            gone.client.volumes.get(sb.ref["volume"])
+        assert docker_provider.client.containers.get(live.ref["container"]).status == "running"
+    finally:
+        await gone.destroy(sb)

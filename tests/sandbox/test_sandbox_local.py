@@ -223,3 +223,74 @@ async def test_host_secrets_in_etc_stay_hidden(tmp_path):
     result = await provider.run(sb, ["sh", "-c", script])
     assert result.output.strip() == "certs-ok"
     await provider.destroy(sb)
+
+
+async def _ended(provider: LocalProvider, sb, process_id: str) -> bool:
+    """Nothing of the sandbox runs any more: its init is gone, no process names it."""
+    from sandbox.providers import _procs
+
+    record = provider._record(sb, process_id)
+    anchor_alive = record and _procs.is_alive(record["pid"], record.get("started"))
+    return not anchor_alive and not await asyncio.to_thread(_procs.holding,
+                                                            provider._dir(sb))
+
+
+async def test_a_sandbox_ends_with_its_agent_relay_and_leftovers_included(tmp_path):
+    """The agent left a process running and the relay to the gate serves it: once the
+    agent's exit is recorded, nothing of the sandbox runs on."""
+    provider = LocalProvider(root=tmp_path / "sb", proxy_port=_free_port())
+    sb = await provider.create(EnvSpec(name="d"), {})
+    try:
+        pid = await provider.start(sb, ["sh", "-c", "sleep 600 & echo left it; exit 3"],
+                                   cwd="/workspace")
+        assert await wait_for(lambda: _exited(provider, sb, pid), 30)
+        assert await wait_for(lambda: _ended(provider, sb, pid), 30)
+        assert (await provider.observe(sb, pid)).exit_code == 3
+    finally:
+        await provider.destroy(sb)
+        await provider._relay.close()
+
+
+async def test_the_next_start_ends_sandboxes_whose_hangar_is_gone(tmp_path):
+    """A hangar stopped, its data directory removed, its agent still running: the next
+    hangar on the host ends it."""
+    gone = LocalProvider(root=tmp_path / "gone" / "sandboxes")
+    sb = await gone.create(EnvSpec(name="d"), {})
+    pid = await gone.start(sb, ["sh", "-c", "echo up; exec sleep 600"], cwd="/workspace")
+    anchor = gone._record(sb, pid)["pid"]
+    log = gone._dir(sb) / "workspace" / ".hangar" / "agent.log"
+
+    async def up() -> bool:  # the agent runs (before that, its log could not be written)
+        return await asyncio.to_thread(lambda: log.exists() and b"up" in log.read_bytes())
+
+    assert await wait_for(up, 30)
+    await asyncio.to_thread(shutil.rmtree, tmp_path / "gone")
+    kept = LocalProvider(root=tmp_path / "kept" / "sandboxes")
+    alive = await kept.create(EnvSpec(name="d"), {})  # a live hangar's: never touched
+    alive_pid = await kept.start(alive, ["sleep", "600"], cwd="/workspace")
+    try:
+        assert await wait_for(lambda: _running(kept, alive, alive_pid), 30)
+        assert sb.id in await LocalProvider(root=tmp_path / "next").end_abandoned()
+        from sandbox.providers import _procs
+
+        async def anchor_gone() -> bool:
+            return not _procs.is_alive(anchor)
+
+        assert await wait_for(anchor_gone, 30)
+        assert (await kept.observe(alive, alive_pid)).state == "running"
+    finally:
+        await kept.destroy(alive)
+
+
+async def _exited(provider, sb, pid) -> bool:
+    return (await provider.observe(sb, pid)).state == "exited"
+
+
+async def _running(provider, sb, pid) -> bool:
+    return (await provider.observe(sb, pid)).state == "running"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
