@@ -27,6 +27,28 @@ OPERATIONS = "docs/operations.md"
 GATE_DIR_NAME = "sandbox-gate"
 
 
+def private_dir(path: Path) -> Path:
+    """A directory only hangar's user may enter (0700): the data directory holds job data,
+    keys, sessions and sandboxes' files."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o777 != 0o700:
+        # A read-only file system refuses: the write probe then says what is wrong.
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)
+    return path
+
+
+def private_database(path: Path) -> None:
+    """The database file (made if absent) readable by hangar's user only (0600); SQLite
+    gives its -wal and -shm files the database's own mode."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 def gate_dir(data_dir: Path | str) -> Path:
     """The directory holding the sandbox gate's socket; providers bind it into sandboxes."""
     return Path(data_dir).resolve() / GATE_DIR_NAME
@@ -35,7 +57,7 @@ def gate_dir(data_dir: Path | str) -> Path:
 def check_data_dir(data_dir: Path, db_path: Path) -> None:
     """Raise SettingsError, naming the path and the fix, if hangar cannot keep state here."""
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(data_dir)
     except OSError as exc:
         raise SettingsError(
             f"HANGAR_DATA_DIR={data_dir} cannot be created ({exc.strerror}): create it and "
@@ -164,6 +186,9 @@ def backup_database(db: Path, target: Path) -> tuple[Path, int]:
         target = target / time.strftime("hangar-%Y%m%d-%H%M%S.db", time.gmtime())
     partial = target.with_name(f".{target.name}.partial")
     try:
+        # A backup holds everything the database does: hangar's user alone reads it.
+        os.close(os.open(partial, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+        os.chmod(partial, 0o600)
         source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         copy = sqlite3.connect(partial)
         try:

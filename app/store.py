@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from app.datadir import private_database
+
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger(__name__)
 
@@ -111,7 +113,7 @@ class Store:
         """`checkpoint_every` (seconds): copy the WAL back into the database on a thread of
         its own that often, instead of in whichever commit fills the WAL (SQLite's way, the
         default): a commit then never waits for that copy and its two fsyncs."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(path)  # 0600, in a 0700 directory
         self.path = path
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
+from app.datadir import private_database
+
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
@@ -52,6 +54,7 @@ class SqliteTables:
 
     def __init__(self, db_path: Path):
         self.db_path = Path(db_path)
+        private_database(self.db_path)  # 0600, in a 0700 directory
         self._file = self.db_path.resolve()
         self._local = threading.local()
         with self._connect() as db:

@@ -165,3 +165,27 @@ def test_only_a_pr_hangars_own_bot_opened_is_recovered_as_hangars(user, head_rep
           "head": {"ref": "hangar/7-0a1b", "repo": {"full_name": head_repo}},
           "base": {"ref": "main", "repo": {"full_name": "o/r"}}}
     assert opened_by_hangar(pr, read_pr_body(body), bot_login="hangar[bot]") is ours
+
+
+def test_only_hangars_user_reads_its_data_directory_database_and_backups(tmp_path):
+    """Job data, keys and sandboxes' files live here: 0700 for the directory, 0600 for the
+    database (and SQLite's -wal and -shm beside it) and for every backup."""
+    from app.datadir import check_data_dir
+    from proxy import TokenRegistry
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    os.chmod(data, 0o755)  # made by an operator with a permissive umask
+    check_data_dir(data, data / "hangar.db")
+    tokens = TokenRegistry(data / "hangar.db")  # the gate's tables may open it first
+    store = Store(data / "hangar.db")
+    tokens.issue("sb-1", repo="acme/widgets", branch="b", installation_id=1)  # a WAL write
+    backup, _ = backup_database(data / "hangar.db", tmp_path)
+    try:
+        modes = {path.name: oct(path.stat().st_mode & 0o777)
+                 for path in (data, *data.glob("hangar.db*"), backup)}
+    finally:
+        store.close()
+    assert modes.pop("data") == "0o700"
+    assert set(modes.values()) == {"0o600"}, modes
+    assert {"hangar.db", "hangar.db-wal"} <= set(modes), modes
