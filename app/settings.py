@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     ignored_logins: list[str] = []
     log_level: str = "INFO"
     api_token: SecretStr | None = None
+    # Origins (scheme://host[:port]) whose browser pages may use the MCP server, besides
+    # loopback and public_url; a request with another Origin is refused (DNS rebinding).
+    mcp_allowed_origins: list[str] = []
     # The largest bundle of unpushed commits kept in the data directory; past it the
     # sandbox itself is kept instead.
     max_held_bundle_mb: float = Field(512.0, gt=0)

@@ -13,10 +13,14 @@ return as soon as the engine records a change, not on a timer. No tool approves.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
+import json
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -325,7 +329,43 @@ async def _session_manager(app: web.Application) -> AsyncIterator[None]:
     await task
 
 
+def origin_allowed(origin: str | None, settings: Any) -> bool:
+    """The MCP specification's defence against DNS rebinding: a request from a browser
+    (it carries `Origin`) is served only from a loopback origin, hangar's own public URL
+    or an origin the operator lists (`mcp_allowed_origins`); one without `Origin` (not a
+    browser) is judged by its token alone."""
+    if origin is None:
+        return True
+    try:
+        parsed = urlsplit(origin)
+        host = (parsed.hostname or "").lower()
+    except ValueError:
+        return False
+    if parsed.scheme not in ("http", "https") or not host:
+        return False  # "null" (a sandboxed page, a file) or nonsense
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    allowed = {_origin_of(url) for url in [settings.public_url, *settings.mcp_allowed_origins]
+               if url}
+    return _origin_of(origin) in allowed
+
+
+def _origin_of(url: str) -> str:
+    parts = urlsplit(url.strip())
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    port = f":{parts.port}" if parts.port and parts.port != default else ""
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}{port}"
+
+
 async def serve_mcp(request: web.Request) -> web.StreamResponse:
+    if not origin_allowed(request.headers.get("Origin"), request.app[SETTINGS]):
+        raise web.HTTPForbidden(text=json.dumps({"error": (
+            "this Origin may not use hangar's MCP server (a browser page on another site); "
+            "an operator allows an origin with HANGAR_MCP_ALLOWED_ORIGINS")}),
+            content_type="application/json")
     caller(request)  # 503 while the API is off, 401 without a live token
     if (request.content_length or 0) > MAX_MCP_BODY:
         raise web.HTTPRequestEntityTooLarge(max_size=MAX_MCP_BODY,

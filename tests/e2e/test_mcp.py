@@ -176,3 +176,19 @@ async def test_tools_describe_their_parameters_and_refuse_bad_ones_in_a_sentence
         assert "validation error" not in text and "pydantic" not in text
     status, jobs = call(world, "GET", "/api/jobs")
     assert status == 200 and jobs == []  # nothing was started by the refused call
+
+
+async def test_mcp_over_http_refuses_a_foreign_origin(served):
+    """A page of another site, reaching hangar through DNS rebinding with a token it got
+    somehow, is refused; a local page is not."""
+    world = served
+    async with httpx2.AsyncClient() as http:
+        asked = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, "
+                   "text/event-stream"}
+        refused = await http.post(f"{world.hangar.url}/mcp", json=asked,
+                                  headers={**headers, "Origin": "http://evil.example"})
+        assert refused.status_code == 403 and "Origin" in refused.json()["error"]
+        local = await http.post(f"{world.hangar.url}/mcp", json=asked,
+                                headers={**headers, "Origin": "http://localhost:5173"})
+        assert local.status_code == 200, local.text
