@@ -40,13 +40,20 @@ def private_dir(path: Path) -> Path:
 
 def private_database(path: Path) -> None:
     """The database file (made if absent) readable by hangar's user only (0600); SQLite
-    gives its -wal and -shm files the database's own mode."""
+    gives its -wal and -shm files the database's own mode.
+
+    An existing file is never opened here, only chmod-ed by its path: closing any
+    descriptor of a database file drops every POSIX lock this process's SQLite
+    connections hold on it."""
     private_dir(path.parent)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
     try:
-        os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if file.stat().st_mode & 0o777 != 0o600:
+                os.chmod(file, 0o600)
 
 
 def gate_dir(data_dir: Path | str) -> Path:
