@@ -9,6 +9,10 @@ person's review in GitHub. `HANGAR_API_TOKEN` is an admin token named `operator`
 A token may act for a GitHub login (`--login`): work it asks for is then that person's,
 so, as with a `/hangar` comment of theirs, their approval does not count for it. A token
 without one asks as `api`, and every writer's approval counts.
+
+A token may be limited to repositories (`--repo owner/name`, repeated): it then reaches
+jobs, runs, land requests and asks of those repositories only, and nothing that spans
+every repository (usage, the fleet page); such a token cannot be an admin.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ OPERATOR = "operator"  # the name HANGAR_API_TOKEN goes by in the audit trail
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 # GitHub's rule for a login: letters, digits and single inner hyphens, at most 39.
 LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}")
+REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}/[A-Za-z0-9._-]{1,100}")
 
 
 class AccessError(ValueError):
@@ -56,6 +61,7 @@ class ApiToken(BaseModel):
     scopes: list[Scope]
     created_by: str
     login: str | None = None  # the GitHub login whose asks these are, when one is named
+    repos: list[str] | None = None  # the repositories it reaches; None: every one
     created_at: float = Field(default_factory=time.time)
     revoked_at: float | None = None
     revoked_by: str | None = None
@@ -68,9 +74,13 @@ class Principal:
     name: str
     scopes: frozenset[str]
     login: str | None = None  # the GitHub login the token acts for
+    repos: frozenset[str] | None = None  # lowercased owner/name it reaches; None: all
 
     def allows(self, scope: str) -> bool:
         return scope in self.scopes or "admin" in self.scopes
+
+    def reaches(self, repo: str) -> bool:
+        return self.repos is None or repo.lower() in self.repos
 
     @property
     def who(self) -> str:
@@ -99,7 +109,7 @@ def digest(secret: str) -> str:
 
 
 def create_token(store: Store, name: str, scopes: list[Scope], *, who: str,
-                 login: str | None = None) -> str:
+                 login: str | None = None, repos: list[str] | None = None) -> str:
     """Make a token and return its secret, which is shown this once and never again."""
     if not _NAME.fullmatch(name):
         raise AccessError(f"a token name is 1-63 lowercase letters, digits, `.`, `_` or `-`, "
@@ -115,12 +125,22 @@ def create_token(store: Store, name: str, scopes: list[Scope], *, who: str,
     if login is not None and not LOGIN.fullmatch(login):
         raise AccessError(f"a GitHub login is letters, digits and single hyphens, at most 39 "
                           f"(e.g. `mona`); got {login!r}")
+    if repos is not None:
+        bad = [r for r in repos if not REPO.fullmatch(r)]
+        if bad or not repos:
+            raise AccessError(f"a repository is owner/name (e.g. `--repo acme/widgets`); got "
+                              f"{(bad or [''])[0]!r}")
+        if "admin" in scopes:
+            raise AccessError("an admin token reaches every repository (tokens, the audit "
+                              "trail, builds): drop --repo, or the admin scope")
+        repos = sorted({r.lower() for r in repos})
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(name=name, token_hash=digest(secret), scopes=scopes, created_by=who,
-                     login=login)
+                     login=login, repos=repos)
     store.put(TOKEN_KIND, name, token, active=True)
     store.audit(who, "token.create", name,
-                f"scopes {','.join(scopes)}" + (f", for @{login}" if login else ""))
+                f"scopes {','.join(scopes)}" + (f", for @{login}" if login else "")
+                + (f", only {', '.join(repos)}" if repos else ""))
     return secret
 
 
@@ -150,7 +170,8 @@ def authenticate(store: Store, settings: Settings, authorization: str) -> Princi
     wanted = digest(secret)
     for token in store.all(TOKEN_KIND, ApiToken, active=True):
         if hmac.compare_digest(token.token_hash, wanted):
-            return Principal(token.name, frozenset(token.scopes), token.login)
+            return Principal(token.name, frozenset(token.scopes), token.login,
+                             None if token.repos is None else frozenset(token.repos))
     return None
 
 
@@ -168,7 +189,8 @@ def tokens_table(tokens: list[ApiToken]) -> str:
         state = "revoked" if t.revoked_at else "live"
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.created_at))
         lines.append(f"{t.name:<24} {state:<8} {','.join(t.scopes):<24} created {when} UTC "
-                     f"by {t.created_by}" + (f", asks as @{t.login}" if t.login else ""))
+                     f"by {t.created_by}" + (f", asks as @{t.login}" if t.login else "")
+                     + (f", only {', '.join(t.repos)}" if t.repos else ""))
     return "\n".join(lines)
 
 
@@ -181,6 +203,9 @@ def add_token_arguments(parser: argparse.ArgumentParser) -> None:
     create.add_argument("--login", metavar="LOGIN",
                         help="the GitHub login whose asks these are: their approval then does "
                              "not count for the work the token starts")
+    create.add_argument("--repo", action="append", metavar="OWNER/NAME",
+                        help="limit the token to this repository (repeat for more); it then "
+                             "reaches nothing of any other")
     sub.add_parser("list", help="tokens, their scopes, live or revoked (never secrets)")
     sub.add_parser("revoke", help="revoke a token at once").add_argument("name", metavar="NAME")
 
@@ -192,7 +217,7 @@ def token_command(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.token_command == "create":
             secret = create_token(store, args.name, parse_scopes(args.scope), who=who,
-                                  login=args.login)
+                                  login=args.login, repos=args.repo)
             print(secret)
             print(f"hangar: token {args.name!r} made; this is the only time its secret is "
                   "shown. Send it as `Authorization: Bearer <token>`.", file=sys.stderr)

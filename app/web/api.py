@@ -103,6 +103,8 @@ class NewToken(Body):
     scopes: list[Scope] = Field(min_length=1)
     login: str | None = Field(None, description="the GitHub login whose asks these are: "
                               "their approval then does not count for the work it starts")
+    repos: list[str] | None = Field(None, description="the repositories (owner/name) the "
+                                    "token reaches; absent: every one")
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"name": "orchestrator", "scopes": ["read", "operate", "land"]}]})
 
@@ -388,7 +390,21 @@ def _job(call: Call, name: str = "job_id") -> Job:
     if job is None:
         raise ApiError(404, "no job with this id (a job just asked for appears within a "
                             "second; GET /api/intents/{id} says what became of the ask)")
+    _reach(call, job.thread.repo)
     return job
+
+
+def _reach(call: Call, repo: str) -> None:
+    """A token limited to repositories reaches only theirs."""
+    if not call.principal.reaches(repo):
+        raise ApiError(403, f"token {call.principal.name!r} reaches only "
+                            f"{', '.join(sorted(call.principal.repos or ()))}, not {repo}")
+
+
+def _reaches_everything(call: Call) -> None:
+    if call.principal.repos is not None:
+        raise ApiError(403, f"token {call.principal.name!r} is limited to repositories, and "
+                            "this spans every repository; use a token without --repo")
 
 
 async def _wait(call: Call, match: Callable[[Change], bool]) -> int:
@@ -409,7 +425,8 @@ async def list_jobs(call: Call) -> web.Response:
     return ok([
         {"id": j.id, "repo": j.thread.repo, "issue": j.thread.number, "state": j.state,
          "attempts": j.attempts, "requested_by": j.requested_by, "created_at": j.created_at}
-        for j in call.store.all("job", Job) if repo is None or j.thread.repo == repo
+        for j in call.store.all("job", Job)
+        if (repo is None or j.thread.repo == repo) and call.principal.reaches(j.thread.repo)
     ])
 
 
@@ -446,6 +463,7 @@ async def get_run(call: Call) -> web.Response:
     run = call.engine.get_run(call.param("run_id"))
     if run is None:
         raise ApiError(404, "no run with this id")
+    _job(call, run.job_id)
     return ok(run_view(run))
 
 
@@ -458,6 +476,7 @@ async def get_intent(call: Call) -> web.Response:
     intent = call.store.get("intent", intent_id, Intent)
     if intent is None:
         raise ApiError(404, "no intent with this id")
+    _reach(call, intent.thread.repo)
     q: WaitQuery = call.query
     if intent.state != IntentState.DONE and q.wait_seconds > 0:
         await call.changes.wait(seq if q.after is None else q.after,
@@ -473,15 +492,18 @@ async def get_intent(call: Call) -> web.Response:
 async def list_land(call: Call) -> web.Response:
     q = call.query
     return ok([land_view(r) for r in call.store.all("land", LandRequest)
-               if (q.repo is None or r.repo == q.repo) and (q.state is None or r.state == q.state)])
+               if (q.repo is None or r.repo == q.repo) and (q.state is None or r.state == q.state)
+               and call.principal.reaches(r.repo)])
 
 
 @route("GET", "/api/land/{land_id}", "read",
        "A land request: state, reason, history; can wait for a change", query=WaitQuery)
 async def get_land(call: Call) -> web.Response:
     land_id = call.param("land_id")
-    if call.store.get("land", land_id, LandRequest) is None:
+    request = call.store.get("land", land_id, LandRequest)
+    if request is None:
         raise ApiError(404, "no land request with this id")
+    _reach(call, request.repo)
     seq = await _wait(call, lambda c: c.kind == "land" and c.id == land_id)
     return ok({"seq": seq, **land_view(call.store.get("land", land_id, LandRequest))})
 
@@ -490,6 +512,7 @@ async def get_land(call: Call) -> web.Response:
        "Per model credential: agents running and queued against the cap, turns, their "
        "cost, the usage windows the model reported and whether new agents are paused")
 async def get_usage(call: Call) -> web.Response:
+    _reaches_everything(call)
     return ok(usage_view(call.store.all("run", Run), call.engine.settings.max_concurrent_agents,
                          usage_report(call.engine)))
 
@@ -506,8 +529,20 @@ async def events(call: Call) -> web.StreamResponse:
     await response.prepare(call.request)
     changes = call.changes
 
+    repos: dict[str, str | None] = {}  # job id → its repository, for a limited token
+
+    def reached(job_id: str | None) -> bool:
+        if call.principal.repos is None:
+            return True
+        if job_id is None:
+            return False
+        if job_id not in repos:
+            job = call.engine.get_job(job_id)
+            repos[job_id] = job.thread.repo if job else None
+        return repos[job_id] is not None and call.principal.reaches(repos[job_id])
+
     def match(c: Change) -> bool:
-        return q.job is None or c.job == q.job
+        return (q.job is None or c.job == q.job) and reached(c.job)
 
     try:
         if changes.missed(after):
@@ -571,6 +606,7 @@ def _pr_of(call: Call, job: Job, pr: int | None) -> int:
        body=StartJob, action="job.start", success=202)
 async def start_job(call: Call) -> web.Response:
     body: StartJob = call.body
+    _reach(call, body.repo)
     auth = call.engine.auth
     installation = await get_or_none(await auth.client_for_app(),
                                      f"/repos/{body.repo}/installation", jwt=auth.jwt())
@@ -663,6 +699,7 @@ async def cancel_land(call: Call) -> web.Response:
     request = call.store.get("land", call.param("land_id"), LandRequest)
     if request is None:
         raise ApiError(404, "no land request with this id")
+    _reach(call, request.repo)
     job = call.engine.get_job(request.job_id)
     return _ask(call, job, "land_cancel", pr=request.pr_number, extra={"land": request.id})
 
@@ -681,12 +718,15 @@ async def list_tokens(call: Call) -> web.Response:
 async def create_token(call: Call) -> web.Response:
     try:
         secret = access.create_token(call.store, call.body.name, call.body.scopes,
-                                     who=call.principal.who, login=call.body.login)
+                                     who=call.principal.who, login=call.body.login,
+                                     repos=call.body.repos)
     except access.AccessError as exc:
         raise ApiError(409, str(exc)) from None
     call.audited = True  # by access.create_token, as from the CLI
-    return ok({"name": call.body.name, "scopes": call.body.scopes, "login": call.body.login,
-               "token": secret}, status=201)
+    # The one answer that carries a secret, once, to the admin who asked for it: not masked.
+    return web.json_response({"name": call.body.name, "scopes": call.body.scopes,
+                              "login": call.body.login, "repos": call.body.repos,
+                              "token": secret}, status=201)
 
 
 @route("DELETE", "/api/tokens/{name}", "admin", "Revoke a named token", action="token.revoke")

@@ -249,7 +249,8 @@ def _reader(request: web.Request, token: str | None = None) -> bool:
     if not header and secret:
         header = f"Bearer {secret}"
     principal = access.authenticate(request.app[STORE], request.app[SETTINGS], header)
-    return principal is not None and principal.allows("read")
+    # The page spans every repository: a token limited to some does not open it.
+    return principal is not None and principal.allows("read") and principal.repos is None
 
 
 def _api_off(request: web.Request) -> web.Response | None:

@@ -160,3 +160,19 @@ def test_a_token_may_act_for_a_github_login(tmp_path, settings):
     for bad in ("-mona", "mona--lisa", "mona lisa", "m" * 40, "mona-"):
         with pytest.raises(AccessError, match="GitHub login"):
             access.create_token(store, f"t{len(bad)}", ["read"], who="cli:root", login=bad)
+
+
+def test_a_token_may_be_limited_to_repositories(tmp_path, settings):
+    store = Store(tmp_path / "hangar.db")
+    secret = access.create_token(store, "ci", ["read", "operate"], who="cli:me",
+                                 repos=["Acme/Widgets", "acme/gadgets"])
+    principal = access.authenticate(store, settings, f"Bearer {secret}")
+    assert principal.repos == frozenset({"acme/widgets", "acme/gadgets"})
+    assert principal.reaches("acme/WIDGETS") and not principal.reaches("acme/secret")
+    assert Principal("all", frozenset({"read"})).reaches("any/repo")
+    assert "only acme/gadgets, acme/widgets" in access.tokens_table(access.list_tokens(store))
+    for repos, scopes, said in [(["acme"], ["read"], "owner/name"),
+                                ([], ["read"], "owner/name"),
+                                (["acme/widgets"], ["admin"], "admin token")]:
+        with pytest.raises(AccessError, match=said):
+            access.create_token(store, "x", scopes, who="cli:me", repos=repos)

@@ -376,3 +376,46 @@ def test_environment_builds_roll_back_and_unpin_with_admin(served):
     status, trail = call(world, "GET", "/api/audit")
     assert [(e["action"], e["who"]) for e in trail][-2:] == [
         ("env.rollback", "token:operator"), ("env.unpin", "token:operator")]
+
+
+def test_a_token_limited_to_repositories_reaches_nothing_else(served):
+    """`--repo` (or `repos`): a token reaches the jobs, runs, asks and land requests of its
+    repositories only, and nothing that spans every repository."""
+    world = served
+    issue = world.hub.create_issue(world.repo, "add() is wrong", "", as_user=world.maintainer)
+    status, started = call(world, "POST", "/api/jobs",
+                           {"repo": world.repo, "issue": issue, "prompt": "fix the test"})
+    assert status == 202
+    view = wait_until(lambda: (v := call(world, "GET", f"/api/jobs/{started['job']}")[1])
+                      .get("runs") and v, 60, "the job's first run")
+    run_id = view["runs"][0]["id"]
+    status, made = call(world, "POST", "/api/tokens", {
+        "name": "elsewhere", "scopes": ["read", "operate", "land"], "repos": ["acme/gadgets"]})
+    assert status == 201 and made["repos"] == ["acme/gadgets"]
+    other = made["token"]
+    ours = make_token_for(world, "widgets-only", [world.repo])
+    job = started["job"]
+    for method, path, body in [
+            ("GET", f"/api/jobs/{job}", None), ("GET", f"/api/jobs/{job}/ranking", None),
+            ("GET", f"/api/runs/{run_id}", None), ("GET", f"/api/intents/{started['intent']}",
+                                                   None),
+            ("POST", f"/api/jobs/{job}/cancel", {}), ("POST", "/api/land", {"job": job}),
+            ("POST", "/api/jobs", {"repo": world.repo, "issue": issue, "prompt": "again"}),
+            ("GET", "/api/usage", None)]:
+        status, answer = call(world, method, path, body, token=other)
+        assert status == 403 and "elsewhere" in answer["error"], (path, status, answer)
+    assert call(world, "GET", "/api/jobs", token=other) == (200, [])
+    assert call(world, "GET", "/api/land", token=other) == (200, [])
+    status, seen = call(world, "GET", f"/api/jobs/{job}", token=ours)
+    assert status == 200 and seen["job"]["id"] == job
+    assert [j["id"] for j in call(world, "GET", "/api/jobs", token=ours)[1]] == [job]
+    status, answer = call(world, "POST", "/api/tokens", {
+        "name": "admin-limited", "scopes": ["admin"], "repos": [world.repo]})
+    assert status == 409 and "admin token reaches every repository" in answer["error"]
+
+
+def make_token_for(world, name: str, repos: list[str]) -> str:
+    status, made = call(world, "POST", "/api/tokens", {"name": name, "scopes": ["read"],
+                                                       "repos": repos})
+    assert status == 201, made
+    return made["token"]
