@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 from pathlib import Path
 
 import pytest
@@ -123,8 +124,9 @@ async def test_a_checkout_holding_a_build_secret_is_never_kept(
     builder = await make_sandbox()
     await _sh(provider, builder, f"mkdir -p repo/.git && printf '%s' '{BUILD_SECRET}' | base64 "
               "> repo/.git/npm-cache")
+    build_id = f"bld-secret-{secrets.token_hex(4)}"
     with pytest.raises(snapshots.SecretInCheckout) as refused:
-        await snapshots.save(provider, builder, build_id="bld-secret",
+        await snapshots.save(provider, builder, build_id=build_id,
                              base_image=spec_for(provider.name).image,
                              dest_dir=tmp_path / "builds", max_bytes=1 << 20,
                              secrets={"NPM_TOKEN": BUILD_SECRET})
@@ -136,7 +138,7 @@ async def test_a_checkout_holding_a_build_secret_is_never_kept(
         import docker.errors
 
         with pytest.raises(docker.errors.ImageNotFound):
-            provider.client.images.get(f"{snapshots.BUILD_IMAGE_REPO}:bld-secret")
+            provider.client.images.get(f"{snapshots.BUILD_IMAGE_REPO}:{build_id}")
 
 
 async def test_set_id_bits_never_survive_a_copy_of_a_sandboxes_files(
