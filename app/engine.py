@@ -34,6 +34,7 @@ from proxy import TokenRegistry
 from proxy.egress import EgressLedger
 from proxy.gateway import ModelLedger
 from sandbox.envspec import EnvSpec
+from sandbox.fleet import CountedProvider, Fleet
 from sandbox.provider import Provider
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class StepContext(Protocol):
     models: ModelLedger | None
     egress: EgressLedger | None
     envs: dict[str, EnvSpec]
+    fleet: Fleet  # every sandbox this hangar holds, against HANGAR_MAX_SANDBOXES
     instance_id: str
     rebuilding: bool
     command_actions: dict[str, CommandAction]  # each `/hangar` command's action
@@ -198,6 +200,8 @@ class Engine:
             str(Path(settings.data_dir).resolve()).encode()).hexdigest()[:12]
         self._providers: dict[str, Provider] = {}
         self._provider_factory = providers or self._make_provider
+        # A place coming free wakes the rows that waited for one.
+        self.fleet = Fleet(settings.max_sandboxes, freed=lambda rows: self.wake(*rows))
         self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)
         self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
         self._pinned_configs: LRUCache[tuple[str, ...], str | None] = LRUCache(1024)
@@ -561,7 +565,8 @@ class Engine:
 
     def provider(self, name: str) -> Provider:
         if name not in self._providers:
-            self._providers[name] = self._provider_factory(name)
+            # Counted: every sandbox made or ended through it is the fleet's.
+            self._providers[name] = CountedProvider(self._provider_factory(name), self.fleet)
         return self._providers[name]
 
     def _make_provider(self, name: str) -> Provider:

@@ -241,6 +241,8 @@ class Run(BaseModel):
     warnings: list[str] = []
     stage_failures: int = 0
     retry_at: float = 0.0
+    # Its verification waits for a sandbox: every one hangar may hold is in use.
+    waits_for_sandbox: bool = False
 
     @property
     def finished(self) -> bool:

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     sandbox_gate_connections_per_sandbox: int = Field(64, ge=1)
     envs_dir: Path | None = None
     max_concurrent_agents: int = Field(3, ge=1)
+    # Sandboxes hangar holds at once: agents, verifications and environment builds all
+    # count; past it they wait (the seed's fleet cap).
+    max_sandboxes: int = Field(50, ge=1)
     run_watch_interval_seconds: float = Field(2.0, gt=0)
     poll_interval_seconds: float = Field(60.0, gt=0)
     # A PR that waits for a person (its land request for an approval, its CI green for

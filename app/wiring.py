@@ -175,6 +175,8 @@ def register_concerns(engine: Engine) -> None:
                            every=lambda _engine: DELIVERY_RETENTION_EVERY_S))
     engine.at_start("reaping orphan sandboxes", runs.reap_orphans)
     engine.at_start("ending sandboxes whose hangar is gone", end_abandoned_sandboxes)
+    # What the reaper kept (a run still going) counts against HANGAR_MAX_SANDBOXES.
+    engine.at_start("counting the sandboxes this hangar holds", count_held_sandboxes)
     engine.at_start("queueing stale environment builds", envbuilds.rebuild_stale)
     # A finished run step may free what a waiting command asked for.
     engine.after_step("run", commands.wake_waiting)
@@ -204,6 +206,16 @@ async def end_abandoned_sandboxes(engine: Engine) -> None:
         if ended:
             log.warning("ended %d sandbox(es) left running by a hangar that is gone: %s",
                         len(ended), ", ".join(ended[:20]))
+
+
+async def count_held_sandboxes(engine: Engine) -> None:
+    for name in {"local", *(spec.provider for spec in engine.envs.values())}:
+        try:
+            held = await engine.provider(name).list({"hangar.instance": engine.instance_id})
+        except Exception as exc:  # a provider that cannot be reached holds none for us
+            log.info("could not count the %s sandboxes: %s", name, exc)
+            continue
+        engine.fleet.already(held)
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:

@@ -240,6 +240,8 @@ async def advance_build(engine: StepContext, build_id: str) -> None:
         await _destroy_leftovers(engine, row)
     elif not build_slot_free(engine, row):
         return  # a finishing build wakes the queued ones
+    if not engine.fleet.reserve(f"{row.id}:build", waiter=row.id):
+        return  # every sandbox hangar may hold is in use: one ending wakes the build
     row = changed(row, **{"state": BuildState.running})
     builds.save(engine.store, row)
     try:

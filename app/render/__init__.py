@@ -110,6 +110,9 @@ def run_line(run: Run, queue_position: int | None = None, *, paused: Why | None 
         RunStage.COLLECTING: "🔎 collecting commits and the diff from GitHub",
         RunStage.VERIFYING: "🧪 verifying in a clean sandbox",
     }
+    if run.stage == RunStage.VERIFYING and run.waits_for_sandbox:
+        return ("⏳ waiting for a free sandbox to verify in: every sandbox hangar may hold at "
+                "once is in use (HANGAR_MAX_SANDBOXES); it starts when one ends")
     if run.stage in stage_lines:
         return stage_lines[run.stage]
     if run.stage == RunStage.HELD and run.held:

@@ -49,6 +49,14 @@ def verifying_output(command: str, head: str) -> dict:
     return {"title": "Verifying", "summary": f"`{command}` on `{short(head)}` in a clean sandbox"}
 
 
+def waiting_output(head: str) -> dict:
+    """Check run `hangar / verify` while verification waits for a free sandbox."""
+    return {"title": "Waiting for a sandbox",
+            "summary": f"Verification of `{short(head)}` waits: every sandbox hangar may hold "
+                       "at once is in use (HANGAR_MAX_SANDBOXES). It starts by itself when "
+                       "one ends."}
+
+
 def verify_actions(passed: bool | None) -> list[dict]:
     """The buttons on check run `hangar / verify`; `identifier` is what the click asks."""
     actions = [{"label": "Verify again", "description": "Run verification again",

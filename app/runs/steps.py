@@ -147,7 +147,8 @@ async def collect(engine: StepContext, run: Run) -> None:
             run = engine.patch_run(run.id, agent_check_shown=run.ending["code"])
         # One that ends within the fold opens the PR with its result: the body is written
         # once, and the check run is made once, completed.
-        done = await verifying.within(engine.settings.status_edit_interval_seconds)
+        done = (await verifying.within(engine.settings.status_edit_interval_seconds)
+                if verifying is not None else None)  # None: waiting for a free sandbox
         if done is not None:
             run = engine.patch_run(run.id, verification=done)
         pr = await opened(engine, ops, job, run)
@@ -155,7 +156,8 @@ async def collect(engine: StepContext, run: Run) -> None:
         engine.patch_run(run.id, stage=RunStage.VERIFYING)
         await verify(engine, engine.get_run(run.id), started=verifying, pr=pr)
     finally:
-        await verifying.stop()
+        if verifying is not None:
+            await verifying.stop()
 
 
 async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run) -> dict:

@@ -41,6 +41,18 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
         compare = await ops.compare(run.base_branch, head)
         run = engine.patch_run(run.id, head_sha=head, compare=compare)
     verifying = started or await begin_verification(engine, run, job, ops, head)
+    if verifying is None:
+        # Every sandbox hangar may hold is in use: the verification waits in its stage,
+        # says so, and starts when one ends (never a failure for it).
+        if not run.waits_for_sandbox:
+            await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="queued",
+                               output=verify_words.waiting_output(head))
+            engine.note(run.job_id, f"{run.id} verification waits for a free sandbox")
+        engine.patch_run(run.id, waits_for_sandbox=True,
+                         retry_at=time.time() + engine.settings.poll_interval_seconds)
+        return
+    if run.waits_for_sandbox:
+        run = engine.patch_run(run.id, waits_for_sandbox=False)
     try:
         # One that ends within the fold is shown once, completed; a longer one is shown
         # in progress meanwhile.
@@ -89,14 +101,17 @@ class Verifying:
 
 
 async def begin_verification(engine: StepContext, run: Run, job: Job, ops: Any,
-                             head: str) -> Verifying:
-    """Verification of `head` started now, beside whatever the caller says on GitHub."""
+                             head: str) -> Verifying | None:
+    """Verification of `head` started now, beside whatever the caller says on GitHub; None
+    when every sandbox hangar may hold is in use (`verify` then says it waits)."""
     spec, _ = await environment_for(engine, ops, run.base_branch,
                                     (run.compare or {}).get("base_sha"))
     if spec.verify is None:
         done = Verification(command="", head_sha=head, passed=None,
                             **trouble(Why(VerifyTrouble.NO_VERIFY_COMMAND, env=spec.name)))
         return Verifying(asyncio.ensure_future(_known(done)))
+    if not engine.fleet.reserve(f"{run.id}:verify", waiter=run.id):
+        return None
     return Verifying(asyncio.ensure_future(verify_in_clean_sandbox(engine, run, job, spec, head)),
                      command=spec.verify.command)
 

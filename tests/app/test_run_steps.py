@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app import runs
+from app import render, runs
 from app.models import Job, Run, RunStage, RunState, Thread
 from sandbox.provider import ExecResult, Sandbox
 from tests.recording_github import HEAD, PR_NUMBER, REPO, RecordingGitHub
@@ -339,3 +339,52 @@ async def test_verify_runs_without_a_git_credential(step_engine, tmp_path):
     assert tokens and granted == [False]
     removed = [c for c in provider.commands if ".git-credentials" in c]
     assert removed and provider.commands.index(removed[0]) < provider.commands.index(VERIFY)
+
+
+async def test_a_verification_that_finds_the_fleet_full_waits_and_says_so(step_engine,
+                                                                         tmp_path):
+    """Every sandbox hangar may hold is in use: the verification waits in its stage, the
+    check run and the status line say why, and it runs when a sandbox ends; it never
+    fails for it."""
+    gh = RecordingGitHub()
+    provider = RecordingProvider({})
+    engine = step_engine(gh, provider=provider, max_sandboxes=1,
+                         envs_dir=environments(tmp_path, {"verify": {"command": VERIFY}}))
+    _, run = job_and_run(engine, stage=RunStage.VERIFYING, head_sha=HEAD,
+                         pr_number=PR_NUMBER)
+    other = await engine.provider("local").create(None, {"hangar.run": "run-x",
+                                                         "hangar.role": "agent"})
+    for _ in range(2):  # asked again while still full: one check-run write, not two
+        await runs.verify(engine, run)
+        run = engine.get_run(run.id)
+    assert (run.stage, run.verification, run.waits_for_sandbox) == (
+        RunStage.VERIFYING, None, True)
+    assert provider.created == ["sb-1"]  # only the other sandbox
+    assert "waiting for a free sandbox to verify in" in render.run_line(run)
+    check = checks_named(gh, "hangar / verify")
+    assert [(c["status"], c["output"]["title"]) for c in check] == [
+        ("queued", "Waiting for a sandbox")]
+    woken: list[str] = []
+    engine.wake = lambda *rows: woken.extend(rows)
+    await engine.provider("local").destroy(other)
+    assert woken == [run.id]
+    await runs.verify(engine, run)
+    after = engine.get_run(run.id)
+    assert (after.stage, after.verification.passed, after.waits_for_sandbox) == (
+        RunStage.DONE, True, False)
+
+
+async def test_an_agent_that_finds_the_fleet_full_stays_queued(step_engine, tmp_path):
+    gh = RecordingGitHub()
+    provider = RecordingProvider({})
+    engine = step_engine(gh, provider=provider, max_sandboxes=1,
+                         envs_dir=environments(tmp_path, {}))
+    _, run = job_and_run(engine, state=RunState.QUEUED, stage=RunStage.PENDING,
+                         exit_code=None,
+                         env={"name": "default", "provider": "local", "harness": "script",
+                              "agent_script": "true"})
+    assert engine.fleet.reserve("bld-1:build", waiter="bld-1")  # a build holds the place
+    await runs.start_agent(engine, run)
+    after = engine.get_run(run.id)
+    assert after.state == RunState.QUEUED and after.retry_at > 0
+    assert provider.created == []

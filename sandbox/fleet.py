@@ -1,0 +1,96 @@
+"""A ceiling on sandboxes: every sandbox this hangar holds, across providers, against
+`HANGAR_MAX_SANDBOXES` (the fleet cap).
+
+Agents, verifications and environment builds each reserve their sandbox before they make
+it (`reserve`, with no await between the look and the reservation, so two steps never
+both take the last place); one that finds the fleet full waits where it is and is woken
+when a sandbox ends. A reservation becomes the sandbox when it is made (the providers
+hangar uses are wrapped in `CountedProvider`), and one never made lapses after a while,
+so a step cut short leaks nothing. Other sandboxes (a push of held commits) are counted
+but never wait: they are short and rare.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sandbox.provider import Provider, Sandbox
+
+# A reservation not turned into a sandbox by then is forgotten (its step was cut short).
+RESERVATION_S = 600.0
+
+
+def fleet_key(labels: dict[str, str]) -> str | None:
+    """What a sandbox is reserved under, from its labels: a run's agent or verify
+    sandbox, or a build's."""
+    if labels.get("hangar.build"):
+        return f"{labels['hangar.build']}:build"
+    if labels.get("hangar.run") and labels.get("hangar.role") in ("agent", "verify"):
+        return f"{labels['hangar.run']}:{labels['hangar.role']}"
+    return None
+
+
+class Fleet:
+    def __init__(self, cap: int, freed: Callable[[list[str]], None] = lambda _rows: None):
+        self.cap = cap
+        self.freed = freed  # told which rows wait, when a place comes free
+        self.live: dict[str, str | None] = {}  # sandbox id -> its key
+        self._reserved: dict[str, float] = {}  # key -> when
+        self._waiting: dict[str, None] = {}  # row ids waiting for a place, in order
+
+    def in_use(self) -> int:
+        now = time.monotonic()
+        self._reserved = {k: at for k, at in self._reserved.items()
+                          if now - at < RESERVATION_S}
+        return len(self.live) + len(self._reserved)
+
+    def reserve(self, key: str, *, waiter: str) -> bool:
+        """Take a place for `key` (a sandbox about to be made); False when the fleet is
+        full, and `waiter` (a row id) is woken when a place comes free."""
+        if key in self._reserved or key in self.live.values():
+            return True
+        if self.in_use() >= self.cap:
+            self._waiting[waiter] = None
+            return False
+        self._reserved[key] = time.monotonic()
+        self._waiting.pop(waiter, None)
+        return True
+
+    def made(self, sandbox_id: str, key: str | None) -> None:
+        if key is not None:
+            self._reserved.pop(key, None)
+        self.live[sandbox_id] = key
+
+    def ended(self, sandbox_id: str) -> None:
+        if self.live.pop(sandbox_id, "") == "":
+            return
+        waiting, self._waiting = list(self._waiting), {}
+        if waiting:
+            self.freed(waiting)
+
+    def already(self, sandboxes: Iterable[Sandbox]) -> None:
+        """Sandboxes this hangar held before it started (a restart): they count."""
+        for sb in sandboxes:
+            self.live.setdefault(sb.id, fleet_key(sb.labels))
+
+
+class CountedProvider:
+    """A provider whose sandboxes the fleet counts; everything else is the provider's."""
+
+    def __init__(self, provider: Provider, fleet: Fleet):
+        self._provider = provider
+        self._fleet = fleet
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    async def create(self, spec: Any, labels: dict[str, str]) -> Sandbox:
+        sb = await self._provider.create(spec, labels)
+        self._fleet.made(sb.id, fleet_key(labels))
+        return sb
+
+    async def destroy(self, sb: Sandbox) -> None:
+        await self._provider.destroy(sb)
+        self._fleet.ended(sb.id)
