@@ -102,7 +102,8 @@ def carrying(draw: st.DrawFn, secret: str) -> str:
 
 
 # Facts a sentence does arithmetic or lookups with: given as the type it expects.
-TYPED_FACTS = {"running": False, "minutes": 30.0, "gap": None, "on_pr": False}
+TYPED_FACTS = {"running": False, "minutes": 30.0, "gap": None, "on_pr": False, "pct": 91.0,
+               "threshold": 90.0, "warn_at": 80.0, "until": 2_000_000_000.0, "n": 4, "cap": 3}
 
 
 def sentences(text: str) -> dict[str, str]:
@@ -121,6 +122,9 @@ def sentences(text: str) -> dict[str, str]:
                 facts["command"] = COMMANDS[0]
             if code == "review_not_started":
                 facts["why"] = Why("max_turns", turns=2)
+            if code == "resumed":
+                facts["pauses"] = [Why("model_window_full", window="7d", pct=91.0,
+                                       threshold=90.0, until=None, source=text)]
             if code == "sensitive":
                 facts["paths"] = [text]
             with contextlib.suppress(KeyError):  # a nested code this table does not word
