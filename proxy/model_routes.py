@@ -28,6 +28,8 @@ ALLOWED: dict[str, tuple[tuple[str, str], ...]] = {
     "openai": (("POST", "v1/responses"), ("GET", "v1/models"), ("GET", "v1/models/{id}")),
 }
 _MODEL_ID = r"[A-Za-z0-9][A-Za-z0-9._:@\-]{0,127}"
+_COMPILED = {kind: [(method, re.compile(re.escape(path).replace(r"\{id\}", _MODEL_ID)))
+                    for method, path in routes] for kind, routes in ALLOWED.items()}
 # More rounds of percent-decoding than this is no client's doing.
 MAX_DECODES = 4
 
@@ -66,8 +68,8 @@ def decide(kind: str, method: str, raw_tail: str) -> Relay | Refuse:
         return Refuse("the path has an empty, `.` or `..` segment; hangar relays only the "
                       "model API's own paths, under the configured base")
     allowed = ALLOWED.get(kind, ())
-    for allowed_method, pattern in allowed:
-        if re.fullmatch(re.escape(pattern).replace(r"\{id\}", _MODEL_ID), path):
+    for allowed_method, pattern in _COMPILED.get(kind, ()):
+        if pattern.fullmatch(path):
             if method.upper() != allowed_method:
                 return Refuse(f"hangar relays /{path} of the {kind} API for "
                               f"{allowed_method} only, not {method.upper()}")
