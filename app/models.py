@@ -232,7 +232,8 @@ class Run(BaseModel):
     # Times the turn was started again in a new sandbox, and the endings that made it so.
     restarts: int = 0
     restarted_after: list[str] = []
-    # What a queued run waits for: {"code": "slot" | "model_usage", **its facts}.
+    # What a queued run (or its verification) waits for: {"code": "slot" | "sandbox" |
+    # "model_usage", **its facts}.
     waiting: dict[str, Any] | None = None
     failed_stage: str | None = None  # the stage whose step failed until hangar gave up
     # The ending `hangar / agent` on start_sha last completed with (None: not yet).
@@ -241,8 +242,6 @@ class Run(BaseModel):
     warnings: list[str] = []
     stage_failures: int = 0
     retry_at: float = 0.0
-    # Its verification waits for a sandbox: every one hangar may hold is in use.
-    waits_for_sandbox: bool = False
 
     @property
     def finished(self) -> bool:

@@ -103,7 +103,8 @@ def carrying(draw: st.DrawFn, secret: str) -> str:
 
 # Facts a sentence does arithmetic or lookups with: given as the type it expects.
 TYPED_FACTS = {"running": False, "minutes": 30.0, "gap": None, "on_pr": False, "pct": 91.0,
-               "threshold": 90.0, "warn_at": 80.0, "until": 2_000_000_000.0, "n": 4, "cap": 3}
+               "threshold": 90.0, "warn_at": 80.0, "until": 2_000_000_000.0, "n": 4, "cap": 3,
+               "reset_at": 2_000_000_000.0, "reasons": []}
 
 
 def sentences(text: str) -> dict[str, str]:
@@ -122,6 +123,9 @@ def sentences(text: str) -> dict[str, str]:
                 facts["command"] = COMMANDS[0]
             if code == "review_not_started":
                 facts["why"] = Why("max_turns", turns=2)
+            for nested in ("needs", "cannot"):  # what GitHub's rules ask: the gate's codes
+                if nested in facts:
+                    facts[nested] = [Why("gate_locked", rule=text)]
             if code == "resumed":
                 facts["pauses"] = [Why("model_window_full", window="7d", pct=91.0,
                                        threshold=90.0, until=None, source=text)]

@@ -97,7 +97,9 @@ def run_line(run: Run, queue_position: int | None = None, *, paused: Why | None 
     if run.state == RunState.QUEUED and paused is not None and not run.finished:
         return pause_line(paused)
     if run.state == RunState.QUEUED and not run.finished:
-        return "⏳ " + endings.waiting(Why("slot", position=queue_position))
+        wait = (Why("sandbox") if (run.waiting or {}).get("code") == "sandbox"
+                else Why("slot", position=queue_position))
+        return "⏳ " + endings.waiting(wait)
     if run.state == RunState.RUNNING and not run.finished:
         started = time.strftime("%H:%M:%S UTC", time.gmtime(run.started_at or time.time()))
         usage = f"; {reading_note(*reading)}" if reading else ""
@@ -110,9 +112,8 @@ def run_line(run: Run, queue_position: int | None = None, *, paused: Why | None 
         RunStage.COLLECTING: "🔎 collecting commits and the diff from GitHub",
         RunStage.VERIFYING: "🧪 verifying in a clean sandbox",
     }
-    if run.stage == RunStage.VERIFYING and run.waits_for_sandbox:
-        return ("⏳ waiting for a free sandbox to verify in: every sandbox hangar may hold at "
-                "once is in use (HANGAR_MAX_SANDBOXES); it starts when one ends")
+    if run.stage == RunStage.VERIFYING and (run.waiting or {}).get("code") == "sandbox":
+        return "⏳ verification is " + endings.waiting(Why("sandbox"))
     if run.stage in stage_lines:
         return stage_lines[run.stage]
     if run.stage == RunStage.HELD and run.held:

@@ -148,6 +148,9 @@ WAITS: Sentences = {
     "slot": lambda position=None: (
         "queued" + (f" (position {position} in the queue)" if position else "")
         + ": waiting for a free agent slot"),
+    "sandbox": lambda: (
+        "waiting for a free sandbox: every sandbox hangar may hold at once is in use "
+        "(HANGAR_MAX_SANDBOXES); it starts when one ends"),
 }
 
 # Why a turn was started again (by the code of how its earlier try ended).

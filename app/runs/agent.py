@@ -80,7 +80,8 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     if not engine.fleet.reserve(f"{run.id}:agent", waiter=run.id):
         # Every sandbox hangar may hold is in use (HANGAR_MAX_SANDBOXES): one ending
         # wakes the run, the slow poll in case that word is lost.
-        engine.patch_run(run.id, retry_at=time.time() + engine.settings.poll_interval_seconds)
+        engine.patch_run(run.id, retry_at=time.time() + engine.settings.poll_interval_seconds,
+                         waiting={"code": Wait.SANDBOX})
         return
     # Take the slot before the next await, so no other step counts it free.
     run = engine.patch_run(run.id, state=RunState.RUNNING, started_at=time.time(),

@@ -25,6 +25,7 @@ class Wait(StrEnum):
     app/runs/pause.py); render.endings.WAITS words it."""
 
     SLOT = "slot"  # a free agent slot of its model credential
+    SANDBOX = "sandbox"  # a free place in the fleet (HANGAR_MAX_SANDBOXES)
 
 
 # -- starting ----------------------------------------------------------------------

@@ -18,6 +18,7 @@ from app.models import Job, Run, RunKind, RunOutcome, RunStage, Verification
 from app.redact import redact, tail
 from app.render import verify as verify_words
 from app.render.reasons import Why
+from app.runs.queue import Wait
 from app.runs.sandbox import HOME, REPO, prepare_sandbox, upsert_check
 
 if TYPE_CHECKING:
@@ -44,15 +45,15 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
     if verifying is None:
         # Every sandbox hangar may hold is in use: the verification waits in its stage,
         # says so, and starts when one ends (never a failure for it).
-        if not run.waits_for_sandbox:
+        if not waits_for_sandbox(run):
             await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="queued",
                                output=verify_words.waiting_output(head))
             engine.note(run.job_id, f"{run.id} verification waits for a free sandbox")
-        engine.patch_run(run.id, waits_for_sandbox=True,
+        engine.patch_run(run.id, waiting={"code": Wait.SANDBOX},
                          retry_at=time.time() + engine.settings.poll_interval_seconds)
         return
-    if run.waits_for_sandbox:
-        run = engine.patch_run(run.id, waits_for_sandbox=False)
+    if waits_for_sandbox(run):
+        run = engine.patch_run(run.id, waiting=None)
     try:
         # One that ends within the fold is shown once, completed; a longer one is shown
         # in progress meanwhile.
@@ -118,6 +119,10 @@ async def begin_verification(engine: StepContext, run: Run, job: Job, ops: Any,
 
 async def _known(verification: Verification) -> Verification:
     return verification
+
+
+def waits_for_sandbox(run: Run) -> bool:
+    return (run.waiting or {}).get("code") == Wait.SANDBOX
 
 
 def verify_conclusion(v: Verification) -> str:

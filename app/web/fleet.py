@@ -106,6 +106,8 @@ def _waits_for(run: Run, usage: dict[str, dict], now: float) -> str:
     paused = (usage.get(_credential(run)) or {}).get("paused")
     if paused:
         return f"the model's usage ({_pause_text(paused, now)})"
+    if (run.waiting or {}).get("code") == Wait.SANDBOX:
+        return endings.waiting(Why(Wait.SANDBOX)).removeprefix("waiting for ")
     return endings.waiting(Why(Wait.SLOT)).removeprefix("queued: ")
 
 

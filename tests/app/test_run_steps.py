@@ -357,10 +357,10 @@ async def test_a_verification_that_finds_the_fleet_full_waits_and_says_so(step_e
     for _ in range(2):  # asked again while still full: one check-run write, not two
         await runs.verify(engine, run)
         run = engine.get_run(run.id)
-    assert (run.stage, run.verification, run.waits_for_sandbox) == (
-        RunStage.VERIFYING, None, True)
+    assert (run.stage, run.verification, run.waiting) == (
+        RunStage.VERIFYING, None, {"code": "sandbox"})
     assert provider.created == ["sb-1"]  # only the other sandbox
-    assert "waiting for a free sandbox to verify in" in render.run_line(run)
+    assert "verification is waiting for a free sandbox" in render.run_line(run)
     check = checks_named(gh, "hangar / verify")
     assert [(c["status"], c["output"]["title"]) for c in check] == [
         ("queued", "Waiting for a sandbox")]
@@ -370,8 +370,8 @@ async def test_a_verification_that_finds_the_fleet_full_waits_and_says_so(step_e
     assert woken == [run.id]
     await runs.verify(engine, run)
     after = engine.get_run(run.id)
-    assert (after.stage, after.verification.passed, after.waits_for_sandbox) == (
-        RunStage.DONE, True, False)
+    assert (after.stage, after.verification.passed, after.waiting) == (
+        RunStage.DONE, True, None)
 
 
 async def test_an_agent_that_finds_the_fleet_full_stays_queued(step_engine, tmp_path):
@@ -387,4 +387,5 @@ async def test_an_agent_that_finds_the_fleet_full_stays_queued(step_engine, tmp_
     await runs.start_agent(engine, run)
     after = engine.get_run(run.id)
     assert after.state == RunState.QUEUED and after.retry_at > 0
-    assert provider.created == []
+    assert provider.created == [] and after.waiting == {"code": "sandbox"}
+    assert render.run_line(after).startswith("⏳ waiting for a free sandbox: every sandbox")
