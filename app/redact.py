@@ -60,13 +60,15 @@ _HEADER = re.compile(
 
 def encodings(secret: str) -> set[str]:
     """`secret` as a program would leave it: raw, base64 and base64url at each byte offset,
-    hex in either case, URL-encoded. Encoded forms too short to be told from chance are
-    left out."""
+    hex in either case, URL-encoded (escapes in either case). Encoded forms too short to be
+    told from chance are left out."""
     if len(secret) < MIN_SECRET_CHARS:
         return set()
     raw = secret.encode()
-    found = {secret, raw.hex(), raw.hex().upper(), quote(secret, safe=""),
-             quote_plus(secret, safe="")}
+    escaped = {quote(secret, safe=""), quote_plus(secret, safe="")}
+    # Percent-escapes in either case: `%2F` and `%2f` are the same byte.
+    lowered = {re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), e) for e in escaped}
+    found = {secret, raw.hex(), raw.hex().upper(), *escaped, *lowered}
     for offset in range(3):
         # Inside a longer text the secret's bytes start `offset` bytes into a group of
         # three; the characters that depend on its bytes alone are the same wherever it is.

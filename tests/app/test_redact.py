@@ -6,7 +6,8 @@ import base64
 import io
 import json
 import logging
-from urllib.parse import quote
+import re
+from urllib.parse import quote, quote_plus
 
 import aiohttp
 import pytest
@@ -85,6 +86,19 @@ def test_a_known_secret_is_masked_in_every_encoding_at_every_offset(offset):
             out = redact(f"install printed {text} and went on")
             assert leaked(out, SECRET) is None, (text, out)
             assert out.startswith("install printed ") and out.endswith(" and went on")
+
+
+@pytest.mark.parametrize("form", ["quote", "quote_plus", "lower"])
+def test_a_secret_url_encoded_is_masked(form):
+    """A secret with characters a URL escapes, as a query string or a form would carry it."""
+    secret = "p@ss/w+rd=S3cret&more value"
+    carried = {"quote": quote(secret, safe=""), "quote_plus": quote_plus(secret, safe=""),
+               "lower": re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(),
+                               quote(secret, safe=""))}[form]
+    assert carried != secret
+    with knowing(secret):
+        out = redact(f"GET /login?next=x&p={carried}&z=1 HTTP/1.1")
+    assert leaked(out, secret) is None, out
 
 
 def test_a_secret_given_for_one_call_is_masked_in_every_encoding_too():
