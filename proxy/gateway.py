@@ -123,11 +123,8 @@ class Endpoint:
     def shown(self) -> str:
         """The base URL as people and sandboxes may see it: no userinfo, no query."""
         parts = urlsplit(self.base_url)
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}{parts.path}"
+        # The host and port as written (a port out of range must not raise here).
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
     @property
     def secrets(self) -> list[str]:

@@ -195,6 +195,19 @@ async def test_an_unreachable_endpoint_never_tells_its_credentials(world, unused
             assert leaked(shown, secret) is None, (secret, shown)
 
 
+async def test_a_misconfigured_endpoint_never_tells_its_credentials(world):
+    """The client library's own error spells the whole URL (a port out of range here)."""
+    password = "pr0xy-Passw0rd-x2"
+    world.endpoints.base_url = f"http://llmuser:{password}@127.0.0.1:99999/llm"
+    response = await world.client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                       headers={"x-api-key": world.token})
+    said = await response.text()
+    assert response.status == 502 and "the model endpoint http://127.0.0.1:99999/llm:" in said
+    for shown in (said, world.ledger.usage("run-1").last_error):
+        for secret in (password, "llmuser"):
+            assert leaked(shown, secret) is None, (secret, shown)
+
+
 async def test_an_error_answer_is_masked_of_the_credential_it_echoes(
         aiohttp_server, aiohttp_client, tmp_path):
     async def echo(request: web.Request) -> web.Response:

@@ -62,3 +62,13 @@ def test_whatever_the_sandbox_writes_only_an_allowed_path_is_relayed(kind, metho
         path = decision.path
         assert any(p.fullmatch(path) for p in ALLOWED_PATHS[kind]), path
         assert ".." not in path.split("/") and "%" not in path and "\\" not in path
+
+
+@pytest.mark.parametrize("raw", ["v1/messages/../../admin", "v1/models/%2e%2e",
+                                 "v1%2f..%2fmessages", "v1/%252e%252e/messages", "./v1/models",
+                                 "v1//messages"])
+def test_a_path_that_would_leave_the_base_is_refused_for_that(raw):
+    """Refused as leaving the base, before the allowlist is looked at: the reason says so,
+    whatever the allowlist would have made of it."""
+    decision = decide("anthropic", "POST", raw)
+    assert isinstance(decision, Refuse) and "`..` segment" in decision.reason, decision
