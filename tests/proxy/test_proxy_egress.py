@@ -117,6 +117,17 @@ def test_refusals_are_counted_per_run_and_bounded(tmp_path):
     assert rows[0].host == OTHER_HOSTS and rows[0].count == 50
 
 
+
+def test_the_host_that_matters_is_kept_behind_a_thousand_decoys(tmp_path):
+    """A sandbox that tries 999 decoys first cannot push the one host it cares about into
+    the lumped row: every one of a thousand is kept by name, for the check run to list."""
+    ledger = EgressLedger(tmp_path / "hangar.db")
+    for i in range(999):
+        ledger.record_blocked("run-1", f"decoy-{i}.test", 443, "not allowed")
+    ledger.record_blocked("run-1", "exfil.example.net", 443, "not allowed")
+    hosts = {row.host for row in ledger.blocked("run-1")}
+    assert "exfil.example.net" in hosts and OTHER_HOSTS not in hosts
+
 # ---- the proxy over real sockets ------------------------------------------------------
 
 
