@@ -124,3 +124,17 @@ async def test_a_build_on_a_provider_that_cannot_keep_one_fails_before_it_starts
     engine = SimpleNamespace(provider=lambda _: provider)
     with pytest.raises(envbuild_steps.BuildFailed, match=why):
         await envbuild_steps.run_build(engine, SimpleNamespace(provider=name))
+
+
+def test_install_output_is_kept_masked_of_the_build_secrets_in_every_encoding():
+    """Masked by the build's own secrets, whether or not hangar's registry knows them (an
+    environment file may have gained one since hangar started)."""
+    import base64
+
+    from tests.test_render_secrets import knowing, leaked
+
+    secret = "npm_Bu1ldS3cr3t-from-env"
+    printed = f"token: {base64.b64encode(b'x' + secret.encode()).decode()} {secret.encode().hex()}"
+    with knowing():
+        kept = envbuild_steps._redacted(printed, {"NPM_TOKEN": secret})
+    assert kept.startswith("token: ") and leaked(kept, secret) is None, kept
