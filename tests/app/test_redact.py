@@ -141,6 +141,16 @@ def test_a_json_body_is_masked_string_by_string():
     assert redact_json_body(b'{"a": 1}') == b'{"a": 1}'  # nothing to mask: as sent
 
 
+def test_an_api_answer_is_masked():
+    """What the API answers carries an agent's and git's words: masked of every secret."""
+    from app.api import ok
+
+    with knowing(SECRET):
+        answer = ok({"runs": [{"agent": {"summary": base64.b64encode(
+            b"zz" + SECRET.encode()).decode()}, "error": f"push {SECRET}"}]})
+    assert leaked(answer.text, SECRET) is None and REDACTED in answer.text, answer.text
+
+
 def test_log_lines_are_masked():
     stream = io.StringIO()
     logs.configure("INFO", stream=stream)
