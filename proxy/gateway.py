@@ -12,6 +12,7 @@ the vendors send, one reading per window: proxy/usage.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -631,7 +632,12 @@ class ModelGateway:
         before the sandbox sees it: a proxy may echo the credential it was sent. Metered as
         any answer of its status is (`_settle`)."""
         answered_at = time.time()
-        body = await upstream.content.read(ERROR_BODY_BYTES)
+        body = bytearray()
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):  # what came is relayed
+            # read(n) returns what has arrived: a chunked answer takes more than one.
+            while len(body) < ERROR_BODY_BYTES and (
+                    chunk := await upstream.content.read(ERROR_BODY_BYTES - len(body))):
+                body += chunk
         clean = redact(body.decode("utf-8", "replace"), endpoint.secrets).encode()
         reading = from_headers(upstream.headers, upstream.status, time.time())
         meter = UsageMeter(upstream.headers.get("Content-Type", ""))

@@ -195,6 +195,28 @@ async def test_an_unreachable_endpoint_never_tells_its_credentials(world, unused
             assert leaked(shown, secret) is None, (secret, shown)
 
 
+async def test_a_chunked_error_answer_is_masked_whole(aiohttp_server, aiohttp_client,
+                                                     tmp_path):
+    """The credential echoed in a later chunk of the error answer is masked too."""
+    async def echo(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=400, headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"type": "error", "error": {"type": "invalid_request_error", ')
+        await asyncio.sleep(0.05)
+        await response.write(f'"message": "bad key {request.headers["x-api-key"]}"}}}}'.encode())
+        await response.write_eof()
+        return response
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/messages", echo)
+    client, ledger, token = await _gateway_to(aiohttp_server, aiohttp_client, tmp_path, upstream)
+    response = await client.post("/model/sb-1/v1/messages", json=ANTHROPIC_BODY,
+                                 headers={"x-api-key": token})
+    said = await response.text()
+    assert response.status == 400 and "bad key [redacted]" in said, said
+    assert REAL_KEY not in said and REAL_KEY not in ledger.usage("run-1").last_error
+
+
 async def test_a_misconfigured_endpoint_never_tells_its_credentials(world):
     """The client library's own error spells the whole URL (a port out of range here)."""
     password = "pr0xy-Passw0rd-x2"
