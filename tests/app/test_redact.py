@@ -143,7 +143,7 @@ def test_a_json_body_is_masked_string_by_string():
 
 def test_an_api_answer_is_masked():
     """What the API answers carries an agent's and git's words: masked of every secret."""
-    from app.api import ok
+    from app.web.api import ok
 
     with knowing(SECRET):
         answer = ok({"runs": [{"agent": {"summary": base64.b64encode(

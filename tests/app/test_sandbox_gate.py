@@ -191,7 +191,7 @@ def test_the_budget_leaves_the_reserve():
 
 
 def test_the_soft_open_files_limit_is_raised_to_the_hard_one():
-    code = ("import resource; from app.sandbox_gate import raise_open_files_limit; "
+    code = ("import resource; from app.web.sandbox_gate import raise_open_files_limit; "
             "print(raise_open_files_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
 
     def limit() -> None:
