@@ -148,8 +148,8 @@ def agent_cli(name: str) -> Path:
     path = AGENT_CLIS_DIR / name
     if not path.exists():
         raise SystemExit(f"hangar demo: the pinned {name} CLI is not installed in "
-                         f"{AGENT_CLIS_DIR}: run scripts/setup.sh (it installs the versions "
-                         "in tests/agents_cli with npm), or leave out --agent")
+                         f"{AGENT_CLIS_DIR}: run scripts/setup.sh --agents (it installs the "
+                         "versions in tests/agents_cli with npm), or leave out --agent")
     return path
 
 

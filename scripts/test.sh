@@ -4,7 +4,7 @@
 # pytest-xdist workers unless the arguments choose (-n N, or -p no:xdist for one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 .venv/bin/ruff check .
 workers=(-n 3 --dist loadgroup)
 for arg in "$@"; do

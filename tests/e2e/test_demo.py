@@ -97,7 +97,7 @@ def test_demo_says_how_to_install_a_missing_cli(tmp_path):
                           env={**os.environ, "HANGAR_AGENT_CLIS_DIR": str(tmp_path / "none")})
     assert proc.returncode != 0
     assert "the pinned claude CLI is not installed" in proc.stderr
-    assert "scripts/setup.sh" in proc.stderr
+    assert "scripts/setup.sh --agents" in proc.stderr
 
 
 CRASHING = """\
