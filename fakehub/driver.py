@@ -43,6 +43,7 @@ class AppInfo:
     private_key_path: Path
     webhook_secret: str
     client_id: str = ""
+    client_secret: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,15 @@ class Driver:
     ) -> AppInfo:
         app = self._call(self._hub.create_app, name, webhook_url, events, permissions)
         return AppInfo(app.id, app.slug, app.bot.login, app.private_key_pem,
-                       app.private_key_path, app.webhook_secret, app.client_id)
+                       app.private_key_path, app.webhook_secret, app.client_id,
+                       app.client_secret)
 
+    def set_callback_urls(self, app_id: int, *urls: str) -> None:
+        """The App's callback URLs, where its web sign-in may send a person back."""
+        def update() -> None:
+            self._hub.store.apps[app_id].callback_urls = list(urls)
+
+        self._call(update)
     def set_webhook_url(self, app_id: int, url: str | None) -> None:
         def update() -> None:
             self._hub.store.apps[app_id].webhook_url = url
@@ -167,6 +175,12 @@ class Driver:
             return self._hub.shapes.repo_rest(repo)
 
         return self._call(create)
+
+    def set_private(self, full_name: str, private: bool = True) -> None:
+        def update() -> None:
+            self._repo(full_name).private = private
+
+        self._call(update)
 
     def grant(self, full_name: str, login: str, permission: str) -> None:
         self._call(self._hub.grant, full_name, login, permission)

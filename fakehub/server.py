@@ -10,7 +10,7 @@ import time
 
 from aiohttp import web
 
-from fakehub import gql
+from fakehub import gql, oauth
 from fakehub.faults import FAULTS_KEY, Faults, answer
 from fakehub.git_http import HUB_KEY, add_git_routes
 from fakehub.hub import Hub, HubError
@@ -71,7 +71,8 @@ def build_api(hub: Hub, faults: Faults) -> web.Application:
     api = web.Application(middlewares=[gateway])
     api[HUB_KEY] = hub
     # Order matters: the more specific commit sub-resources come before commits/{ref}.
-    for table in (checks.routes, apps.routes, issues.routes, pulls.routes, repos.routes):
+    for table in (checks.routes, apps.routes, issues.routes, pulls.routes, repos.routes,
+                  oauth.api_routes):
         api.add_routes(table)
     api.router.add_route("*", "/{tail:.*}", _not_found)
     return api
@@ -138,6 +139,7 @@ def create_app(hub: Hub) -> web.Application:
     app.add_subapp(API_PREFIX, build_api(hub, faults))
     app.router.add_post("/api/graphql", gql.endpoint)  # GitHub Enterprise's GraphQL address
     app.add_routes(apps.web_routes)  # the App manifest flow's pages on the web host
+    app.add_routes(oauth.web_routes)  # sign-in with GitHub: the web application flow
     add_git_routes(app)
 
     async def lifecycle(app: web.Application):

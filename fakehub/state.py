@@ -86,6 +86,9 @@ class App:
     permissions: dict[str, str]
     created_at: datetime
     client_id: str
+    client_secret: str = ""
+    # Where the web application flow may send a person back (the App's "Callback URL").
+    callback_urls: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -317,6 +320,8 @@ class Store:
         self.api_calls: list[tuple[int | None, str, str, str, int]] = []
         # App manifest flow: one-time code -> (App id, when it was issued).
         self.manifest_codes: dict[str, tuple[int, datetime]] = {}
+        # The web application flow's codes: code → (app id, login, redirect_uri, issued).
+        self.oauth_codes: dict[str, tuple[int, str, str, datetime]] = {}
 
     def next_id(self) -> int:
         return next(self._ids)

@@ -118,6 +118,7 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps):
         events: list[str] | None = None,
         permissions: dict[str, str] | None = None,
         owner: str | None = None,
+        callback_urls: list[str] | None = None,
     ) -> App:
         slug = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
         if any(a.slug == slug for a in self.store.apps.values()):
@@ -146,6 +147,8 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps):
             permissions=dict(permissions or DEFAULT_APP_PERMISSIONS),
             created_at=now(),
             client_id=f"Iv1.{secrets.token_hex(8)}",
+            client_secret=secrets.token_hex(20),
+            callback_urls=list(callback_urls or []),
         )
         self.store.apps[app_id] = app
         return app

@@ -230,6 +230,7 @@ async def manifest_create(request: web.Request) -> web.Response:
             list(manifest.get("default_events") or []),
             dict(manifest.get("default_permissions") or {}),
             owner=str(form.get("org") or "") or None,
+            callback_urls=[str(u) for u in manifest.get("callback_urls") or []],
         )
     except HubError as exc:
         return _html("Name already taken", f"<p>{escape(exc.message)}: choose another "
@@ -253,7 +254,7 @@ async def manifest_conversion(request: web.Request) -> web.Response:
     app = h.store.apps[found[0]]
     shaped = h.shapes.app(app)
     shaped.update(pem=app.private_key_pem, webhook_secret=app.webhook_secret,
-                  client_secret=secrets.token_hex(20))
+                  client_secret=app.client_secret)
     return reply(shaped, status=201)
 
 

@@ -174,3 +174,50 @@ def build_world(fakehub: Driver, receiver: Receiver) -> World:
     return World(fakehub, app, installation_id, owner, dev, reviewer, outsider)
 
 
+
+
+def oauth_authorize(web: str, client_id: str, login: str, redirect_uri: str,
+                    state: str = "st") -> str:
+    """Authorize as `login` on the consent page; the address GitHub sends the browser to."""
+    import urllib.parse
+
+    class Keep(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    query = urllib.parse.urlencode({"client_id": client_id, "redirect_uri": redirect_uri,
+                                    "state": state})
+    with urllib.request.urlopen(f"{web}/login/oauth/authorize?{query}") as page:
+        assert b"Authorize" in page.read()
+    form = urllib.parse.urlencode({"client_id": client_id, "redirect_uri": redirect_uri,
+                                   "state": state, "login": login}).encode()
+    try:
+        urllib.request.build_opener(Keep).open(f"{web}/login/oauth/authorize", data=form)
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 302, exc.code
+        return exc.headers["Location"]
+    raise AssertionError("authorizing did not redirect")
+
+
+def oauth_exchange(web: str, fields: dict[str, str], accept: str = "application/json") -> Any:
+    import urllib.parse
+
+    request = urllib.request.Request(f"{web}/login/oauth/access_token",
+                                     data=urllib.parse.urlencode(fields).encode(),
+                                     headers={"Accept": accept})
+    with urllib.request.urlopen(request) as answer:
+        text = answer.read().decode()
+    return json.loads(text) if accept == "application/json" else dict(
+        urllib.parse.parse_qsl(text))
+
+
+def oauth_sign_in(web: str, client_id: str, client_secret: str, login: str,
+                  redirect_uri: str) -> str:
+    """The whole web application flow: a user access token for `login`."""
+    import urllib.parse
+
+    back = urllib.parse.urlsplit(oauth_authorize(web, client_id, login, redirect_uri))
+    code = dict(urllib.parse.parse_qsl(back.query))["code"]
+    answer = oauth_exchange(web, {"client_id": client_id, "client_secret": client_secret,
+                                  "code": code, "redirect_uri": redirect_uri})
+    return answer["access_token"]

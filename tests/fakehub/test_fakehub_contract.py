@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from fakehub_helpers import app_jwt, build_world, call, serving_receiver
+from fakehub_helpers import app_jwt, build_world, call, oauth_sign_in, serving_receiver
 
 from fakehub.server import API_PREFIX
 from fakehub.testing import running_fakehub
@@ -220,10 +220,17 @@ def exercise_every_route(world, tmp_path: Path) -> None:
         "name": "from-manifest", "url": "http://127.0.0.1:9/",
         "hook_attributes": {"url": "http://127.0.0.1:9/webhook"},
         "redirect_url": "http://127.0.0.1:9/setup", "default_events": ["issue_comment"],
+        "callback_urls": ["http://127.0.0.1:9/login/github/callback"],
         "default_permissions": {"issues": "write"}})
     converted = call(api, "POST", f"/app-manifests/{code}/conversions")
     assert converted.status == 201 and converted.body["pem"].startswith("-----BEGIN")
     assert call(api, "POST", f"/app-manifests/{code}/conversions").status == 404  # one use
+    # A person signs in to that App (the web application flow); the token reads /user.
+    user_token = oauth_sign_in(hub.base_url, converted.body["client_id"],
+                               converted.body["client_secret"], "dev",
+                               "http://127.0.0.1:9/login/github/callback")
+    signed_in = call(api, "GET", "/user", user_token)
+    assert signed_in.status == 200 and signed_in.body["login"] == "dev"
 
     hub.settle()
     deliveries = app_call("GET", "/app/hook/deliveries")
