@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".hangar")
     github_url: str = GITHUB_API
     public_url: str | None = None
+    # The App's OAuth client (the manifest flow writes both): people sign in to hangar's
+    # pages with GitHub when both are set and public_url says where GitHub sends them back.
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
     host: str = "127.0.0.1"
     port: int = 8787
     # Where sandboxes reach hangar's /git/ proxy; defaults to http://127.0.0.1:<port>.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -19,15 +20,16 @@ from app.landing import FINAL, LandRequest
 from app.models import Job, Run, RunKind, RunState
 from app.redact import redact
 from app.render import endings
+from app.render import pages as words
 from app.render import usage as render_usage
 from app.render.reasons import Why
 from app.runs import Wait, queue_positions, usage_report
-from app.web import access
+from app.web import access, signin
 from app.web.api import usage_view
 from app.web.keys import ENGINE, SETTINGS, STORE
 from app.web.pages import escape, link, page, table
 
-COOKIE = "hangar_token"
+COOKIE = signin.TOKEN_COOKIE
 RECENT_JOBS = 25
 RECENT_BUILDS = 10
 
@@ -243,63 +245,73 @@ def setup(app: web.Application) -> None:
     app.router.add_post("/login", login)
 
 
-def _reader(request: web.Request, token: str | None = None) -> bool:
-    """Whether the caller holds a live token with the `read` scope (app/web/access.py): the
-    bearer header for scripts, the sign-in cookie (or the token just typed) for browsers."""
-    header = request.headers.get("Authorization", "")
-    secret = token if token is not None else request.cookies.get(COOKIE)
-    if not header and secret:
-        header = f"Bearer {secret}"
-    principal = access.authenticate(request.app[STORE], request.app[SETTINGS], header)
-    # The page spans every repository: a token limited to some does not open it.
-    return principal is not None and principal.allows("read") and principal.repos is None
-
-
-def _api_off(request: web.Request) -> web.Response | None:
-    if access.api_enabled(request.app[STORE], request.app[SETTINGS]):
+def _pages_off(request: web.Request) -> web.Response | None:
+    """The pages answer once people can sign in with GitHub or an API token exists."""
+    if request.app[signin.SIGNIN].enabled or access.api_enabled(request.app[STORE],
+                                                                 request.app[SETTINGS]):
         return None
     return page("hangar", "<h1>hangar</h1><p>The fleet page is off, as is the API: set "
-                "HANGAR_API_TOKEN to a long random string, or make a token with <code>hangar "
-                "token create NAME --scope read</code>.</p>", status=503)
+                "HANGAR_CLIENT_ID, HANGAR_CLIENT_SECRET and HANGAR_PUBLIC_URL for sign-in with "
+                "GitHub, or HANGAR_API_TOKEN to a long random string, or make a token with "
+                "<code>hangar token create NAME --scope read</code>.</p>", status=503)
 
 
 async def fleet_page(request: web.Request) -> web.Response:
-    if (off := _api_off(request)) is not None:
+    if (off := _pages_off(request)) is not None:
         return off
-    if not _reader(request):
-        raise web.HTTPFound("/login")
+    who = signin.viewer(request)
+    if who is None:
+        raise web.HTTPFound(signin.login_url(request, "/"))
     engine = request.app[ENGINE]
     store = engine.store
     now = time.time()
-    runs = store.all("run", Run)
+    jobs, runs = store.all("job", Job), store.all("run", Run)
+    lands, builds = store.all("land", LandRequest, active=True), store.all(BUILD, EnvBuildRow)
+    if not who.operator:  # a person sees the repositories they can read on GitHub
+        readable = {repo for repo, installation in {(j.thread.repo, j.thread.installation_id)
+                                                    for j in jobs}
+                    if await signin.can_read(request, who, repo, installation)}
+        jobs = [j for j in jobs if j.thread.repo in readable]
+        shown = {j.id for j in jobs}
+        runs = [r for r in runs if r.job_id in shown]
+        lands = [land for land in lands if land.repo in readable]
+        builds = [b for b in builds if b.repo in readable]
     settings = request.app[SETTINGS]
-    view = fleet_view(store.all("job", Job), runs, store.all("land", LandRequest, active=True),
-                      queue_positions(engine), now, store.all(BUILD, EnvBuildRow),
+    view = fleet_view(jobs, runs, lands, queue_positions(engine), now, builds,
                       usage_view(runs, settings.max_concurrent_agents,
                                  usage_report(engine))["credentials"])
     # The page shows others' words (an agent's, git's): masked of every secret.
-    return page("hangar", redact(render_fleet(view, settings.git_base_url, now)),
+    return page("hangar", redact(signin.who_line(who)
+                                 + render_fleet(view, settings.git_base_url, now)),
                 headers={"Refresh": "15"})
 
 
 async def login_page(request: web.Request, problem: str = "") -> web.Response:
     warning = f"<p class=bad>{escape(problem)}</p>" if problem else ""
+    next_path = signin.local_path(request.query.get("next"))
+    github = (f"<section><p>{escape(words.SIGN_IN_HINT)}</p><p>"
+              + link("/login/github?" + urlencode({"next": next_path}),
+                     words.SIGN_IN_WITH_GITHUB).replace("<a ", "<a id=sign-in-github ", 1)
+              + "</p></section>") if request.app[signin.SIGNIN].enabled else ""
     return page("hangar: sign in", (
-        "<h1>hangar</h1><form class=card method=post action=/login>"
-        f"{warning}<label for=token>A hangar API token with the read scope</label>"
+        f"<h1>hangar</h1>{github}<form class=card method=post action="
+        f"\"/login?{escape(urlencode({'next': next_path}))}\">"
+        f"{warning}<label for=token>{escape(words.SIGN_IN_TOKEN)}</label>"
         "<input type=password id=token name=token autocomplete=current-password>"
         "<button type=submit id=sign-in>Sign in</button></form>"),
         status=401 if problem else 200)
 
 
 async def login(request: web.Request) -> web.Response:
-    if (off := _api_off(request)) is not None:
+    if (off := _pages_off(request)) is not None:
         return off
     token = str((await request.post()).get("token", ""))
-    if not _reader(request, token):
+    principal = access.authenticate(request.app[STORE], request.app[SETTINGS],
+                                    f"Bearer {token}")
+    if principal is None or not principal.allows("read"):
         return await login_page(request, "That is not a live hangar token with the read "
                                          "scope.")
-    response = web.HTTPFound("/")
+    response = web.HTTPFound(signin.local_path(request.query.get("next")))
     response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/",
                         secure=request.secure, max_age=12 * 3600)
     raise response

@@ -39,6 +39,7 @@ def manifest_for(public_url: str, name: str | None = None) -> dict[str, Any]:
     manifest["url"] = base
     manifest["hook_attributes"] = {"url": f"{base}/webhook", "active": True}
     manifest["redirect_url"] = f"{base}/setup"
+    manifest["callback_urls"] = [f"{base}/login/github/callback"]  # sign-in to hangar's pages
     if name:
         manifest["name"] = name
     return manifest
@@ -119,11 +120,12 @@ def write_registration(data_dir: Path, conversion: dict[str, Any], api_url: str)
         "private_key_file": str(key_path.resolve()),
         "webhook_secret": conversion["webhook_secret"],
         "github_url": api_url,
+        # The OAuth client people sign in to hangar's pages with.
+        "client_id": conversion.get("client_id"),
+        "client_secret": conversion.get("client_secret"),
         # For people reading the file; Settings ignore these.
         "app_slug": conversion.get("slug"),
         "app_html_url": conversion.get("html_url"),
-        "client_id": conversion.get("client_id"),
-        "client_secret": conversion.get("client_secret"),
     }
     path = data_dir / REGISTRATION_FILE
     _write_private(path, "# Written by hangar setup from GitHub's answer; keep it secret.\n"

@@ -189,6 +189,7 @@ class World:
         max_agents: int = 3, provider: str = "local", process: bool = False,
         verify_retries: int = 1, max_minutes: float = 10, env: dict[str, Any] | None = None,
         settings: dict[str, Any] | None = None, open_files: int | None = None,
+        sign_in: bool = False,
     ) -> Any:
         envs = self.tmp / "envs"
         envs.mkdir(exist_ok=True)
@@ -202,6 +203,12 @@ class World:
         (envs / "default.yaml").write_text(yaml.safe_dump(spec))
         port = free_port()
         self.hub.set_webhook_url(self.app.id, f"http://127.0.0.1:{port}/webhook")
+        if sign_in:  # people sign in to hangar's pages with the App's OAuth client
+            public = f"http://127.0.0.1:{port}"
+            self.hub.set_callback_urls(self.app.id, f"{public}/login/github/callback")
+            settings = {"client_id": self.app.client_id,
+                        "client_secret": self.app.client_secret, "public_url": public,
+                        **(settings or {})}
         self.settings = Settings(
             app_id=self.app.id, private_key_file=self.app.private_key_path,
             webhook_secret=self.app.webhook_secret, data_dir=self.tmp / "hangar",
