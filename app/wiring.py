@@ -46,7 +46,7 @@ from app.models import Intent, Job, Run
 from app.redact import remember, remember_pem, remember_url
 from app.settings import Settings
 from app.store import Store
-from app.web import api, fleet, mcp, signin, upstream, webhook
+from app.web import api, fleet, jobpage, mcp, signin, upstream, webhook
 from app.web.keys import (
     AUTH,
     DISPATCHER,
@@ -93,6 +93,7 @@ def create_app(settings: Settings) -> web.Application:
     mcp.mount(app)
     signin.setup(app)  # people signed in with GitHub, on the pages below
     fleet.setup(app)
+    jobpage.setup(app)
     return app
 
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
 from app.redact import redact
-from app.render import endings
+from app.render import endings, pages
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
 from app.render.replies import fork_pr_reply  # noqa: F401
@@ -233,10 +233,10 @@ def agent_state_text(run: Run) -> str:
 def status_comment(
     job: Job, runs: list[Run], *, queue: dict[str, int] | None = None, notes: list[str] = (),
     landed: list[int] = (), paused: dict[str, Why] | None = None,
-    readings: dict[str, tuple[str, float]] | None = None,
+    readings: dict[str, tuple[str, float]] | None = None, job_url: str | None = None,
 ) -> str:
     """`paused` and `readings` by run id: what a held run waits for, a running agent's
-    model usage (see run_line)."""
+    model usage (see run_line); `job_url`: hangar's page of the job, linked as "View job"."""
     queue = queue or {}
     paused, readings = paused or {}, readings or {}
 
@@ -245,7 +245,8 @@ def status_comment(
 
     lines = [
         status_marker(job.id),
-        f"**hangar** · `{job.id}` · asked by {person(job.requested_by)}",
+        f"**hangar** · `{job.id}` · asked by {person(job.requested_by)}"
+        + (f" · [{pages.VIEW_JOB}]({job_url})" if job_url else ""),
         "",
         quote_prompt(job.prompt),
         "",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from app import render
 from app.egress import running_refusal_notes
 from app.models import JobState, RunOutcome, RunStage
+from app.render import pages
 from app.runs.publishing import rescue_commits
 from app.runs.queue import model_pauses, model_readings, queue_positions
 from app.runs.sandbox import complete_agent_check
@@ -82,7 +83,8 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
                 for run_id, r in model_readings(engine, runs).items()}
     body = render.status_comment(job, runs, queue=queue_positions(engine), notes=notes,
                                  landed=said.landed, paused=model_pauses(engine, runs),
-                                 readings=readings)
+                                 readings=readings,
+                                 job_url=pages.job_link(engine.settings.public_url, job.id))
     ops = None
     interval = engine.settings.status_edit_interval_seconds
     due = 0.0

@@ -12,6 +12,7 @@ from app.envbuilds import default_env_name
 from app.github.ops import RepoOps
 from app.models import Job, Run
 from app.redact import redact, tail
+from app.render import pages
 from sandbox import envimage
 from sandbox.envbuild import Fallback, agent_environment_section
 
@@ -157,6 +158,9 @@ async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, h
     may_exist = key in fresh.posting
     if known is None and not may_exist:
         engine.patch_run(run.id, posting=[*fresh.posting, key])
+    details = pages.job_link(engine.settings.public_url, run.job_id)
+    if details:  # hangar's page of the job, unless the caller links elsewhere
+        fields.setdefault("details_url", details)
     check_id = await ops.upsert_check_run(name, head, run.id, known_id=known,
                                           look_first=may_exist, **fields)
     if known != check_id or may_exist:
