@@ -10,7 +10,7 @@ import time
 
 from aiohttp import web
 
-from fakehub import gql, oauth
+from fakehub import gql, oauth, webpages
 from fakehub.faults import FAULTS_KEY, Faults, answer
 from fakehub.git_http import HUB_KEY, add_git_routes
 from fakehub.hub import Hub, HubError
@@ -140,6 +140,7 @@ def create_app(hub: Hub) -> web.Application:
     app.router.add_post("/api/graphql", gql.endpoint)  # GitHub Enterprise's GraphQL address
     app.add_routes(apps.web_routes)  # the App manifest flow's pages on the web host
     app.add_routes(oauth.web_routes)  # sign-in with GitHub: the web application flow
+    app.add_routes(webpages.routes)  # the issue, PR, check run and commit pages links lead to
     add_git_routes(app)
 
     async def lifecycle(app: web.Application):
