@@ -94,3 +94,26 @@ def usage_text(agent: dict) -> str:
     if agent.get("turns") is not None:
         parts.append(f"{agent['turns']} model turn(s)")
     return ", ".join(parts) or "not reported"
+
+
+# -- the fleet page's "what needs me" -------------------------------------------------------
+
+NEEDS = {
+    "reviews": "Pull requests waiting for your review",
+    "blocked": "Pull requests blocked",
+    "paused": "Paused model credentials",
+    "failed_builds": "Environment builds that failed",
+}
+NOTHING_NEEDS_YOU = "Nothing needs you: no pull request waits for a review or is blocked, " \
+                    "no credential is paused, no environment build failed."
+REVIEW_WAITS = "verified; waits for an approving review from a person with write access"
+OUTCOME_LANDED = "landed"
+OUTCOME_CLOSED = "closed without landing"
+
+
+def outcome_failed(cause: str) -> str:
+    return f"failed: {cause}" if cause else "failed"
+
+
+def picked_outcome(attempt: int, words: str) -> str:
+    return f"attempt {attempt} picked: {words}"

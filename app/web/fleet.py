@@ -15,13 +15,15 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from app import render
 from app.envbuilds import BUILD, EnvBuildRow
-from app.landing import FINAL, LandRequest
-from app.models import Job, Run, RunKind, RunState
+from app.landing import FINAL, LandReason, LandRequest, LandState
+from app.models import Job, Run, RunKind, RunStage, RunState
 from app.redact import redact
 from app.render import endings
 from app.render import pages as words
 from app.render import usage as render_usage
+from app.render.landing import land_line
 from app.render.reasons import Why
 from app.runs import Wait, queue_positions, usage_report
 from app.web import access, signin
@@ -32,6 +34,8 @@ from app.web.pages import escape, link, page, table
 COOKIE = signin.TOKEN_COOKIE
 RECENT_JOBS = 25
 RECENT_BUILDS = 10
+# Land requests that cannot go on until someone changes something.
+BLOCKED = (LandState.CONFLICT, LandState.CI_FAILED, LandState.REJECTED, LandState.FAILED)
 
 
 @dataclass
@@ -44,6 +48,11 @@ class FleetView:
     recent: list[dict] = field(default_factory=list)
     builds: list[dict] = field(default_factory=list)  # environment builds, newest first
     usage: dict[str, dict] = field(default_factory=dict)  # per model credential (the API's)
+    # What needs a person, shown first.
+    reviews: list[dict] = field(default_factory=list)  # verified PRs waiting for a review
+    blocked: list[dict] = field(default_factory=list)  # PRs that cannot land as they are
+    paused: list[dict] = field(default_factory=list)  # model credentials no agent starts on
+    failed_builds: list[dict] = field(default_factory=list)  # the latest build failed
 
 
 def elapsed(seconds: float) -> str:
@@ -72,8 +81,8 @@ def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
             continue
         where = {"repo": job.thread.repo, "issue": job.thread.number, "job": job.id,
                  "attempt": run.attempt, "turn": run.turn, "kind": run.kind}
-        if run.state == RunState.RUNNING:
-            view.running.append({**where, "stage": str(run.stage),
+        if run.state != RunState.QUEUED:  # the agent works, or its work is published
+            view.running.append({**where, "stage": render.run_line(run),
                                  "elapsed": elapsed(now - (run.started_at or now))})
         elif run.state == RunState.QUEUED and run.id in positions:
             view.queued.append({**where, "position": positions[run.id],
@@ -81,6 +90,7 @@ def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
                                 "waiting": elapsed(now - run.queued_at),
                                 "for": _waits_for(run, view.usage, now)})
     view.queued.sort(key=lambda q: (q["credential"], q["position"]))
+    land_of = {(land.repo, land.pr_number): land for land in lands}
     for land in lands:
         if land.state in FINAL:
             continue
@@ -93,14 +103,90 @@ def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
             "state": str(job.state), "requested_by": job.requested_by,
             "age": elapsed(now - job.created_at),
             "prs": sorted({r.pr_number for r in job_runs if r.pr_number}),
-            "outcome": _outcome(job_runs),
+            "outcome": _job_outcome(job, job_runs, land_of),
         })
     for build in sorted(builds, key=lambda b: b.created_at, reverse=True)[:RECENT_BUILDS]:
         view.builds.append({
             "repo": build.repo, "environment": build.environment, "provider": build.provider,
             "version": build.version, "state": str(build.state), "reason": build.reason,
             "age": elapsed(now - build.created_at), "error": build.error or ""})
+    _needs(view, jobs, runs_by_job, land_of, builds, now)
     return view
+
+
+def _needs(view: FleetView, jobs: list[Job], runs_by_job: dict[str, list[Run]],
+           land_of: dict[tuple[str, int], LandRequest], builds: list[EnvBuildRow],
+           now: float) -> None:
+    """What waits for a person: a verified PR for a review, a PR that cannot land as it is
+    (conflicts, failing checks or verification, a rule hangar cannot meet), a paused
+    model credential, an environment whose latest build failed."""
+    for job in sorted(jobs, key=lambda j: j.created_at):
+        latest: dict[int, Run] = {}
+        for run in runs_by_job.get(job.id, []):
+            if run.pr_number and run.kind != RunKind.VERIFY and (
+                    run.pr_number not in latest
+                    or (run.turn, run.queued_at) > (latest[run.pr_number].turn,
+                                                    latest[run.pr_number].queued_at)):
+                latest[run.pr_number] = run
+        for pr, run in sorted(latest.items()):
+            if job.winner is not None and run.attempt != job.winner:
+                continue  # a discarded attempt needs nobody
+            land = land_of.get((job.thread.repo, pr))
+            where = {"repo": job.thread.repo, "pr": pr, "issue": job.thread.number,
+                     "job": job.id}
+            if land is not None and land.state in FINAL:
+                continue
+            if land is not None and (land.state in BLOCKED
+                                     or land.reason_code == LandReason.GATE_CANNOT):
+                view.blocked.append({**where, "why": land_line(land)})
+            elif not run.finished:
+                continue
+            elif run.verification is not None and run.verification.passed is not True:
+                view.blocked.append({**where,
+                                     "why": render.verification_line(run.verification)})
+            elif run.verification is not None and (
+                    land is None or land.state == LandState.AWAITING_APPROVAL):
+                view.reviews.append({**where, "why": words.REVIEW_WAITS,
+                                     "waiting": elapsed(now - (run.finished_at or now))})
+    for name, usage in sorted(view.usage.items()):
+        if usage.get("paused"):
+            view.paused.append({"credential": name,
+                                "why": _pause_text(usage["paused"], now)})
+    newest: dict[tuple[str, str, str], EnvBuildRow] = {}
+    for build in sorted(builds, key=lambda b: b.created_at):
+        newest[(build.repo, build.environment, build.provider)] = build
+    for build in newest.values():
+        if str(build.state) == "failed":
+            view.failed_builds.append({
+                "repo": build.repo, "environment": build.environment,
+                "provider": build.provider, "version": build.version,
+                "error": build.error or "", "age": elapsed(now - build.created_at)})
+
+
+def _job_outcome(job: Job, runs: list[Run], land_of: dict[tuple[str, int], LandRequest]
+                 ) -> str:
+    """What happened: landed, closed, failed with its reason, else the latest turn."""
+    if job.winner is not None:
+        runs = [r for r in runs if r.attempt == job.winner]
+    for pr in sorted({r.pr_number for r in runs if r.pr_number}):
+        land = land_of.get((job.thread.repo, pr))
+        if land is not None and land.state == LandState.LANDED:
+            return _picked(job, words.OUTCOME_LANDED)
+        if land is not None and land.reason_code == LandReason.PR_CLOSED:
+            return _picked(job, words.OUTCOME_CLOSED)
+    done = [r for r in runs if r.finished and r.kind != RunKind.VERIFY]
+    if done:
+        last = max(done, key=lambda r: (r.attempt, r.turn))
+        if last.ending and last.ending.get("code") not in ("changes", "no_changes",
+                                                           "cancelled"):
+            return _picked(job, words.outcome_failed(render.ending_cause(last)))
+        if last.stage == RunStage.ERROR:
+            return _picked(job, words.outcome_failed(render.run_line(last)))
+    return _picked(job, _outcome(runs))
+
+
+def _picked(job: Job, outcome: str) -> str:
+    return words.picked_outcome(job.winner, outcome) if job.winner is not None else outcome
 
 
 def _waits_for(run: Run, usage: dict[str, dict], now: float) -> str:
@@ -142,6 +228,7 @@ def render_fleet(view: FleetView, web_url: str, now: float) -> str:
     parts = ["<h1>hangar</h1>", f"<p class=muted>{len(view.running)} running · "
              f"{len(view.queued)} queued · {len(view.lands)} landing · as of "
              f"{escape(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(now)))}</p>"]
+    parts.append(_render_needs(view, issue, pr))
     parts.append("<section id=running><h2>Agents running</h2>" + (table(
         ["issue", "attempt", "kind", "stage", "elapsed"],
         [[issue(r), f"{r['attempt']}.{r['turn']}", escape(r["kind"]), escape(r["stage"]),
@@ -184,6 +271,34 @@ def render_fleet(view: FleetView, web_url: str, now: float) -> str:
                  if b["error"] else ""),
               escape(b["reason"]), escape(b["age"])] for b in view.builds]) + "</section>")
     return "".join(parts)
+
+
+def _render_needs(view: FleetView, issue, pr) -> str:
+    """The first section: what waits for a person, or a line saying nothing does."""
+    parts = []
+    if view.reviews:
+        parts.append(f"<h2>{escape(words.NEEDS['reviews'])}</h2>" + table(
+            ["pull request", "issue", "why", "waiting"],
+            [[escape(r["repo"]) + " " + pr(r["repo"], r["pr"]), issue(r), escape(r["why"]),
+              escape(r["waiting"])] for r in view.reviews]))
+    if view.blocked:
+        parts.append(f"<h2>{escape(words.NEEDS['blocked'])}</h2>" + table(
+            ["pull request", "issue", "why"],
+            [[escape(b["repo"]) + " " + pr(b["repo"], b["pr"]), issue(b),
+              f"<span class=bad>{escape(b['why'])}</span>"] for b in view.blocked]))
+    if view.paused:
+        parts.append(f"<h2>{escape(words.NEEDS['paused'])}</h2>" + table(
+            ["credential", "why"],
+            [[escape(p["credential"]), f"<span class=bad>{escape(p['why'])}</span>"]
+             for p in view.paused]))
+    if view.failed_builds:
+        parts.append(f"<h2>{escape(words.NEEDS['failed_builds'])}</h2>" + table(
+            ["repository", "environment", "version", "why", "age"],
+            [[escape(b["repo"]), escape(f"{b['environment']} ({b['provider']})"),
+              escape(str(b["version"])), f"<span class=bad>{escape(b['error'][:200])}</span>",
+              escape(b["age"])] for b in view.failed_builds]))
+    body = "".join(parts) or f"<p class=muted>{escape(words.NOTHING_NEEDS_YOU)}</p>"
+    return f"<section id=needs>{body}</section>"
 
 
 def _cost(usage: dict) -> str:
@@ -266,7 +381,8 @@ async def fleet_page(request: web.Request) -> web.Response:
     store = engine.store
     now = time.time()
     jobs, runs = store.all("job", Job), store.all("run", Run)
-    lands, builds = store.all("land", LandRequest, active=True), store.all(BUILD, EnvBuildRow)
+    # Every land request, finished ones too: a job's outcome says it landed or was closed.
+    lands, builds = store.all("land", LandRequest), store.all(BUILD, EnvBuildRow)
     if not who.operator:  # a person sees the repositories they can read on GitHub
         readable = {repo for repo, installation in {(j.thread.repo, j.thread.installation_id)
                                                     for j in jobs}

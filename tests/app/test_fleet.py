@@ -133,3 +133,81 @@ def test_a_queued_run_says_what_it_waits_for():
     assert said[2].startswith("the model's usage (paused: 7-day at 91% ≥ 90%, until ")
     html = render_fleet(view, "https://github.com", NOW)
     assert "usage (paused: 7-day at 91% ≥ 90%, until " in html
+
+
+def _land(pr: int, state: LandState, **fields) -> LandRequest:
+    return LandRequest(id=f"l{pr}", job_id=f"job-{pr}", repo="acme/widgets",
+                       installation_id=1, pr_number=pr, base="main", branch="b",
+                       requested_by="mona", state=state, **fields)
+
+
+def _verified(number: int, pr: int, passed: bool | None = True, **fields) -> Run:
+    return run(f"job-{number}", state=RunState.EXITED, stage=RunStage.DONE, outcome="pr",
+               pr_number=pr, finished_at=NOW - 60,
+               verification=Verification(command="pytest", head_sha="a" * 40, passed=passed),
+               **fields)
+
+
+def test_what_needs_a_person_comes_first_reviews_blocked_paused_and_failed_builds():
+    from app.envbuilds.rows import EnvBuildRow
+
+    jobs = [job(n) for n in range(1, 7)]
+    runs = [_verified(1, 11), _verified(2, 12), _verified(3, 13, passed=False),
+            _verified(4, 14), _verified(5, 15), _verified(6, 16)]
+    lands = [_land(12, LandState.CONFLICT, reason="conflicts in calc.py"),
+             _land(14, LandState.AWAITING_APPROVAL, reason_code="gate_cannot",
+                   reason="a rule hangar cannot meet"),
+             _land(15, LandState.LANDED), _land(16, LandState.AWAITING_APPROVAL)]
+
+    def build(version: int, state: str, env: str) -> EnvBuildRow:
+        return EnvBuildRow(id=f"b{version}", version=version, repo="acme/widgets",
+                           environment=env, provider="docker", key_digest="k", image_id="i",
+                           config_digest="c", state=state, error=f"pip {version} failed",
+                           created_at=NOW - 100 + version)
+    builds = [build(1, "failed", "default"), build(2, "succeeded", "default"),
+              build(3, "failed", "gpu")]
+    from app.web.api import usage_view
+
+    paused = {"window": "7d", "utilization": 0.95, "threshold_pct": 90.0, "until": None,
+              "refused": False}
+    usage = usage_view([run("job-1", env={"model_credential_env": "PLAN"})], 3,
+                       {"PLAN": {"windows": [], "paused": paused, "resumed": None}}
+                       )["credentials"]
+    view = fleet_view(jobs, runs, lands, {}, NOW, builds, usage)
+    assert [r["pr"] for r in view.reviews] == [16, 11]  # the longest waiting first
+    blocked = {b["pr"]: b["why"] for b in view.blocked}
+    assert set(blocked) == {12, 13, 14}
+    assert "conflicts in calc.py" in blocked[12] and "failed" in blocked[13]
+    assert "cannot meet" in blocked[14]
+    assert [p["credential"] for p in view.paused] == ["PLAN"]
+    assert [b["environment"] for b in view.failed_builds] == ["gpu"]  # default built again
+    html = render_fleet(view, "https://github.com", NOW)
+    assert html.index("id=needs") < html.index("id=running")
+    assert "Pull requests waiting for your review" in html and "Pull requests blocked" in html
+    empty = render_fleet(fleet_view([], [], [], {}, NOW), "w", NOW)
+    assert "Nothing needs you" in empty
+
+
+def test_outcomes_say_what_happened_and_picked_attempts_differ_from_discarded():
+    landed, closed = job(1), job(2)
+    failed, tried = job(3), job(4).model_copy(update={"winner": 2, "attempts": 2})
+    runs = [_verified(1, 11), _verified(2, 12),
+            run("job-3", state=RunState.EXITED, stage=RunStage.DONE, exit_code=1,
+                ending={"code": "agent_failed", "exit_code": 1}),
+            _verified(4, 41, attempt=1), _verified(4, 42, attempt=2)]
+    lands = [_land(11, LandState.LANDED),
+             _land(12, LandState.CANCELLED, reason_code="pr_closed")]
+    view = fleet_view([landed, closed, failed, tried], runs, lands, {}, NOW)
+    outcome = {j["issue"]: j["outcome"] for j in view.recent}
+    assert outcome[1] == "landed" and outcome[2] == "closed without landing"
+    assert outcome[3].startswith("failed: ") and len(outcome[3]) > len("failed: ")
+    assert outcome[4].startswith("attempt 2 picked: ")
+    assert [r["pr"] for r in view.reviews] == [42]  # the discarded attempt waits for nobody
+
+
+def test_a_run_past_its_agent_shows_its_real_stage():
+    jobs = [job(1)]
+    verifying = run("job-1", state=RunState.EXITED, stage=RunStage.VERIFYING,
+                    started_at=NOW - 30)
+    view = fleet_view(jobs, [verifying], [], {}, NOW)
+    assert "verifying in a clean sandbox" in view.running[0]["stage"]

@@ -101,6 +101,8 @@ def test_people_sign_in_with_github_and_see_only_what_they_can_read(world, tmp_p
         # The fleet page: the same session, the repository they can read.
         browser.get(f"{base}/")
         wait_for_text(browser, f"acme/widgets#{issue}")
+        needs = browser.find_element("id", "needs").text  # what needs a person comes first
+        assert "Pull requests waiting for your review" in needs and f"#{pr}" in needs
         keep(browser, tmp_path, "fleet-signed-in.png")
 
     with chromium(tmp_path / "stranger") as browser:
