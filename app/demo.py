@@ -227,6 +227,8 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
 
     with running_fakehub(workdir / "fakehub") as hub:
         app = hub.create_app(name="hangar", webhook_url=f"http://127.0.0.1:{port}/webhook")
+        public_url = f"http://127.0.0.1:{port}"
+        hub.set_callback_urls(app.id, f"{public_url}/login/github/callback")  # sign-in
         maintainer = hub.create_user("mona")
         reviewer = hub.create_user("hubot-reviewer")
         hub.create_user("demo")
@@ -251,6 +253,8 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
             github_write_spacing_seconds=0, model_endpoints=model_endpoints,
             # A demo is watched step by step: its status comment follows every stage.
             status_edit_interval_seconds=2,
+            # People sign in to the job and fleet pages through fakehub's OAuth.
+            public_url=public_url, client_id=app.client_id, client_secret=app.client_secret,
         )
         say(f"hangar demo: fakehub at {hub.base_url}, hangar at http://127.0.0.1:{port}")
         # hangar's own log setup, before anything else (the MCP library) sets up its own
@@ -267,8 +271,9 @@ def _run_world(args: argparse.Namespace, workdir: Path, port: int, say: Any,
                        ending=lambda: first_turn_ending(service, repo, issue))
             result["timeline"] = timeline.entries
             if args.keep:
-                say(f"fakehub: {hub.base_url}  hangar: http://127.0.0.1:{port}  "
-                    f"data: {workdir}\nCtrl-C to stop.")
+                say(f"fakehub: {hub.base_url}  hangar: {public_url}  data: {workdir}\n"
+                    f"The fleet page, signed in as @mona: {public_url}/login/github?login=mona"
+                    "\nCtrl-C to stop.")
                 try:
                     while True:
                         time.sleep(3600)

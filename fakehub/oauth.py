@@ -82,7 +82,8 @@ async def authorize_page(request: web.Request) -> web.Response:
                             ("state", request.query.get("state", ""))))
     return _page(f"Authorize {app.name}", (
         f"<form method=post action=/login/oauth/authorize>{hidden}"
-        "<label for=login>Signed in to fakehub as</label> <input id=login name=login> "
+        "<label for=login>Signed in to fakehub as</label> <input id=login name=login "
+        f"value=\"{escape(request.query.get('login', ''))}\"> "
         f"<button type=submit id=authorize>Authorize {escape(app.name)}</button></form>"))
 
 

@@ -220,8 +220,12 @@ async def start(request: web.Request) -> web.Response:
     if not signin.enabled:
         raise web.HTTPFound("/login")
     state = secrets.token_urlsafe(24)
-    query = urlencode({"client_id": signin.settings.client_id,
-                       "redirect_uri": signin.callback_url, "state": state})
+    fields = {"client_id": signin.settings.client_id, "redirect_uri": signin.callback_url,
+              "state": state}
+    hint = request.query.get("login", "")
+    if access.LOGIN.fullmatch(hint):  # GitHub's `login`: the account it suggests
+        fields["login"] = hint
+    query = urlencode(fields)
     response = web.HTTPFound(f"{signin.settings.git_base_url}/login/oauth/authorize?{query}")
     signin.set_cookie(response, STATE_COOKIE, signin.signer.sign(
         STATE_COOKIE, {"state": state, "next": local_path(request.query.get("next"))},
