@@ -1,9 +1,11 @@
-"""`/`: a read-only page of what hangar is doing, for operators (after Prow's Deck and Tide).
+"""`/`: a read-only page of what hangar is doing (after Prow's Deck and Tide).
 
-Agents running, the queue with positions, lands in progress, recent jobs with their
-outcome and links to GitHub. Server-rendered from the rows, everything escaped, behind
-the API token: a browser signs in once at `/login`, which keeps the token in an
-HttpOnly cookie; scripts send `Authorization: Bearer …` as for the API.
+First what needs a person (PRs waiting for a review, blocked PRs, paused credentials,
+failed builds), then agents running, the queue with positions, lands in progress, recent
+jobs with their outcome and links to GitHub. Server-rendered from the rows, everything
+escaped. People signed in with GitHub (app/web/signin.py) see the repositories they can
+read; operators see everything with a token: a browser signs in once at `/login`, which
+keeps it in an HttpOnly cookie; scripts send `Authorization: Bearer …` as for the API.
 """
 
 from __future__ import annotations
