@@ -3,6 +3,8 @@ page that shows it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 SIGN_IN_PROBLEMS = {
     "state": "This sign-in was not started in this browser, or it took longer than ten "
              "minutes: sign in again.",
@@ -76,6 +78,21 @@ LAND_AWAITS = {
     "updating": "the branch to be brought up to date with its base",
     "merging": "GitHub's answer to the merge",
 }
+
+
+def land_text(request: Any) -> str:
+    """A land request in one plain line: its state in words, then why or the merge."""
+    from app.render.landing import land_title
+
+    text = land_title(request)
+    if request.merge_sha:
+        return f"{text} as {request.merge_sha[:7]}"
+    return f"{text}: {request.reason}" if request.reason else text
+
+
+def check_label(name: str, head_sha: str) -> str:
+    """A check run link's text: its name and the commit it is on."""
+    return f"{name} on {head_sha[:7]}" if head_sha else name
 
 
 def land_awaits(state: str) -> str:

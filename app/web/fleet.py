@@ -250,7 +250,8 @@ def render_fleet(view: FleetView, web_url: str, now: float) -> str:
         if view.lands else "<p class=muted>Nothing is landing.</p>") + "</section>")
     parts.append("<section id=recent><h2>Recent jobs</h2>" + (table(
         ["issue", "state", "outcome", "PRs", "asked by", "age"],
-        [[issue(j), f"<span class={_tone(j['state'])}>{escape(j['state'])}</span>",
+        [[issue(j) + " · " + link(f"/jobs/{j['job']}", words.VIEW_JOB),
+          f"<span class={_tone(j['state'])}>{escape(j['state'])}</span>",
           escape(j["outcome"]), " ".join(pr(j["repo"], n) for n in j["prs"]),
           escape(j["requested_by"]), escape(j["age"])] for j in view.recent])
         if view.recent else "<p class=muted>No jobs yet.</p>") + "</section>")

@@ -18,7 +18,6 @@ from app import render
 from app.landing import LandRequest, land_id
 from app.models import Job, Run
 from app.render import pages as words
-from app.render.landing import land_line
 from app.web import signin
 from app.web.keys import ENGINE, SETTINGS
 from app.web.pages import escape, link, page, table
@@ -82,7 +81,7 @@ def render_job(job: Job, runs: list[Run], lands: list[LandRequest],
         _facts([(words.RUN_FACTS["pr"], link(f"{repo_url}/pull/{land.pr_number}",
                                              f"#{land.pr_number}")),
                 (words.JOB_FACTS["state"], escape(str(land.state))),
-                ("", escape(land_line(land)))]
+                ("", escape(words.land_text(land)))]
                + ([("", escape(words.land_awaits(str(land.state))))]
                   if words.land_awaits(str(land.state)) else []))
         for land in lands) or f"<p class=muted>{escape(words.NO_LAND)}</p>") + "</section>")
@@ -99,8 +98,8 @@ def _run(job: Job, run: Run, repo_url: str) -> str:
     picked = ""
     if job.winner is not None:
         picked = words.PICKED if run.attempt == job.winner else words.DISCARDED
-    checks = [link(f"{repo_url}/runs/{check_id}", name.partition("@")[0])
-              for name, check_id in sorted(run.check_ids.items())]
+    checks = [link(f"{repo_url}/runs/{check_id}", words.check_label(*key.partition("@")[::2]))
+              for key, check_id in sorted(run.check_ids.items())]
     rows = [
         (words.RUN_FACTS["where"], escape(f"{run.attempt}.{run.turn}")
          + (f" <span class=muted>({escape(picked)})</span>" if picked else "")),

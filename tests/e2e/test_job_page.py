@@ -89,7 +89,8 @@ def test_people_sign_in_with_github_and_see_only_what_they_can_read(world, tmp_p
                  for a in browser.find_elements("tag name", "a")}
         assert links[f"acme/widgets#{issue}"] == f"{hub_url}/acme/widgets/issues/{issue}"
         assert links[f"#{pr}"] == f"{hub_url}/acme/widgets/pull/{pr}"
-        assert links["hangar / verify"].startswith(f"{hub_url}/acme/widgets/runs/")
+        assert links[f"hangar / verify on {head[:7]}"].startswith(
+            f"{hub_url}/acme/widgets/runs/")
         assert "passed" in browser.find_element("id", "verification").text
         runs = browser.find_element("id", "runs").text
         assert "script" in runs  # the harness
@@ -103,6 +104,8 @@ def test_people_sign_in_with_github_and_see_only_what_they_can_read(world, tmp_p
         wait_for_text(browser, f"acme/widgets#{issue}")
         needs = browser.find_element("id", "needs").text  # what needs a person comes first
         assert "Pull requests waiting for your review" in needs and f"#{pr}" in needs
+        recent = browser.find_element("id", "recent")
+        assert recent.find_element("link text", "View job").get_attribute("href") == page_url
         keep(browser, tmp_path, "fleet-signed-in.png")
 
     with chromium(tmp_path / "stranger") as browser:
