@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
+import aiohttp
 from aiohttp import web
 from cachetools import TTLCache
-from gidgethub import BadRequest
+from gidgethub import BadRequest, GitHubException
 
-from app.github.client import get_or_none
+from app.github.client import RateLimited, get_or_none
 from app.render import pages as words
 from app.settings import Settings
 from app.web import access
@@ -172,6 +173,10 @@ async def can_read(request: web.Request, who: Viewer, repo: str, installation_id
     except BadRequest as exc:  # 403: the installation no longer covers the repository
         log.info("permission of %s on %s not read: %s", who.login, repo, exc)
         answer = None
+    except (GitHubException, aiohttp.ClientError, RateLimited) as exc:
+        # GitHub did not answer: not readable this time, and not remembered as such.
+        log.warning("permission of %s on %s not read: %r", who.login, repo, exc)
+        return False
     role = (answer or {}).get("role_name") or (answer or {}).get("permission")
     allowed = role in READ_ROLES
     signin.permissions[key] = allowed
