@@ -81,6 +81,7 @@ def install_url(html_url: str) -> str:
 class PendingRegistration:
     web_url: str
     api_url: str
+    public_url: str | None = None  # hangar's address the manifest named
     created_at: float = field(default_factory=time.monotonic)
 
 
@@ -91,12 +92,12 @@ class States:
         self.ttl = ttl
         self._pending: dict[str, PendingRegistration] = {}
 
-    def issue(self, web_url: str, api_url: str) -> str:
+    def issue(self, web_url: str, api_url: str, public_url: str | None = None) -> str:
         self._expire()
         while len(self._pending) >= MAX_PENDING:  # a page reloaded many times
             self._pending.pop(next(iter(self._pending)))
         state = secrets.token_urlsafe(24)
-        self._pending[state] = PendingRegistration(web_url, api_url)
+        self._pending[state] = PendingRegistration(web_url, api_url, public_url)
         return state
 
     def take(self, state: str) -> PendingRegistration | None:
@@ -110,7 +111,8 @@ class States:
             del self._pending[key]
 
 
-def write_registration(data_dir: Path, conversion: dict[str, Any], api_url: str) -> Path:
+def write_registration(data_dir: Path, conversion: dict[str, Any], api_url: str,
+                       public_url: str | None = None) -> Path:
     """Store what GitHub's conversion answered where Settings read it; secrets are 0600."""
     data_dir.mkdir(parents=True, exist_ok=True)
     key_path = data_dir / KEY_FILE
@@ -120,7 +122,9 @@ def write_registration(data_dir: Path, conversion: dict[str, Any], api_url: str)
         "private_key_file": str(key_path.resolve()),
         "webhook_secret": conversion["webhook_secret"],
         "github_url": api_url,
-        # The OAuth client people sign in to hangar's pages with.
+        # The OAuth client people sign in to hangar's pages with, and where GitHub sends
+        # them back (the manifest's callback URL is under it).
+        **({"public_url": public_url} if public_url else {}),
         "client_id": conversion.get("client_id"),
         "client_secret": conversion.get("client_secret"),
         # For people reading the file; Settings ignore these.

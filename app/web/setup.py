@@ -132,7 +132,7 @@ def _start_page(request: web.Request) -> web.Response:
         return page("hangar setup", f"<h1>Register hangar's GitHub App</h1><p class=bad>"
                     f"{escape(str(exc))}</p>{options}", status=400)
     manifest = registration.manifest_for(public_url, name)
-    state = request.app[STATES].issue(web_url, api_url)
+    state = request.app[STATES].issue(web_url, api_url, public_url)
     action = registration.new_app_url(web_url, organization, state)
     owner = f"the organization {organization}" if organization else "your personal account"
     permissions = ", ".join(f"{k}: {v}" for k, v in sorted(manifest["default_permissions"].items()))
@@ -182,7 +182,8 @@ async def _finish(request: web.Request) -> web.Response:
         return _failed(str(exc), 502)
     settings = app[SETTINGS]
     try:
-        path = registration.write_registration(settings.data_dir, conversion, pending.api_url)
+        path = registration.write_registration(settings.data_dir, conversion, pending.api_url,
+                                               pending.public_url)
     except OSError as exc:
         return _failed(f"GitHub created the App {conversion.get('slug')}, but hangar could not "
                        f"save it in {settings.data_dir} ({exc.strerror}): make that directory "

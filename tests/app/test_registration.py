@@ -81,12 +81,14 @@ def test_pending_states_are_bounded():
 
 def test_the_registration_is_written_private_and_settings_read_it(tmp_path, monkeypatch):
     for name in ("HANGAR_APP_ID", "HANGAR_PRIVATE_KEY_FILE", "HANGAR_WEBHOOK_SECRET",
-                 "HANGAR_GITHUB_URL", "HANGAR_CONFIG", "HANGAR_DATA_DIR"):
+                 "HANGAR_GITHUB_URL", "HANGAR_CONFIG", "HANGAR_DATA_DIR", "HANGAR_PUBLIC_URL",
+                 "HANGAR_CLIENT_ID", "HANGAR_CLIENT_SECRET"):
         monkeypatch.delenv(name, raising=False)
     conversion = {"id": 42, "slug": "ops", "pem": "-----BEGIN KEY-----\n", "html_url":
                   "https://github.com/apps/ops", "webhook_secret": "s3cret",
                   "client_id": "Iv1.x", "client_secret": "cs"}
-    path = registration.write_registration(tmp_path, conversion, "https://ghe.example/api/v3")
+    path = registration.write_registration(tmp_path, conversion, "https://ghe.example/api/v3",
+                                           "https://hangar.example.com")
     key = tmp_path / registration.KEY_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -95,6 +97,9 @@ def test_the_registration_is_written_private_and_settings_read_it(tmp_path, monk
     assert settings.secret() == "s3cret"
     assert settings.private_key_file == key.resolve()
     assert settings.github_url == "https://ghe.example/api/v3"
+    # Sign-in to hangar's pages works from what setup wrote.
+    assert (settings.client_id, settings.public_url) == ("Iv1.x", "https://hangar.example.com")
+    assert settings.client_secret.get_secret_value() == "cs"
     assert settings.app_configured
     assert not Settings(data_dir=tmp_path / "empty").app_configured
     monkeypatch.setenv("HANGAR_APP_ID", "7")  # the environment still wins

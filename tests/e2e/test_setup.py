@@ -114,6 +114,12 @@ def check_registration(hub, data: Path) -> dict:
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
     assert written["github_url"] == hub.api_url
     assert key.read_text().startswith("-----BEGIN")
+    # What sign-in to hangar's pages needs: the OAuth client and hangar's public address,
+    # whose callback the App was registered with.
+    assert written["client_id"] and written["client_secret"]
+    app = hub.hub.store.apps[written["app_id"]]
+    assert app.client_secret == written["client_secret"]
+    assert app.callback_urls == [f"{written['public_url']}/login/github/callback"]
     return written
 
 
