@@ -17,6 +17,7 @@ from aiohttp import web
 from app import render
 from app.landing import LandRequest, land_id
 from app.models import Job, Run
+from app.redact import redact
 from app.render import pages as words
 from app.web import signin
 from app.web.keys import ENGINE, SETTINGS
@@ -46,8 +47,9 @@ async def job_page(request: web.Request) -> web.Response:
              if (land := engine.store.get("land", land_id(job.thread.repo, n), LandRequest))]
     body = render_job(job, runs, lands, engine.store.notes(job.id),
                       request.app[SETTINGS].git_base_url, time.time())
+    # The page shows others' words (the agent's, git's, the prompt): masked of every secret.
     return page(f"hangar: {job.thread.repo}#{job.thread.number}",
-                signin.who_line(who) + body, headers={"Refresh": "15"})
+                redact(signin.who_line(who) + body), headers={"Refresh": "15"})
 
 
 def render_job(job: Job, runs: list[Run], lands: list[LandRequest],
