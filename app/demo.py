@@ -345,10 +345,13 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
             if not passed and not args.ci:
                 return False
         if pr.get("merged"):
-            land = checks.get("hangar / land") or {}
+            land = checks.get("hangar / land")
+            if land is None or land["status"] != "completed":
+                time.sleep(0.1)  # hangar / land says how it landed just after the merge
+                continue
             said = (land.get("output") or {}).get("summary") or ""
             result.update(landed=True, merge_sha=pr.get("merge_commit_sha"),
-                          gate_warnings=said.count("⚠️") if land else None)
+                          gate_warnings=said.count("⚠️"))
             timeline.once("landed", f"hangar landed PR #{pr['number']} "
                                     f"as {str(pr.get('merge_commit_sha'))[:7]}")
             return True
