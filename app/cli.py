@@ -1,4 +1,4 @@
-"""`hangar` on the command line: serve, backup, demo, fakehub, doctor."""
+"""`hangar` on the command line: serve, backup, demo, fakehub, doctor, app-secret."""
 
 from __future__ import annotations
 
@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("mcp", help="an MCP server on stdio for orchestrator agents "
                               "(HANGAR_API_URL, HANGAR_API_TOKEN)")
 
+    secret = sub.add_parser("app-secret", help="print the Kubernetes Secret the manifests "
+                                               "read the App from (kubectl apply -f -)")
+    secret.add_argument("--name", default="hangar-app", help="the Secret's name")
+    secret.add_argument("--namespace", default="hangar", help="its namespace")
+
     token = sub.add_parser("token", help="API tokens with scopes: create, list, revoke")
     from app.web.access import add_token_arguments
 
@@ -83,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         from app.envbuilds import env_command
 
         return env_command(args, load_settings())
+    if args.command == "app-secret":
+        from app.appsecret import app_secret_command
+
+        return app_secret_command(load_settings(), name=args.name, namespace=args.namespace)
     if args.command == "doctor":
         from app.doctor import doctor_command
 

@@ -37,6 +37,7 @@ def test_kustomizations_list_every_file_beside_them():
     for kustomization in MANIFESTS.rglob("kustomization.yaml"):
         listed = set(yaml.safe_load(kustomization.read_text())["resources"])
         present = {p.name for p in kustomization.parent.glob("*.yaml")} - {kustomization.name}
+        present |= {p.parent.name for p in kustomization.parent.glob("*/kustomization.yaml")}
         assert listed == present, kustomization
 
 
