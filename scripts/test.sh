@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
 .venv/bin/ruff check .
+.venv/bin/python scripts/typecheck.py  # mypy, held to scripts/mypy-baseline.txt
 workers=(-n 3 --dist loadgroup)
 for arg in "$@"; do
   case "$arg" in -n|-n*|--numprocesses*|no:xdist) workers=() ;; esac
