@@ -27,7 +27,7 @@ from app.datadir import gate_dir, rebuild_pending
 from app.github.client import AppAuth
 from app.github.ops import RepoOps
 from app.metrics import Metrics
-from app.models import Intent, IntentState, Job, JobState, Run, Thread, changed
+from app.models import Deferred, Intent, IntentState, Job, JobState, Run, Thread, changed
 from app.settings import Settings
 from app.store import Store
 from proxy import TokenRegistry
@@ -131,8 +131,9 @@ RunsEnded = Callable[["Engine", Job], Awaitable[None]]
 
 
 Step = Callable[["Engine", str], Awaitable[None]]
-# What a `/hangar` command does: (engine, the repository's operations, the intent) -> outcome.
-CommandAction = Callable[["Engine", RepoOps, Intent], Awaitable[str]]
+# What a `/hangar` command does: (engine, the repository's operations, the intent) -> its
+# outcome (a line kept on the intent), or DEFERRED: the intent waits for the running turn.
+CommandAction = Callable[["Engine", RepoOps, Intent], Awaitable[str | Deferred]]
 
 
 def only_when_woken(_row: Any) -> float:

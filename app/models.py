@@ -73,6 +73,18 @@ class Intent(BaseModel):
     created_at: float = Field(default_factory=now)
 
 
+class Deferred:
+    """What a command's action returns when it waits for the running turn on its PR: the
+    intent stays open (reacted to and answered once) and is taken again when the turn
+    ends. The one instance is `DEFERRED`; any other outcome is a line for `outcome`."""
+
+    def __repr__(self) -> str:
+        return "DEFERRED"
+
+
+DEFERRED = Deferred()
+
+
 class JobState(StrEnum):
     ACTIVE = "active"
     DONE = "done"

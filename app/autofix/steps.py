@@ -21,7 +21,7 @@ from app.autofix.rules import (
     prompt_for_review,
     stop_reason,
 )
-from app.commands import start_followup
+from app.commands import Started, start_followup
 from app.engine import PrNotes
 from app.github import ci
 from app.landing import LandRequest, LandState, land_id
@@ -175,9 +175,9 @@ async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, pro
     """Start the turn and count it, with no await between the two (start_followup has
     none): two steps deciding at once start one turn and count one."""
 
-    outcome = await start_followup(engine, job, row.pr_number, prompt, kind=RunKind.AUTOFIX,
+    started = await start_followup(engine, job, row.pr_number, prompt, kind=RunKind.AUTOFIX,
                                    requested_by=requested_by, label=label)
-    if not outcome.startswith("autofix "):
+    if not isinstance(started, Started):
         return False
     fresh = get_row(engine, row.id)
     patch(engine, row.id, turns=fresh.turns + 1, stopped=None)

@@ -23,9 +23,11 @@ from app.commands.grammar import (
 )
 from app.commands.intents import (
     ACTIONS,
-    BUSY,
-    DEFERRED,
     Answer,
+    Busy,
+    Followup,
+    NoRunOnPr,
+    Started,
     hangar_pr_job,
     job_for_pr,
     job_for_thread,
@@ -46,15 +48,17 @@ from app.commands.intents import (
 
 __all__ = [
     "ACTIONS",
-    "BUSY",
     "COMMANDS",
-    "DEFERRED",
     "MAX_ATTEMPTS",
     "MAX_COMMANDS_PER_COMMENT",
     "MAX_PROMPT_CHARS",
     "Answer",
+    "Busy",
     "Command",
     "CommandSpec",
+    "Followup",
+    "NoRunOnPr",
+    "Started",
     "UsageError",
     "hangar_pr_job",
     "help_text",

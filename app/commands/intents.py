@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from app.intake.payloads import (
     ReviewCommentEvent,
 )
 from app.models import (
+    Deferred,
     Intent,
     IntentState,
     Job,
@@ -92,7 +94,7 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
     if intent.comment_id and not intent.waiting:
         await ops.react(intent.comment_id, "eyes")
     outcome = await engine.command_actions[intent.command](engine, ops, intent)
-    if outcome == DEFERRED:
+    if isinstance(outcome, Deferred):
         # The intent stays open; the end of the running turn wakes it (wake_waiting), and
         # the slow poll takes it again in case that word is lost.
         fresh = engine.store.get("intent", intent.id, Intent) or intent
@@ -177,17 +179,48 @@ def job_id_for(intent_id: str) -> str:
     return "job-" + hashlib.sha256(intent_id.encode()).hexdigest()[:8]
 
 
+@dataclass(frozen=True)
+class Started:
+    """A turn on the PR was saved as a run row; the engine takes it from there."""
+
+    run_id: str
+    kind: RunKind
+
+    def __str__(self) -> str:  # the intent's outcome line
+        return f"{self.kind} {self.run_id}"
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A turn is already running on the PR: nothing started."""
+
+    def __str__(self) -> str:
+        return "a turn is already running on this PR"
+
+
+@dataclass(frozen=True)
+class NoRunOnPr:
+    """hangar has no turn on the PR to follow: nothing started."""
+
+    def __str__(self) -> str:
+        return "no run for this PR"
+
+
+# What asking for a turn on a PR gives: the run it started, or why none.
+Followup = Started | Busy | NoRunOnPr
+
+
 async def start_followup(
     engine: StepContext, job: Job, pr_number: int, prompt: str, *, kind: RunKind, requested_by: str,
     label: str | None = None,
-) -> str:
+) -> Followup:
     runs = engine.runs_of(job.id)
     pr_runs = [r for r in runs if r.pr_number == pr_number and r.kind != RunKind.VERIFY]
     if not pr_runs:
-        return "no run for this PR"
+        return NoRunOnPr()
     last = max(pr_runs, key=lambda r: r.turn)
     if not last.finished:
-        return BUSY
+        return Busy()
     run = Run(
         job_id=job.id, attempt=last.attempt, turn=last.turn + 1, kind=kind, prompt=prompt,
         base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
@@ -198,7 +231,7 @@ async def start_followup(
     if job.state != JobState.ACTIVE:
         engine.patch_job(job.id, state=JobState.ACTIVE)
     engine.note(job.id, f"{kind} turn {run.turn - 1} on #{pr_number} asked by @{requested_by}")
-    return f"{kind} {run.id}"
+    return Started(run.id, kind)
 
 
 def request_verification(engine: StepContext, job: Job, pr_number: int,
@@ -223,8 +256,6 @@ def request_verification(engine: StepContext, job: Job, pr_number: int,
 # Intents hangar records itself, typed by no one: a usage reply, a check run's "Fix with
 # hangar" button, a review that asked for changes.
 INTERNAL = ("usage", "autofix_button", "review_turn")
-BUSY = "a turn is already running on this PR"
-DEFERRED = "deferred"
 
 
 def wake_waiting(engine: StepContext, run_id: str) -> None:

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.commands import (
-    BUSY,
-    DEFERRED,
     Answer,
+    Busy,
     hangar_pr_job,
     job_for_thread,
     job_named,
@@ -19,7 +18,7 @@ from app.commands import (
     start_job,
 )
 from app.github.ops import RepoOps
-from app.models import Intent, JobState, RunKind, RunStage, RunState
+from app.models import DEFERRED, Deferred, Intent, JobState, RunKind, RunStage, RunState
 from app.render import latest_turns
 from app.render.reasons import Why
 from app.render.replies import retry_label
@@ -33,20 +32,20 @@ if TYPE_CHECKING:
     from app.engine import StepContext
 
 
-async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str | Deferred:
     if intent.thread.is_pr:
         job = await hangar_pr_job(engine, ops, intent)
         if job is None:
             return "not a hangar PR"
-        outcome = await start_followup(engine, job, intent.thread.number,
+        started = await start_followup(engine, job, intent.thread.number,
                                        intent.args["prompt"], kind=RunKind.FOLLOWUP,
                                        requested_by=intent.author)
-        if outcome == BUSY:
+        if isinstance(started, Busy):
             # Said once, and kept: the turn starts when the running one ends.
             if not intent.waiting:
                 await reply(ops, intent, Why(Answer.TURN_WAITS), key=f"waiting-{intent.id}")
             return DEFERRED
-        return outcome
+        return str(started)
     return start_job(engine, intent, intent.args["prompt"], attempts=1)
 
 
