@@ -11,7 +11,7 @@ import time
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -263,6 +263,20 @@ class Run(BaseModel):
 # -- auto-fix: a PR hangar keeps green; landing reads who pushed to it ------------------
 
 
+class Reason(BaseModel):
+    """A decision as a row keeps it: a reason code and the facts its sentence names.
+    render words it when it is shown (render.reasons), so a row never holds a sentence."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    facts: dict[str, Any] = {}
+
+
+# The code of a reason stored as a sentence, before rows kept codes: shown as it was.
+SAID_BEFORE = "said_before"
+
+
 class AutofixRow(BaseModel):
     id: str
     job_id: str
@@ -280,11 +294,18 @@ class AutofixRow(BaseModel):
     unknown_heads: dict[str, float] = {}  # heads seen before word of their push: since when
     last_human_push_at: float | None = None
     pushers: list[str] = []  # people who pushed to the branch: they may not approve it
-    stopped: str | None = None  # why hangar stopped trying, shown in the status comment
+    stopped: Reason | None = None  # why hangar stopped trying (a `Stop` code), shown in
+    # the status comment
     # A turn whose answer from GitHub (Run.pr_seen) a push made stale: looks read the PR.
     turn_seen: str | None = None
     due_at: float = 0.0
     created_at: float = Field(default_factory=now)
+
+    @field_validator("stopped", mode="before")
+    @classmethod
+    def _sentence_stored_before(cls, value: Any) -> Any:
+        return Reason(code=SAID_BEFORE, facts={"text": value}) if isinstance(value, str) \
+            else value
 
 
 def autofix_row_id(repo: str, pr_number: int) -> str:

@@ -97,7 +97,7 @@ SHA = "a" * 40
      "auto-fix used its 2 turn(s); comment `/hangar <instruction>` to ask for another turn, "
      "or fix it by hand"),
     (fix_words.STOPPED, Why(autofix.Stop.REVIEW_NOT_STARTED, author="rita",
-                            why=Why(autofix.Stop.OFF)),
+                            because=autofix.Stop.OFF),
      "@rita requested changes, but hangar did not start a turn: auto-fix is off for this "
      "pull request"),
     (verify_words.FIXES, Why(runs.VerifyTrouble.NO_VERIFY_COMMAND, env="python"),
@@ -110,6 +110,24 @@ SHA = "a" * 40
 ])
 def test_sentences_read_as_before(table, why, sentence):
     assert word(table, why) == sentence
+
+
+def test_auto_fix_keeps_a_code_on_its_row_and_render_words_it_when_shown():
+    row = models.AutofixRow(id="a", job_id="j", repo="o/r", pr_number=7, stopped=autofix.kept(
+        Why(autofix.Stop.TURNS_USED, max_turns=2)))
+    stored = row.model_dump_json()
+    assert "turns_used" in stored and "auto-fix used" not in stored
+    back = models.AutofixRow.model_validate_json(stored)
+    assert fix_words.status_note(7, back.stopped) == (
+        "**Auto-fix on #7:** auto-fix used its 2 turn(s); comment `/hangar <instruction>` to "
+        "ask for another turn, or fix it by hand")
+
+
+def test_a_sentence_a_row_kept_before_codes_is_shown_as_it_was():
+    row = models.AutofixRow.model_validate({
+        "id": "a", "job_id": "j", "repo": "o/r", "pr_number": 7,
+        "stopped": "auto-fix is off for this pull request"})
+    assert fix_words.stopped(row.stopped) == "auto-fix is off for this pull request"
 
 
 def test_a_code_without_a_sentence_is_an_error_not_silence():

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.autofix.rows import ensure_row, patch
-from app.autofix.rules import Stop
+from app.autofix.rules import Stop, kept
 from app.autofix.steps import fix_now, review_turn, show
 from app.commands import hangar_pr_job
 from app.models import Intent
-from app.render import autofix as words
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
@@ -27,7 +26,7 @@ async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> s
         enabled = bool(intent.args["enabled"])
         # Turning it back on forgets what was decided while it was off.
         patch(engine, row.id, enabled=enabled, due_at=0,
-              stopped=None if enabled else words.stopped(Why(Stop.OFF_FOR_PR)),
+              stopped=None if enabled else kept(Why(Stop.OFF_FOR_PR)),
               seen_heads=row.seen_heads if not enabled else [])
         await show(engine, job)
         return f"autofix {'on' if enabled else 'off'}"

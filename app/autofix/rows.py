@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from app.autofix.rules import MAX_JUDGED, Stop
+from app.autofix.rules import MAX_JUDGED, Stop, kept
 from app.models import AutofixRow, Job, autofix_row_id, changed
-from app.render import autofix as words
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
@@ -56,5 +55,5 @@ def give_up(engine: StepContext, autofix_id: str, reason: str) -> None:
     if row is None:
         return
     save(engine, changed(row, **{
-        "stopped": words.stopped(Why(Stop.GAVE_UP, error=reason))}), active=False)
+        "stopped": kept(Why(Stop.GAVE_UP, error=reason))}), active=False)
     engine.note(row.job_id, f"auto-fix #{row.pr_number} stopped: {reason}")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.models import AutofixRow
+from app.models import AutofixRow, Reason
 from app.redact import redact
 from app.render import autofix as words
 from app.render.reasons import Why
@@ -40,6 +40,16 @@ class Stop(StrEnum):
     REVIEW_WAITS = "review_waits"
     REVIEW_NOT_STARTED = "review_not_started"
     GAVE_UP = "gave_up"
+
+
+def kept(why: Why) -> Reason:
+    """A decision as the row keeps it: its code and facts, worded when shown."""
+    return Reason(code=str(why.code), facts=dict(why.facts))
+
+
+def review_not_started(author: str, why: Why) -> Why:
+    """A change request's turn did not start, because of `why` (another `Stop`)."""
+    return Why(Stop.REVIEW_NOT_STARTED, author=author, because=str(why.code), **why.facts)
 
 
 # Reasons that pass with time: looked at again. The others are said once per failure.

@@ -17,8 +17,10 @@ from app.autofix.rules import (
     Failure,
     Stop,
     failure_signature,
+    kept,
     prompt_for_failures,
     prompt_for_review,
+    review_not_started,
     stop_reason,
 )
 from app.commands import Started, start_followup
@@ -150,9 +152,10 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
     why = stop_reason(row, policy, signature, landing=merging(engine, row), now_s=time.time(),
                       requested=requested)
     if why:
-        reason = words.stopped(why)
+        reason = kept(why)
         if row.stopped != reason:
-            engine.note(job.id, f"auto-fix on #{row.pr_number} not started: {reason}")
+            engine.note(job.id, f"auto-fix on #{row.pr_number} not started: "
+                                f"{words.stopped(why)}")
         # A reason that passes with time is looked at again; the others are said once.
         later = why.code in PASSING
         patch(engine, row.id, stopped=reason,
@@ -274,7 +277,7 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     row = get_row(engine, row.id)
     if turn_running(engine, job, row.pr_number):
         patch(engine, row.id, pending_review=review,
-              stopped=words.stopped(Why(Stop.REVIEW_WAITS, author=author)))
+              stopped=kept(Why(Stop.REVIEW_WAITS, author=author)))
         await show(engine, job)
         return "review turn waits for the running turn"
     why = stop_reason(row, policy, None, landing=merging(engine, row), now_s=time.time(),
@@ -282,9 +285,9 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     if why is None and not (policy.enabled and row.enabled):
         why = Why(Stop.OFF)
     if why:
-        reason = words.stopped(Why(Stop.REVIEW_NOT_STARTED, author=author, why=why))
-        patch(engine, row.id, stopped=reason, pending_review=None)
-        engine.note(job.id, reason)
+        why = review_not_started(author, why)
+        patch(engine, row.id, stopped=kept(why), pending_review=None)
+        engine.note(job.id, words.stopped(why))
         await show(engine, job)
         return "review turn not started"
     turn = row.turns + 1

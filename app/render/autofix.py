@@ -7,6 +7,7 @@ with auto-fix.)
 
 from __future__ import annotations
 
+from app.models import SAID_BEFORE, Reason
 from app.render.reasons import Sentences, Why, word
 
 # Why auto-fix did not start a turn (its row's `stopped`), by `Stop` code.
@@ -30,19 +31,26 @@ STOPPED: Sentences = {
     "review_waits": lambda author: (
         f"a review by @{author} asked for changes; hangar starts that turn when the running "
         "one ends"),
-    "review_not_started": lambda author, why: (
-        f"@{author} requested changes, but hangar did not start a turn: {stopped(why)}"),
+    # `because`: the `Stop` code that kept the turn from starting, with its facts
+    "review_not_started": lambda author, because, **facts: (
+        f"@{author} requested changes, but hangar did not start a turn: "
+        f"{stopped(Why(because, **facts))}"),
     "gave_up": lambda error: f"hangar stopped watching after repeated errors ({error})",
 }
 
 
-def stopped(why: Why | None) -> str | None:
+def stopped(why: Why | Reason | None) -> str | None:
+    """The sentence for why auto-fix stopped: a decision, or the code a row keeps."""
+    if isinstance(why, Reason):
+        if why.code == SAID_BEFORE:  # a row from before codes kept the sentence itself
+            return str(why.facts["text"])
+        why = Why(why.code, **why.facts)
     return None if why is None else word(STOPPED, why)
 
 
-def status_note(pr_number: int, stopped_text: str) -> str:
+def status_note(pr_number: int, stopped_why: Reason) -> str:
     """Why auto-fix stopped trying on a PR, in its job's status comment."""
-    return f"**Auto-fix on #{pr_number}:** {stopped_text}"
+    return f"**Auto-fix on #{pr_number}:** {stopped(stopped_why)}"
 
 
 def failures_turn_label(turn: int, max_turns: int, checks: list[str]) -> str:

@@ -18,7 +18,8 @@ from app import autofix
 from app.autofix import AutofixRow
 from app.github.ops import RepoOps
 from app.landing import LandRequest, LandState, land_id
-from app.models import Job, Run, RunStage, RunState, Thread
+from app.models import Job, Reason, Run, RunStage, RunState, Thread
+from app.render import autofix as words
 from tests.recording_github import HEAD, OWN_APP, PR_NUMBER, REPO, RecordingGitHub, check
 
 ISSUE = Thread(repo=REPO, number=1, installation_id=1)
@@ -128,7 +129,8 @@ async def test_autofix_step(step_engine, case: Case):
         assert turns == [], [r.label for r in turns]
         assert after.turns == row.turns
     if case.stopped:
-        assert case.stopped in (after.stopped or ""), after.stopped
+        assert after.stopped is not None and after.stopped.code in set(autofix.Stop)
+        assert case.stopped in words.stopped(after.stopped), after.stopped
     elif not case.starts:
         assert after.stopped is None, after.stopped
     assert not gh.writes("PUT")  # auto-fix never merges or updates a branch
@@ -142,7 +144,8 @@ async def test_one_failure_is_judged_once(step_engine):
     row = await rows(engine, gh, Case("past the bound", row={"turns": 2}))
     await autofix.advance_autofix(engine, row.id)
     said = autofix.get_row(engine, row.id)
-    assert "used its 2 turn(s)" in said.stopped and said.seen_heads
+    assert said.stopped == Reason(code=autofix.Stop.TURNS_USED, facts={"max_turns": 2})
+    assert "used its 2 turn(s)" in words.stopped(said.stopped) and said.seen_heads
     notes = len(engine.store.notes(row.job_id))
     autofix.patch(engine, row.id, due_at=0)
     await autofix.advance_autofix(engine, row.id)
