@@ -133,7 +133,7 @@ RunsEnded = Callable[["Engine", Job], Awaitable[None]]
 Step = Callable[["Engine", str], Awaitable[None]]
 # What a `/hangar` command does: (engine, the repository's operations, the intent) -> its
 # outcome (a line kept on the intent), or DEFERRED: the intent waits for the running turn.
-CommandAction = Callable[["Engine", RepoOps, Intent], Awaitable[str | Deferred]]
+CommandAction = Callable[["StepContext", RepoOps, Intent], Awaitable[str | Deferred]]
 
 
 def only_when_woken(_row: Any) -> float:
@@ -166,7 +166,7 @@ class Chore:
     `wanted` says so (a rebuild from GitHub, catching up on missed webhooks)."""
 
     kind: str
-    run: Callable[[Engine], Awaitable[None]]
+    run: Callable[[Engine], Awaitable[object]]  # what it returns is only logged, if at all
     every: Callable[[Engine], float]
     wanted: Callable[[Engine], bool] = lambda _engine: True
 
@@ -221,7 +221,7 @@ class Engine:
         self.command_actions: dict[str, CommandAction] = {}
         self.chores: list[Chore] = []
         self._chores_due: dict[str, float] = {}
-        self._at_start: list[tuple[str, Callable[[Engine], Awaitable[None]]]] = []
+        self._at_start: list[tuple[str, Callable[[Engine], Awaitable[object]]]] = []
         self._after_step: dict[str, list[Callable[[Engine, str], None]]] = {}
         self._status_notes: list[StatusNotes] = []
         self._runs_ended: list[RunsEnded] = []
@@ -249,7 +249,7 @@ class Engine:
     def add_chore(self, chore: Chore) -> None:
         self.chores.append(chore)
 
-    def at_start(self, what: str, run: Callable[[Engine], Awaitable[None]]) -> None:
+    def at_start(self, what: str, run: Callable[[Engine], Awaitable[object]]) -> None:
         """Work before the first tick (reaping orphans); a failure is logged, not fatal."""
         self._at_start.append((what, run))
 

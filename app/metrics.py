@@ -159,7 +159,7 @@ class Metrics:
         )
 
     def render(self) -> str:
-        parts = [
+        parts: list[Counter | Gauge | Histogram] = [
             self.deliveries,
             self.handler_errors,
             self.ack_latency,

@@ -65,7 +65,6 @@ from app.autofix.rules import (
 from app.autofix.steps import (
     actions_log_tail,
     advance_autofix,
-    annotations,
     collect_failures,
     fix_now,
     known_head,
@@ -94,7 +93,6 @@ __all__ = [
     "actions_log_tail",
     "advance_autofix",
     "after_run_step",
-    "annotations",
     "autofix_row_id",
     "collect_failures",
     "ensure_row",

@@ -37,12 +37,17 @@ def save(engine: StepContext, row: AutofixRow, *, active: bool = True) -> Autofi
     return row
 
 
+def read_again(engine: StepContext, autofix_id: str) -> AutofixRow:
+    """The row of a step that runs, read again: it is there (a row is never deleted)."""
+    row = get_row(engine, autofix_id)
+    assert row is not None, autofix_id
+    return row
+
+
 def patch(engine: StepContext, autofix_id: str, **fields: Any) -> AutofixRow:
     """Read the row fresh, change only these fields, write it back (no await between):
     events that arrived while a step awaited GitHub are kept."""
-    row = get_row(engine, autofix_id)
-    assert row is not None, autofix_id
-    return save(engine, changed(row, **fields))
+    return save(engine, changed(read_again(engine, autofix_id), **fields))
 
 
 def judged(row: AutofixRow, key: str) -> list[str]:

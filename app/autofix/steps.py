@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from app.autofix.rows import get_row, judged, patch, row_id, save
+from app.autofix.rows import get_row, judged, patch, read_again, row_id, save
 from app.autofix.rules import (
     IGNORED_CHECKS,
     MAX_JUDGED,
@@ -120,7 +120,7 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
     if not finished and not requested:
         return "CI still running"
     if not failures:
-        row = get_row(engine, row.id)
+        row = read_again(engine, row.id)
         if row.stopped and row.enabled:  # green now: what stopped hangar no longer matters
             patch(engine, row.id, stopped=None)
             await show(engine, job)
@@ -136,7 +136,7 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
             return "waiting to learn who pushed the head"
         # The word never came (a missed webhook): count it as a person's push, made
         # when hangar first saw the head.
-        row = get_row(engine, row.id)
+        row = read_again(engine, row.id)
         patch(engine, row.id, pushed_heads=[*row.pushed_heads[-MAX_JUDGED:], head],
               unknown_heads={h: t for h, t in row.unknown_heads.items() if h != head},
               last_human_push_at=max(row.last_human_push_at or 0.0, first))
@@ -146,7 +146,7 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
         return "already judged"
     config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=pr["base"]["ref"]))
     policy = config.autofix
-    row = get_row(engine, row.id)  # fresh: a push or command may have come in meanwhile
+    row = read_again(engine, row.id)  # fresh: a push or command may have come in meanwhile
     if turn_running(engine, job, row.pr_number):
         return "a turn is running"
     why = stop_reason(row, policy, signature, landing=merging(engine, row), now_s=time.time(),
@@ -182,8 +182,7 @@ async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, pro
                                    requested_by=requested_by, label=label)
     if not isinstance(started, Started):
         return False
-    fresh = get_row(engine, row.id)
-    patch(engine, row.id, turns=fresh.turns + 1, stopped=None)
+    patch(engine, row.id, turns=read_again(engine, row.id).turns + 1, stopped=None)
     return True
 
 
@@ -229,7 +228,7 @@ async def collect_failures(
         if ci.of_check_run(run, strict=ci.is_hangars_name(run["name"])) != ci.Outcome.FAILED:
             continue
         output = run.get("output") or {}
-        details = await annotations(ops, run)
+        details = await check_annotations(ops, run)
         details += await actions_log_tail(ops, run)
         if output.get("text"):
             details.append(tail(output["text"], 3000))
@@ -243,7 +242,7 @@ async def collect_failures(
     return failures, finished
 
 
-async def annotations(ops: RepoOps, run: dict) -> list[str]:
+async def check_annotations(ops: RepoOps, run: dict) -> list[str]:
     if not (run.get("output") or {}).get("annotations_count"):
         return []
     found = [a async for a in ops.gh.getiter(
@@ -274,7 +273,7 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     comments = [c async for c in ops.gh.getiter(  # every page: a review may leave many
         f"{ops.base}/pulls/{row.pr_number}/reviews/{review['review_id']}/comments"
         "?per_page=100")]
-    row = get_row(engine, row.id)
+    row = read_again(engine, row.id)
     if turn_running(engine, job, row.pr_number):
         patch(engine, row.id, pending_review=review,
               stopped=kept(Why(Stop.REVIEW_WAITS, author=author)))

@@ -265,7 +265,7 @@ class _Fence:
         width = _indent_width(line)
         if not self.column <= width <= self.column + 3:
             return False
-        close = _FENCE_CLOSE.match(line, _LEADING_BLANKS.match(line).end())
+        close = _FENCE_CLOSE.match(line, len(_leading_blanks(line)))
         return (
             close is not None
             and close["fence"][0] == self.char
@@ -273,9 +273,15 @@ class _Fence:
         )
 
 
+def _leading_blanks(line: str) -> str:
+    blanks = _LEADING_BLANKS.match(line)
+    assert blanks is not None  # `[ \t]*` matches at the start of every line
+    return blanks.group()
+
+
 def _indent_width(line: str) -> int:
     width = 0
-    for char in _LEADING_BLANKS.match(line).group():
+    for char in _leading_blanks(line):
         width = width + 1 if char == " " else width + 4 - width % 4
     return width
 
@@ -533,6 +539,7 @@ def _without_invisibles(word: str) -> str:
 def _first_word(text: str) -> tuple[str, str]:
     """The first whitespace-separated word of `text`, and what follows it, stripped."""
     first = _FIRST_WORD.match(text)
+    assert first is not None  # `\s*(\S*)\s*` matches at the start of every text
     return first.group(1), text[first.end() :].rstrip()
 
 

@@ -348,7 +348,8 @@ def record_commands(
         intent_id = f"{source}-{index}"
         if engine.store.get("intent", intent_id, Intent):
             continue
-        is_usage = isinstance(item, grammar.UsageError)
+        usage = item if isinstance(item, grammar.UsageError) else None
+        command = item if isinstance(item, grammar.Command) else None
         engine.save_intent(
             Intent(
                 id=intent_id,
@@ -356,9 +357,9 @@ def record_commands(
                 comment_id=comment_id,
                 author=user.login,
                 author_type=user.type,
-                command="usage" if is_usage else item.name,
-                args={} if is_usage else dict(item.args),
-                usage_message=item.message if is_usage else None,
+                command=command.name if command else "usage",
+                args=dict(command.args) if command else {},
+                usage_message=usage.message if usage else None,
                 title=title,
                 body=body,
                 clone_url=repository.clone_url or "",

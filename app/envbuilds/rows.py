@@ -64,8 +64,8 @@ class EnvBuildRow(BaseModel):
 
     def as_rule(self) -> Build:
         return Build(id=self.id, version=self.version, key_digest=self.key_digest,
-                     state=self.state, lockfiles=tuple(map(tuple, self.lockfiles)),
-                     image=self.image)
+                     state=self.state, image=self.image,
+                     lockfiles=tuple((path, digest) for path, digest in self.lockfiles))
 
 
 class EnvLane(BaseModel):

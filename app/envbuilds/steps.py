@@ -406,7 +406,7 @@ async def rebuild_stale(engine: StepContext) -> list[str]:
             continue
         key = BuildKey(repo=build.repo, environment=build.environment, provider=build.provider,
                        image_id=now_id, config_digest=build.config_digest,
-                       lockfiles=tuple(map(tuple, build.lockfiles)))
+                       lockfiles=tuple((path, digest) for path, digest in build.lockfiles))
         rows = builds.history(engine.store, lid)
         if rebuild_reason([r.as_rule() for r in rows], key) is None:
             continue

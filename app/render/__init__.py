@@ -15,6 +15,7 @@ This module words jobs and runs; `render.text` holds the markup-safe pieces.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
@@ -231,8 +232,8 @@ def agent_state_text(run: Run) -> str:
 
 
 def status_comment(
-    job: Job, runs: list[Run], *, queue: dict[str, int] | None = None, notes: list[str] = (),
-    landed: list[int] = (), paused: dict[str, Why] | None = None,
+    job: Job, runs: list[Run], *, queue: dict[str, int] | None = None,
+    notes: Sequence[str] = (), landed: Sequence[int] = (), paused: dict[str, Why] | None = None,
     readings: dict[str, tuple[str, float]] | None = None, job_url: str | None = None,
 ) -> str:
     """`paused` and `readings` by run id: what a held run waits for, a running agent's
@@ -498,7 +499,7 @@ def usage_windows_line(windows: list[dict]) -> str | None:
     return ", ".join(parts) or None
 
 
-def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
+def next_step(job: Job, latest: list[Run], landed: Sequence[int] = ()) -> str:
     held = [r for r in latest if r.stage == RunStage.HELD and r.held]
     if held:
         return held_next_step(held[0])
@@ -515,9 +516,9 @@ def next_step(job: Job, latest: list[Run], landed: list[int] = ()) -> str:
         "changes", "lost_after_push", "no_changes")]
     if ended:
         return ending_next(ended[0])
-    failed = [r for r in latest if model_failure(r)]
+    failed = [said for r in latest if (said := model_failure(r))]
     if failed:
-        return model_failure(failed[0])
+        return failed[0]
     if not prs:
         return ("rephrase the request with more detail and comment `/hangar <instruction>` "
                 "again, or see `/hangar help`.")

@@ -7,6 +7,8 @@ with auto-fix.)
 
 from __future__ import annotations
 
+from typing import overload
+
 from app.models import SAID_BEFORE, Reason
 from app.render.reasons import Sentences, Why, word
 
@@ -37,6 +39,14 @@ STOPPED: Sentences = {
         f"{stopped(Why(because, **facts))}"),
     "gave_up": lambda error: f"hangar stopped watching after repeated errors ({error})",
 }
+
+
+@overload
+def stopped(why: Why | Reason) -> str: ...
+
+
+@overload
+def stopped(why: None) -> None: ...
 
 
 def stopped(why: Why | Reason | None) -> str | None:

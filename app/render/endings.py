@@ -89,8 +89,9 @@ ENDINGS: Sentences = {
 }
 
 # A run's stage (app.models.RunStage) as what hangar was doing to the agent's work.
-STAGES = {"pending": "publishing", "publishing": "publishing", "collecting": "collecting",
-          "verifying": "verifying", "held": "pushing"}
+STAGES: dict[str, str] = {
+    "pending": "publishing", "publishing": "publishing", "collecting": "collecting",
+    "verifying": "verifying", "held": "pushing"}
 
 RETRY = "`/hangar retry` starts the turn again"
 

@@ -135,7 +135,7 @@ async def recover_pr(engine: StepContext, ops: RepoOps, installation_id: int, re
 
     facts = read_pr_body(pr.get("body"))
     name = f"{ops.full_name}#{pr['number']}"
-    if not opened_by_hangar(pr, facts, bot_login=bot_login):
+    if facts is None or not opened_by_hangar(pr, facts, bot_login=bot_login):
         return
     if job_for_pr(engine, ops.full_name, pr["number"]) is not None:
         found.skipped.append(name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -70,7 +71,7 @@ def elapsed(seconds: float) -> str:
 
 def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
                positions: dict[str, int], now: float,
-               builds: list[EnvBuildRow] = (), usage: dict[str, dict] | None = None
+               builds: Sequence[EnvBuildRow] = (), usage: dict[str, dict] | None = None
                ) -> FleetView:
     view = FleetView(usage=dict(usage or {}))
     job_by_id = {j.id: j for j in jobs}

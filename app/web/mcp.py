@@ -155,7 +155,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         except ApiCallError as exc:
             raise tool_error(exc) from None
 
-    async def ask(ctx: Context, path: str, body: dict) -> Result:
+    async def ask(ctx: Context | None, path: str, body: dict) -> Result:
         """An ask, then its outcome: the same words a comment's ask ends with."""
         asked = await call(ctx, "POST", path, body)
         done = await call(ctx, "GET", f"/api/intents/{asked['intent']}",
@@ -164,7 +164,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
 
     @server.tool(annotations=ADDS)
     async def start_job(repo: Repo, issue: Issue, prompt: Prompt, attempts: Attempts = 1,
-                        ctx: Context = None) -> Result:
+                        ctx: Context | None = None) -> Result:
         """Start coding agents on a GitHub issue, as a maintainer's `/hangar <prompt>`
         comment would (or `/hangar try N <prompt>` when attempts > 1: N independent
         attempts, each with its own pull request, ranked when all finish).
@@ -175,7 +175,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
 
     @server.tool(annotations=READS)
     async def get_job(job_id: JobId, wait_seconds: WaitSeconds = 0, after: After = None,
-                      ctx: Context = None) -> Result:
+                      ctx: Context | None = None) -> Result:
         """A job: its runs (state, stage, branch, PR, head, verification), its PRs, land
         requests and timeline, and `seq`. With wait_seconds (at most 120) it returns as
         soon as anything of the job changes after `after` (pass the seq of your last
@@ -187,7 +187,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
 
     @server.tool(annotations=READS)
     async def get_ranking(job_id: JobId, wait_seconds: WaitSeconds = 0,
-                          ctx: Context = None) -> Result:
+                          ctx: Context | None = None) -> Result:
         """The ranking of a job started with attempts > 1: best first, each with the
         attempt number, its PR and why it placed there (verification, CI, diff size).
         `final` is false while attempts still run; then `attempts` shows each one's state.
@@ -197,14 +197,14 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S)})
 
     @server.tool(annotations=ENDS)
-    async def pick(job_id: JobId, attempt: Attempt, ctx: Context = None) -> Result:
+    async def pick(job_id: JobId, attempt: Attempt, ctx: Context | None = None) -> Result:
         """Keep one attempt of a ranked job, as `/hangar pick N`: the other attempts'
         pull requests are closed. Returns the outcome. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/pick", {"attempt": attempt})
 
     @server.tool(annotations=ADDS)
     async def follow_up(job_id: JobId, prompt: Prompt, pr: TurnPr = None,
-                        ctx: Context = None) -> Result:
+                        ctx: Context | None = None) -> Result:
         """Another agent turn on one of the job's pull requests, on the same branch, as
         `/hangar <prompt>` commented there. pr may be left out when the job has one PR
         or a picked attempt. If a turn is running, this one starts when it ends.
@@ -212,26 +212,27 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await ask(ctx, f"/api/jobs/{job_id}/turns", {"prompt": prompt, "pr": pr})
 
     @server.tool(annotations=ADDS)
-    async def verify(job_id: JobId, pr: PrNumber = None, ctx: Context = None) -> Result:
+    async def verify(job_id: JobId, pr: PrNumber = None, ctx: Context | None = None) -> Result:
         """Verify a pull request's current head again in a clean sandbox, as
         `/hangar verify`. Follow the result with get_job. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/verify", {"pr": pr})
 
     @server.tool(annotations=ENDS)
-    async def cancel(job_id: JobId, ctx: Context = None) -> Result:
+    async def cancel(job_id: JobId, ctx: Context | None = None) -> Result:
         """Stop a job's queued and running agents, as `/hangar cancel`. Needs scope
         operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/cancel", {})
 
     @server.tool(annotations=ADDS)
-    async def resume(job_id: JobId, ctx: Context = None) -> Result:
+    async def resume(job_id: JobId, ctx: Context | None = None) -> Result:
         """Start a job's agents that hangar paused because the model's usage reached its
         threshold (usage shows the windows and the pause), as `/hangar resume`: the pause
         stays lifted until that usage resets. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/resume", {})
 
     @server.tool(annotations=ADDS)
-    async def request_land(job_id: JobId, pr: PrNumber = None, ctx: Context = None) -> Result:
+    async def request_land(job_id: JobId, pr: PrNumber = None,
+                           ctx: Context | None = None) -> Result:
         """Ask hangar to land a job's pull request, as `/hangar land`. hangar brings the
         branch up to date, waits for the required checks on the exact head, and merges
         once a person with write access approves that head in GitHub. No tool can
@@ -241,7 +242,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
 
     @server.tool(annotations=READS)
     async def land_status(land_id: LandId, wait_seconds: WaitSeconds = 0, after: After = None,
-                          ctx: Context = None) -> Result:
+                          ctx: Context | None = None) -> Result:
         """A land request: state (queued, updating, waiting_ci, awaiting_approval,
         merging, landed, conflict, ci_failed, rejected, cancelled, failed), the reason,
         its history and what it awaits. With wait_seconds (at most 120) it returns as
@@ -251,12 +252,12 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                                  "after": after})
 
     @server.tool(annotations=ENDS)
-    async def cancel_land(land_id: LandId, ctx: Context = None) -> Result:
+    async def cancel_land(land_id: LandId, ctx: Context | None = None) -> Result:
         """Withdraw a land request, as `/hangar land cancel`. Needs scope land."""
         return await ask(ctx, f"/api/land/{land_id}/cancel", {})
 
     @server.tool(annotations=READS)
-    async def usage(ctx: Context = None) -> Result:
+    async def usage(ctx: Context | None = None) -> Result:
         """Per model credential: agents running and queued against the concurrency cap,
         turns and their cost so far, the usage windows the model reported (utilization
         0..1 and reset), and `paused` when new agents wait for the usage to reset (resume
@@ -264,13 +265,13 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await call(ctx, "GET", "/api/usage")
 
     @server.tool(annotations=READS)
-    async def list_jobs(repo: ListRepo = None, ctx: Context = None) -> Result:
+    async def list_jobs(repo: ListRepo = None, ctx: Context | None = None) -> Result:
         """Jobs (id, repo, issue, state, attempts), oldest first, optionally of one
         repository (owner/name). Needs scope read."""
         return {"jobs": await call(ctx, "GET", "/api/jobs", query={"repo": repo})}
 
     @server.tool(annotations=READS)
-    async def get_run(run_id: RunId, ctx: Context = None) -> Result:
+    async def get_run(run_id: RunId, ctx: Context | None = None) -> Result:
         """One run (an agent turn or a verification): commits and diff from GitHub,
         the PR, verification, and the agent's own summary (a claim, unverified).
         Needs scope read."""
@@ -367,9 +368,9 @@ async def serve_mcp(request: web.Request) -> web.StreamResponse:
             "an operator allows an origin with HANGAR_MCP_ALLOWED_ORIGINS")}),
             content_type="application/json")
     caller(request)  # 503 while the API is off, 401 without a live token
-    if (request.content_length or 0) > MAX_MCP_BODY:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_MCP_BODY,
-                                            actual_size=request.content_length)
+    length = request.content_length or 0
+    if length > MAX_MCP_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_MCP_BODY, actual_size=length)
     return await serve_asgi(request.app[MCP_ASGI], request, await request.read())
 
 

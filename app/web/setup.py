@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 SETTINGS = web.AppKey("setup_settings", Settings)
 STATES = web.AppKey("setup_states", registration.States)
 SESSION = web.AppKey("setup_session", aiohttp.ClientSession)
-ON_REGISTERED = web.AppKey("setup_on_registered", Callable)
+ON_REGISTERED: web.AppKey[Callable[[dict[str, Any]], None]] = web.AppKey("setup_on_registered")
 DONE = web.AppKey("setup_done", dict)
 SETUP_KEY = web.AppKey("setup_key", str)
 
