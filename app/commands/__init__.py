@@ -11,7 +11,6 @@ This file is the concern's face: code outside the folder imports from here only.
 
 from app.commands.grammar import (
     COMMANDS,
-    MAX_ATTEMPTS,
     MAX_COMMANDS_PER_COMMENT,
     MAX_PROMPT_CHARS,
     Command,
@@ -25,7 +24,6 @@ from app.commands.intents import (
     ACTIONS,
     Answer,
     Busy,
-    Followup,
     NoRunOnPr,
     Started,
     hangar_pr_job,
@@ -49,14 +47,12 @@ from app.commands.intents import (
 __all__ = [
     "ACTIONS",
     "COMMANDS",
-    "MAX_ATTEMPTS",
     "MAX_COMMANDS_PER_COMMENT",
     "MAX_PROMPT_CHARS",
     "Answer",
     "Busy",
     "Command",
     "CommandSpec",
-    "Followup",
     "NoRunOnPr",
     "Started",
     "UsageError",
