@@ -40,7 +40,7 @@ def repository_moved(engine: StepContext, event: RepositoryEvent) -> None:
     if not old or old == new:
         return
     for job in engine.store.find("job", Job, thread__repo=old):
-        engine.save_job(changed(job, thread=job.thread.model_copy(update={"repo": new}),
+        engine.save_job(changed(job, thread=changed(job.thread, repo=new),
                                 clone_url=event.repository.clone_url or job.clone_url))
     moved = landing.rename_requests(engine, old, new)
     log.info("repository %s is now %s", old, new, extra={"land_requests": moved})
