@@ -23,7 +23,8 @@ PACKAGES = ("app", "handlers", "sandbox", "proxy", "fakehub")
 
 # Top to bottom. A module belongs to the layer with its longest matching prefix.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("composition root", ("app.wiring", "app.cli", "app.service", "app.demo", "app.doctor")),
+    ("composition root", ("app.wiring", "app.cli", "app.service", "app.demo", "app.doctor",
+                          "app.startup")),
     ("fakehub", ("fakehub",)),
     ("web", ("app.web",)),  # the webhook route, the API, MCP, pages, the sandbox gate
     ("intake", ("app.intake",)),  # deliveries stored and dispatched, redelivery
