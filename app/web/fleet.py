@@ -118,7 +118,7 @@ def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
 
 
 def _needs(view: FleetView, jobs: list[Job], runs_by_job: dict[str, list[Run]],
-           land_of: dict[tuple[str, int], LandRequest], builds: list[EnvBuildRow],
+           land_of: dict[tuple[str, int], LandRequest], builds: Sequence[EnvBuildRow],
            now: float) -> None:
     """What waits for a person: a verified PR for a review, a PR that cannot land as it is
     (conflicts, failing checks or verification, a rule hangar cannot meet), a paused
