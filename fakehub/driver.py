@@ -254,6 +254,17 @@ class Driver:
 
         return self._call(create)
 
+    def attach(self, repo: str, data: bytes, content_type: str = "image/png") -> str:
+        """Attach a file as a person does by dropping it in a comment box; its URL, for
+        the markdown of a body or comment."""
+        from fakehub.rest.attachments import attach
+
+        def upload() -> str:
+            found = attach(self._hub.store, self._repo(repo), data, content_type)
+            return f"{self.base_url}/user-attachments/assets/{found.id}"
+
+        return self._call(upload)
+
     def comment(self, repo: str, number: int, body: str, as_user: str) -> int:
         def create() -> int:
             return self._hub.add_comment(self._repo(repo), number, body, self._as(as_user)).id

@@ -14,7 +14,7 @@ from fakehub import gql, oauth, webpages
 from fakehub.faults import FAULTS_KEY, Faults, answer
 from fakehub.git_http import HUB_KEY, add_git_routes
 from fakehub.hub import Hub, HubError
-from fakehub.rest import apps, checks, issues, pulls, repos
+from fakehub.rest import apps, attachments, checks, issues, pulls, repos
 from fakehub.rest.common import ApiError, error_body, identity
 
 log = logging.getLogger("fakehub.server")
@@ -141,6 +141,7 @@ def create_app(hub: Hub) -> web.Application:
     app.add_routes(apps.web_routes)  # the App manifest flow's pages on the web host
     app.add_routes(oauth.web_routes)  # sign-in with GitHub: the web application flow
     app.add_routes(webpages.routes)  # the issue, PR, check run and commit pages links lead to
+    app.add_routes(attachments.web_routes)  # files attached to issues and comments
     add_git_routes(app)
 
     async def lifecycle(app: web.Application):

@@ -299,6 +299,16 @@ class Delivery:
         return json.loads(self.body)
 
 
+@dataclass
+class Attachment:
+    """A file attached to an issue or comment (served at /user-attachments/assets/{id})."""
+
+    id: str
+    repo_id: int
+    data: bytes
+    content_type: str
+
+
 class Store:
     """Indexes of every record, and the id sequence they share."""
 
@@ -322,6 +332,7 @@ class Store:
         self.manifest_codes: dict[str, tuple[int, datetime]] = {}
         # The web application flow's codes: code → (app id, login, redirect_uri, issued).
         self.oauth_codes: dict[str, tuple[int, str, str, datetime]] = {}
+        self.attachments: dict[str, Attachment] = {}  # by asset id
 
     def next_id(self) -> int:
         return next(self._ids)

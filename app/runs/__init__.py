@@ -12,6 +12,8 @@ Which file holds what:
 - queue.py: who runs next (per model credential), and a credential's pause at its usage
   threshold; pause.py: the pause's pure rule; costs.py: a turn's own cost and tokens;
 - agent.py: the agent's turn: its sandbox, prompt, model route and session; watching it;
+- thread.py: a first turn's issue thread (every post, who may write, untrusted text
+  fenced, bounded) and its attached images, downloaded by hangar into the sandbox;
 - publishing.py: hangar pushes the branch itself; what GitHub refuses is held, not lost;
 - verify.py: the verify command on the exact head, in a clean sandbox;
 - sandbox.py: what the steps share: a run's sandbox checked out, commands that must

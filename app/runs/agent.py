@@ -27,6 +27,7 @@ from app.runs.queue import (
     wake_queued,
 )
 from app.runs.sandbox import AGENT_CHECK, REPO, must, prepare_sandbox, upsert_check
+from app.runs.thread import attach_images, read_thread, thread_prompt
 from sandbox.provider import SandboxError
 
 if TYPE_CHECKING:
@@ -107,11 +108,20 @@ async def start_agent(engine: StepContext, run: Run) -> None:
 
     harness = harness_for(spec)
     review = await review_context(ops, run) if run.kind == RunKind.FOLLOWUP else ""
+    thread = ""
+    if run.turn == 1:
+        # The first turn reads the whole issue thread; its images are copied in by hangar,
+        # which alone holds the token that may fetch them.
+        context = await read_thread(engine, ops, job)
+        await attach_images(engine, job, context)
+        if context.images:
+            await provider.copy_in(sb, {i.path: i.data for i in context.images}, mode=0o644)
+        thread = thread_prompt(context)
     if run.turn > 1:
         await restore_session(engine, run, sb, harness)
     # The agent gets a gateway URL and a token for this sandbox, never the model key.
     route = model_route(engine, run, sb, spec)
-    argv, env = harness.command(build_prompt(job, run, spec, review), turn=run.turn,
+    argv, env = harness.command(build_prompt(job, run, spec, review, thread), turn=run.turn,
                                 session_id=previous_session(engine, run), model=route)
     env.update(egress_env(engine, run.id, sb, spec))  # everything else: the egress proxy
     files = harness.files(route)
@@ -194,14 +204,15 @@ def checkout_for(run: Run) -> list[str]:
     return ["git", "checkout", "-q", "-B", run.branch, f"origin/{run.branch}"]
 
 
-def build_prompt(job: Job, run: Run, spec: Any, review: str = "") -> str:
+def build_prompt(job: Job, run: Run, spec: Any, review: str = "", thread: str = "") -> str:
+    """`thread`: the issue's whole thread as app.runs.thread words it (the first turn);
+    without it, the issue's title and body as the command found them."""
     verify_cmd = spec.verify.command if spec.verify else "the repository's tests"
     parts = [
         AGENT_PREAMBLE.format(repo=job.thread.repo, branch=run.branch, verify=verify_cmd),
         "",
-        f"Issue #{job.thread.number}: {job.title}",
-        job.body.strip(),
-        "",
+        *([thread] if thread else [f"Issue #{job.thread.number}: {job.title}",
+                                   job.body.strip(), ""]),
     ]
     if review:
         parts += ["Review comments on the pull request so far:", review, ""]
