@@ -104,6 +104,8 @@ class Job(BaseModel):
     clone_url: str
     base_branch: str
     attempts: int = 1
+    # The repository's trigger label that started the job: removed once its PR is open.
+    trigger_label: str | None = None
     state: JobState = JobState.ACTIVE
     # thread number → id of hangar's status comment there (the issue, then each PR)
     status_comments: dict[int, int] = {}

@@ -36,10 +36,16 @@ class AutofixPolicy(_Strict):
     quiet_minutes: float = Field(10, ge=0)  # no turn while a human pushed this recently
 
 
+class TriggerPolicy(_Strict):
+    # A label that, added to an issue by a person with write access, starts a job.
+    label: str | None = Field(None, min_length=1, max_length=50)
+
+
 class RepoConfig(_Strict):
     environment: str | dict[str, Any] | None = None
     land: LandPolicy = LandPolicy()
     autofix: AutofixPolicy = AutofixPolicy()
+    trigger: TriggerPolicy = TriggerPolicy()
 
 
 _FIXES = {

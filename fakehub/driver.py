@@ -271,6 +271,14 @@ class Driver:
 
         return self._call(create)
 
+    def label(self, repo: str, number: int, name: str, as_user: str) -> None:
+        """Add a label to an issue or PR as a person (GitHub lets triage and up)."""
+        def add() -> None:
+            found = self._repo(repo)
+            self._hub.add_labels(found, self._hub.issue(found, number), [name], self._as(as_user))
+
+        self._call(add)
+
     def edit_comment(self, repo: str, comment_id: int, body: str, as_user: str) -> None:
         self._call(lambda: self._hub.edit_comment(self._repo(repo), comment_id, body,
                                                   self._as(as_user)))

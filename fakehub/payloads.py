@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from fakehub import gitrepo
 from fakehub.state import (
@@ -17,6 +18,7 @@ from fakehub.state import (
     Comment,
     Installation,
     Issue,
+    Label,
     Repo,
     Review,
     Status,
@@ -344,7 +346,7 @@ class Shapes:
             "number": issue.number,
             "title": issue.title,
             "user": self.user(issue.user),
-            "labels": [],
+            "labels": [self.label(repo, label) for label in issue.labels],
             "state": issue.state,
             "locked": False,
             "assignee": None,
@@ -377,6 +379,17 @@ class Shapes:
     def _via_app(self, app_id: int | None) -> dict[str, Any] | None:
         app = self.store.apps.get(app_id) if app_id else None
         return self.app_webhook(app) if app else None
+
+    def label(self, repo: Repo, label: Label) -> dict[str, Any]:
+        return {
+            "id": label.id,
+            "node_id": node_id("Label", label.id),
+            "url": f"{self.api}/repos/{repo.full_name}/labels/{quote(label.name)}",
+            "name": label.name,
+            "description": label.description,
+            "color": label.color,
+            "default": False,
+        }
 
     def comment(self, comment: Comment) -> dict[str, Any]:
         repo = self.store.repo_by_id(comment.repo_id)
@@ -457,7 +470,7 @@ class Shapes:
             "assignees": [],
             "requested_reviewers": [],
             "requested_teams": [],
-            "labels": [],
+            "labels": [self.label(repo, label) for label in issue.labels],
             "milestone": None,
             "draft": pr.draft,
             "commits_url": f"{api}/pulls/{issue.number}/commits",

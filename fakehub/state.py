@@ -147,6 +147,7 @@ class Repo:
     fork_of: int | None = None  # the parent repository's id, for a fork
     # The repository's merge settings: which merge buttons (and merge_method values) work.
     merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")
+    labels: dict[str, Label] = field(default_factory=dict)  # by lower-case name
     # Deployments: {id, sha, environment, state, creator} (the latest status's state).
     deployments: list[dict[str, Any]] = field(default_factory=list)
 
@@ -211,6 +212,7 @@ class Issue:
     via_app_id: int | None = None
     pull: PullRequest | None = None
     reactions: list[Reaction] = field(default_factory=list)
+    labels: list[Label] = field(default_factory=list)
 
 
 @dataclass
@@ -297,6 +299,14 @@ class Delivery:
         import json
 
         return json.loads(self.body)
+
+
+@dataclass
+class Label:
+    id: int
+    name: str
+    color: str = "ededed"
+    description: str | None = None
 
 
 @dataclass

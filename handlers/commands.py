@@ -1,11 +1,14 @@
 """What `/hangar` commands hear: a comment on an issue or a pull request, a review's body,
-a line comment on a review's diff. Each `/hangar …` line becomes an intent, once."""
+a line comment on a review's diff, a label added to an issue. Each `/hangar …` line
+becomes an intent, once; so does each label added (the repository's trigger label starts
+a job)."""
 
 from gidgethub import routing, sansio
 
 from app import commands
 from app.intake.payloads import (
     IssueCommentEvent,
+    IssuesEvent,
     PullRequestReviewEvent,
     ReviewCommentEvent,
     parts_as,
@@ -18,6 +21,13 @@ router = routing.Router()
 async def new_comment(event: sansio.Event, *, engine, parts=None, **_) -> None:
     # Edits and deletions never trigger: a command runs once, when it is written.
     commands.record_comment(engine, parts_as(IssueCommentEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("issues", action="labeled")
+async def labeled_issue(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # Whether it is the trigger label (the repository's config) is read by the intent's step.
+    commands.record_label(engine, parts_as(IssuesEvent, event.data, parts), event.delivery_id)
     engine.wake()
 
 

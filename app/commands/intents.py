@@ -25,6 +25,7 @@ from app.intake.payloads import (
     CheckRunEvent,
     CheckSuiteEvent,
     IssueCommentEvent,
+    IssuesEvent,
     PullRequestReviewEvent,
     Repository,
     ReviewCommentEvent,
@@ -84,8 +85,9 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
     # The API's callers hold the operator's token: they are trusted like a maintainer.
     trusted = intent.author_type == "Api"
     if who != "anyone" and not trusted and not await engine.may_write(ops, intent.author):
-        await reply(ops, intent, Why(Answer.NO_WRITE_ACCESS, login=intent.author),
-                    key=f"refused-{intent.author}")
+        if intent.command not in QUIET:
+            await reply(ops, intent, Why(Answer.NO_WRITE_ACCESS, login=intent.author),
+                        key=f"refused-{intent.author}")
         return finish(engine, intent, "refused: no write access")
     if spec and spec.where != "both" and (spec.where == "pr") != intent.thread.is_pr:
         await reply(ops, intent, Why(Answer.WRONG_PLACE, command=spec.name, usage=spec.usage,
@@ -150,7 +152,8 @@ async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Jo
     return job
 
 
-def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int) -> str:
+def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int,
+              trigger_label: str | None = None) -> str:
     job_id = job_id_for(intent.id)
     if engine.get_job(job_id):
         return f"job {job_id}"
@@ -158,7 +161,7 @@ def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int
     job = Job(
         id=job_id, thread=intent.thread, requested_by=intent.author, prompt=prompt,
         title=intent.title, body=intent.body, clone_url=intent.clone_url,
-        base_branch=base, attempts=attempts,
+        base_branch=base, attempts=attempts, trigger_label=trigger_label,
     )
     short = job_id.removeprefix("job-")[:4]
     for attempt in range(1, attempts + 1):
@@ -254,8 +257,10 @@ def request_verification(engine: StepContext, job: Job, pr_number: int,
 
 
 # Intents hangar records itself, typed by no one: a usage reply, a check run's "Fix with
-# hangar" button, a review that asked for changes.
-INTERNAL = ("usage", "autofix_button", "review_turn")
+# hangar" button, a review that asked for changes, a label added to an issue.
+INTERNAL = ("usage", "autofix_button", "review_turn", "label")
+# Refused without a reply: a label anyone with triage may add is no request to hangar.
+QUIET = ("label",)
 
 
 def wake_waiting(engine: StepContext, run_id: str) -> None:
@@ -309,6 +314,27 @@ def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
         engine, f"comment-{event.comment.id}", thread, event.comment.body or "",
         event.comment.user, event.repository, title=event.issue.title,
         body=event.issue.body or "", comment_id=event.comment.id)
+
+
+def record_label(engine: StepContext, event: IssuesEvent, delivery_id: str | None) -> None:
+    """A label added to an issue: its step starts a job when it is the repository's trigger
+    label and the person who added it may write (as if she had commented `/hangar`)."""
+    sender = event.sender
+    if (event.installation is None or event.label is None or event.issue.pull_request
+            or sender.is_bot or sender.login in engine.settings.ignored_logins):
+        return
+    # One intent per label added (a redelivery keeps its delivery id).
+    intent_id = f"label-{event.issue.number}-{delivery_id or event.label.name}"
+    if engine.store.get("intent", intent_id, Intent):
+        return
+    thread = Thread(repo=event.repository.full_name, number=event.issue.number,
+                    installation_id=event.installation.id, is_pr=False)
+    engine.save_intent(Intent(
+        id=intent_id, thread=thread, comment_id=0, author=sender.login,
+        author_type=sender.type, command="label", args={"label": event.label.name},
+        title=event.issue.title, body=event.issue.body or "",
+        clone_url=event.repository.clone_url or "",
+        default_branch=event.repository.default_branch))
 
 
 def record_review_body(engine: StepContext, event: PullRequestReviewEvent) -> None:

@@ -246,6 +246,14 @@ class RepoOps:
 
     # -- pull requests --------------------------------------------------------------
 
+    async def remove_label(self, number: int, name: str) -> None:
+        """Take a label off an issue; one already gone is no error."""
+        try:
+            await self.gh.delete(f"{self.base}/issues/{number}/labels/{quote(name, safe='')}")
+        except HTTPException as exc:
+            if int(exc.status_code) != 404:
+                raise
+
     async def find_pr(self, branch: str) -> dict | None:
         url = f"{self.base}/pulls?head={self.owner}:{branch}&state=all"
         async for pr in self.gh.getiter(url):

@@ -67,6 +67,19 @@ class IssueCommentEvent(_Part):
     sender: Account
 
 
+class LabelPart(_Part):
+    name: str
+
+
+class IssuesEvent(_Part):
+    action: str
+    issue: Issue
+    label: LabelPart | None = None
+    repository: Repository
+    installation: Installation | None = None
+    sender: Account
+
+
 class Ref(_Part):
     ref: str
     sha: str
@@ -265,6 +278,7 @@ class DeploymentStatusEvent(_Part):
 # The payload each handled (event, action) must parse as; None matches every action.
 HANDLED: dict[tuple[str, str | None], type[_Part]] = {
     ("issue_comment", "created"): IssueCommentEvent,
+    ("issues", "labeled"): IssuesEvent,
     ("pull_request", "synchronize"): PullRequestEvent,
     ("pull_request", "closed"): PullRequestEvent,
     ("pull_request", "reopened"): PullRequestEvent,

@@ -22,6 +22,7 @@ from app.models import DEFERRED, Deferred, Intent, JobState, RunKind, RunStage, 
 from app.render import latest_turns
 from app.render.reasons import Why
 from app.render.replies import retry_label
+from app.repoconfig import parse_repo_config
 from app.runs.ending import Restart, retryable
 from app.runs.jobs import refresh_status
 from app.runs.publishing import request_retry
@@ -134,7 +135,26 @@ async def resume(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     return f"resumed {len(lifted)} credential(s)"
 
 
+# What a job started by the trigger label asks: the issue's thread says the rest.
+LABEL_PROMPT = "Resolve this issue as its title, description and comments describe."
+
+
+async def run_from_label(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+    """A label added by a person with write access (checked before this, quietly): a job,
+    as `/hangar` would start, when it is the trigger label of the repository's config."""
+    config, _ = parse_repo_config(await engine.config_text(ops, intent.default_branch))
+    wanted = config.trigger.label
+    label = intent.args.get("label") or ""
+    if wanted is None or wanted.lower() != label.lower():
+        return "not the trigger label"
+    earlier = job_for_thread(engine, intent.thread.repo, intent.thread.number)
+    if earlier is not None and earlier.state == JobState.ACTIVE:
+        return "a job is already working on this issue"  # the label added again
+    return start_job(engine, intent, LABEL_PROMPT, attempts=1, trigger_label=label)
+
+
 ACTIONS = {
+    "label": run_from_label,
     "run": run_agent,
     "cancel": cancel,
     "verify": verify_again,

@@ -163,6 +163,10 @@ async def collect(engine: StepContext, run: Run) -> None:
 async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run) -> dict:
     """The run's PR, opened or brought up to date, recorded on the run."""
     pr = await find_or_open_pr(engine, ops, job, run)
+    if job.trigger_label:
+        # The label asked for this PR; it stays on the issue only while no PR is open.
+        await ops.remove_label(job.thread.number, job.trigger_label)
+        engine.patch_job(job.id, trigger_label=None)
     fresh = engine.get_run(run.id)
     engine.patch_run(run.id, pr_number=pr["number"],
                      posting=[k for k in fresh.posting if k != "pr"])

@@ -7,6 +7,7 @@ from fakehub.state import (
     Comment,
     Identity,
     Issue,
+    Label,
     Reaction,
     Repo,
     now,
@@ -125,6 +126,43 @@ class IssueOps:
             actor.user,
         )
         return comment
+
+    # -- labels -----------------------------------------------------------------------
+
+    def add_labels(self, repo: Repo, issue: Issue, names: list[str], actor: Identity) -> None:
+        """Labels on an issue or PR; a name the repository lacks is created, as on GitHub.
+        Each label newly on it sends `labeled`."""
+        for name in names:
+            if not isinstance(name, str) or not name.strip():
+                raise HubError(422, "Validation Failed", [
+                    {"resource": "Label", "code": "invalid", "field": "name"}])
+            label = repo.labels.get(name.lower())
+            if label is None:
+                label = repo.labels[name.lower()] = Label(id=self.store.next_id(), name=name)
+            if any(have.id == label.id for have in issue.labels):
+                continue
+            issue.labels.append(label)
+            issue.updated_at = now()
+            self._emit_label(repo, issue, label, "labeled", actor)
+
+    def remove_label(self, repo: Repo, issue: Issue, name: str, actor: Identity) -> None:
+        label = next((have for have in issue.labels if have.name.lower() == name.lower()), None)
+        if label is None:
+            raise HubError(404, "Label does not exist")
+        issue.labels.remove(label)
+        issue.updated_at = now()
+        self._emit_label(repo, issue, label, "unlabeled", actor)
+
+    def _emit_label(self, repo: Repo, issue: Issue, label: Label, action: str,
+                    actor: Identity) -> None:
+        shaped = self.shapes.label(repo, label)
+        if issue.pull:
+            self._emit_repo(repo, "pull_request", {
+                "action": action, "number": issue.number,
+                "pull_request": self.shapes.pull(issue), "label": shaped}, actor.user)
+        else:
+            self._emit_repo(repo, "issues", {
+                "action": action, "issue": self.shapes.issue(issue), "label": shaped}, actor.user)
 
     def react(
         self, target: Comment | Issue, content: str, actor: Identity

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from aiohttp import web
 
 from fakehub.hub import HubError
@@ -18,6 +20,7 @@ from fakehub.rest.common import (
     repo_for,
     require_identity,
 )
+from fakehub.state import permission_at_least
 
 routes = web.RouteTableDef()
 
@@ -152,6 +155,64 @@ async def react_to_issue(request: web.Request) -> web.Response:
         raise from_hub_error(exc) from exc
     reaction, created = h.react(issue, body["content"], ident)
     return reply(h.shapes.reaction(reaction), status=201 if created else 200)
+
+
+def _labeler(request: web.Request):
+    """The repository, if the caller may label its issues: an installation with
+    `issues: write`, a person with triage or more (GitHub's role that may label)."""
+    repo = repo_for(request, "issues", "write")
+    ident = require_identity(request)
+    h = hub(request)
+    if ident.kind != "installation" and not permission_at_least(
+            h.store.permission(repo, ident.user), "triage"):
+        raise ApiError(403, "Resource not accessible by personal access token")
+    return repo, ident
+
+
+@routes.get("/repos/{owner}/{repo}/issues/{issue_number}/labels")
+async def list_labels(request: web.Request) -> web.Response:
+    repo = repo_for(request, "issues", "read")
+    h = hub(request)
+    try:
+        issue = h.issue(repo, int_param(request, "issue_number"))
+    except HubError as exc:
+        raise from_hub_error(exc) from exc
+    chunk, headers = page(request, [h.shapes.label(repo, label) for label in issue.labels])
+    return reply(chunk, headers=headers)
+
+
+@routes.post("/repos/{owner}/{repo}/issues/{issue_number}/labels")
+async def add_labels(request: web.Request) -> web.Response:
+    repo, ident = _labeler(request)
+    h = hub(request)
+    raw = await request.read()
+    try:
+        body = json.loads(raw) if raw else {}
+    except ValueError as exc:
+        raise ApiError(400, "Problems parsing JSON") from exc
+    # GitHub takes {"labels": [...]} or the bare list of names.
+    names = body.get("labels") if isinstance(body, dict) else body
+    if not isinstance(names, list) or not names:
+        raise ApiError(422, "Validation Failed", [
+            {"resource": "Label", "code": "missing_field", "field": "labels"}])
+    try:
+        issue = h.issue(repo, int_param(request, "issue_number"))
+        h.add_labels(repo, issue, names, ident)
+    except HubError as exc:
+        raise from_hub_error(exc) from exc
+    return reply([h.shapes.label(repo, label) for label in issue.labels])
+
+
+@routes.delete("/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}")
+async def remove_label(request: web.Request) -> web.Response:
+    repo, ident = _labeler(request)
+    h = hub(request)
+    try:
+        issue = h.issue(repo, int_param(request, "issue_number"))
+        h.remove_label(repo, issue, request.match_info["name"], ident)
+    except HubError as exc:
+        raise from_hub_error(exc) from exc
+    return reply([h.shapes.label(repo, label) for label in issue.labels])
 
 
 @routes.get("/repos/{owner}/{repo}/issues/{issue_number}/comments")

@@ -99,3 +99,48 @@ def test_first_turn_reads_the_whole_thread_and_its_attached_images(world):
     assert "an image in @rick's post \"mine\" is not here: not a file attached on GitHub" in prompt
     # the sandbox never held a GitHub token
     assert read_branch_file(world, pr["head"]["ref"], "CREDENTIALS.txt").strip() == "0"
+
+
+# Fixes add() unless the issue asks for nothing to be done.
+FIX_UNLESS_NOTHING = """\
+set -e
+case "$HANGAR_PROMPT" in *"change nothing"*) echo "nothing to do"; exit 0 ;; esac
+sed -i 's/return a - b/return a + b/' calc.py
+git commit -qam "Fix add()"
+"""
+
+
+def labels(world, number: int) -> list[str]:
+    return [label["name"] for label in world.hub.get_issue(world.repo, number)["labels"]]
+
+
+def test_the_trigger_label_starts_a_job_when_a_writer_adds_it(world):
+    world.hub.create_user("tina")
+    world.hub.grant(world.repo, "tina", "triage")  # may label, may not write
+    world.hub.push_files(world.repo, "main", {".github/hangar.yml": "trigger: {label: hangar}\n"},
+                         "Let the hangar label start jobs", as_user=world.maintainer)
+    world.start_hangar(FIX_UNLESS_NOTHING)
+    by_triager = world.hub.create_issue(world.repo, "add() is wrong", "It subtracts.",
+                                        as_user=world.maintainer)
+    world.hub.label(world.repo, by_triager, "hangar", as_user="tina")
+    other_label = world.hub.create_issue(world.repo, "add() is wrong", "It subtracts.",
+                                         as_user=world.maintainer)
+    world.hub.label(world.repo, other_label, "bug", as_user=world.maintainer)
+    failing = world.hub.create_issue(world.repo, "Leave it", "Please change nothing.",
+                                     as_user=world.maintainer)
+    world.hub.label(world.repo, failing, "hangar", as_user=world.maintainer)
+    issue = world.hub.create_issue(world.repo, "add() is wrong", "It subtracts.",
+                                   as_user=world.maintainer)
+    world.hub.label(world.repo, issue, "hangar", as_user=world.maintainer)
+
+    pr = wait_until(lambda: world.verified(issue), 90, "a verified PR from the label")
+    assert f"Closes #{issue}" in pr["body"]
+    # the label came off once the PR was open
+    wait_until(lambda: labels(world, issue) == [], 30, "the label removed")
+    # a job that opened no PR keeps its label, so people see it still asks
+    wait_until(lambda: "no pull request" in world.status(failing), 60, "the no-change status")
+    assert labels(world, failing) == ["hangar"]
+    # a label from someone without write access, or another label, does nothing at all
+    for quiet in (by_triager, other_label):
+        assert world.hub.issue_comments(world.repo, quiet) == []
+        assert world.pr_for(quiet) is None

@@ -110,6 +110,12 @@ def exercise_every_route(world, tmp_path: Path) -> None:
     ok("GET", f"/repos/{repo}/issues/comments/{status_comment['id']}")
     ok("PATCH", f"/repos/{repo}/issues/comments/{status_comment['id']}", {"body": "done"})
     ok("GET", f"/repos/{repo}/issues/{issue['number']}/comments")
+    # Labels: added as a person does (issues.labeled), read, removed by the App.
+    hub.label(repo, issue["number"], "hangar", as_user="dev")
+    ok("POST", f"/repos/{repo}/issues/{issue['number']}/labels", {"labels": ["bug"]})
+    ok("GET", f"/repos/{repo}/issues/{issue['number']}/labels")
+    ok("DELETE", f"/repos/{repo}/issues/{issue['number']}/labels/hangar")
+    ok("DELETE", f"/repos/{repo}/issues/{issue['number']}/labels/hangar", status=404)
     ok("PATCH", f"/repos/{repo}/issues/{issue['number']}", {"state": "closed"})
 
     # Rules: a ruleset through the API, read back.
@@ -304,6 +310,7 @@ def test_every_webhook_payload_matches_its_schema(flow, webhook_schema):
     events = {(d.event, d.action) for d in deliveries}
     for expected in [("installation", "created"), ("installation_repositories", "added"),
                      ("issues", "opened"), ("issues", "closed"),
+                     ("issues", "labeled"), ("issues", "unlabeled"),
                      ("issue_comment", "created"), ("issue_comment", "edited"),
                      ("pull_request", "opened"), ("pull_request", "synchronize"),
                      ("pull_request", "edited"), ("pull_request", "closed"),
