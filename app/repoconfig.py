@@ -28,6 +28,9 @@ class LandPolicy(_Strict):
     ci_timeout_minutes: float = Field(45, gt=0)
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE))
     require_verification: bool = True
+    # Asked for a review (besides the changed files' code owners) once a PR is verified:
+    # people (`login`) or teams (`org/team`).
+    reviewers: list[str] = []
 
 
 class AutofixPolicy(_Strict):

@@ -25,6 +25,7 @@ from app import (
     fanout,
     landing,
     repositories,
+    reviewers,
     runs,
 )
 from app.engine import (
@@ -167,6 +168,8 @@ def register_concerns(engine: Engine) -> None:
                 next_at=lambda row: row.due_at if row.state == "new" else NEVER),
         RowKind("autofix", "autofix", autofix.AutofixRow, autofix.advance_autofix,
                 next_at=lambda row: row.due_at, give_up=autofix.give_up),
+        # A verified PR's review request waits only for the wake of its verified head.
+        RowKind("review_ask", reviewers.TABLE, reviewers.ReviewAsk, reviewers.advance_ask),
         # A build waits for a slot: a queued build, and the end of one, wake the queued.
         RowKind("envbuild", envbuilds.BUILD, envbuilds.EnvBuildRow,
                 envbuilds.advance_build, next_at=lambda _row: NEVER),
@@ -184,6 +187,8 @@ def register_concerns(engine: Engine) -> None:
     engine.after_step("run", commands.wake_waiting)
     # The end of a verified turn is when auto-fix looks at the head's CI.
     engine.after_step("run", autofix.after_run_step)
+    # A verified head waits for a person: hangar asks its reviewers.
+    engine.after_step("run", reviewers.after_run_step)
     # A finished run may be its job's last: the job looks at its runs.
     engine.after_step("run", runs.wake_job)
     # Once every attempt of `/hangar try N` has finished, fan-out ranks them.
@@ -193,6 +198,7 @@ def register_concerns(engine: Engine) -> None:
     # What each concern says about a job's PRs in its status comment, in this order.
     engine.status_notes(landing.status_notes)
     engine.status_notes(autofix.status_notes)
+    engine.status_notes(reviewers.status_notes)
 
 
 async def end_abandoned_sandboxes(engine: Engine) -> None:

@@ -468,7 +468,7 @@ class Shapes:
             "merge_commit_sha": pr.merge_commit_sha,
             "assignee": None,
             "assignees": [],
-            "requested_reviewers": [],
+            "requested_reviewers": [self.user(u) for u in pr.requested_reviewers],
             "requested_teams": [],
             "labels": [self.label(repo, label) for label in issue.labels],
             "milestone": None,

@@ -194,6 +194,7 @@ class PullRequest:
     # Review threads (each line comment of a review starts one: "<review id>-<index>")
     # that someone resolved.
     resolved_threads: set[str] = field(default_factory=set)
+    requested_reviewers: list[User] = field(default_factory=list)  # asked, not yet reviewed
 
 
 @dataclass

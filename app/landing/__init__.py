@@ -38,6 +38,7 @@ from app.landing.gate import (
     blockers,
     branch_gate,
     missing_for_merge,
+    owners_of,
     parse_codeowners,
     usable_methods,
 )
@@ -213,6 +214,7 @@ __all__ = [
     "missing_for_merge",
     "move",
     "one_line",
+    "owners_of",
     "parse_codeowners",
     "pusher_unknown",
     "pushers",

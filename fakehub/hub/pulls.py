@@ -497,6 +497,55 @@ class PullOps:
 
     # -- reviews --------------------------------------------------------------------
 
+    def request_reviewers(self, repo: Repo, issue: Issue, logins: list[str],
+                          teams: list[str], actor: Identity) -> None:
+        """As GitHub: people with access to the repository, never the PR's author; each
+        newly asked sends `review_requested`. fakehub has no teams: asking one is 422."""
+        pr = issue.pull
+        assert pr is not None
+        users = []
+        for login in logins:
+            user = self.store.user(login) if isinstance(login, str) else None
+            if user is not None and user.id == issue.user.id:
+                raise HubError(422, "Unprocessable Entity", [
+                    "Review cannot be requested from pull request author."])
+            # A collaborator (or the owner): reading a public repository is not enough.
+            if user is None or (user.id != repo.owner.id
+                                and user.login.lower() not in repo.collaborators):
+                raise HubError(422, "Unprocessable Entity", [
+                    "Reviews may only be requested from collaborators. One or more of the "
+                    "users or teams you specified is not a collaborator of the "
+                    f"{repo.full_name} repository."])
+            users.append(user)
+        if teams:
+            raise HubError(422, "Unprocessable Entity", [
+                "Reviews may only be requested from collaborators. One or more of the users "
+                f"or teams you specified is not a collaborator of the {repo.full_name} "
+                "repository."])
+        for user in users:
+            if any(have.id == user.id for have in pr.requested_reviewers):
+                continue
+            pr.requested_reviewers.append(user)
+            self._emit_repo(repo, "pull_request", {
+                "action": "review_requested", "number": issue.number,
+                "pull_request": self.shapes.pull(issue),
+                "requested_reviewer": self.shapes.user(user)}, actor.user)
+
+    def remove_requested_reviewers(self, repo: Repo, issue: Issue, logins: list[str],
+                                   actor: Identity) -> None:
+        pr = issue.pull
+        assert pr is not None
+        for login in logins:
+            user = next((u for u in pr.requested_reviewers
+                         if isinstance(login, str) and u.login.lower() == login.lower()), None)
+            if user is None:
+                continue
+            pr.requested_reviewers.remove(user)
+            self._emit_repo(repo, "pull_request", {
+                "action": "review_request_removed", "number": issue.number,
+                "pull_request": self.shapes.pull(issue),
+                "requested_reviewer": self.shapes.user(user)}, actor.user)
+
     def submit_review(
         self,
         repo: Repo,
@@ -534,6 +583,8 @@ class PullOps:
             comments=list(comments or []),
         )
         self.store.reviews[review.id] = review
+        # A review answers the request: GitHub takes the reviewer off the requested list.
+        pr.requested_reviewers = [u for u in pr.requested_reviewers if u.id != actor.user.id]
         self._emit_repo(
             repo,
             "pull_request_review",

@@ -191,6 +191,49 @@ async def merge_pull(request: web.Request) -> web.Response:
     return reply({"sha": sha, "merged": True, "message": "Pull Request successfully merged"})
 
 
+def _names(body: dict, key: str) -> list[str]:
+    names = body.get(key) or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise validation_failed("PullRequest", key, "invalid")
+    return names
+
+
+@routes.get("/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers")
+async def list_requested_reviewers(request: web.Request) -> web.Response:
+    repo = repo_for(request, "pull_requests", "read")
+    h = hub(request)
+    pr = _pull(request, repo).pull
+    return reply({"users": [h.shapes.user(u) for u in pr.requested_reviewers], "teams": []})
+
+
+@routes.post("/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers")
+async def request_reviewers(request: web.Request) -> web.Response:
+    repo = repo_for(request, "pull_requests", "write")
+    ident = require_identity(request)
+    h = hub(request)
+    issue = _pull(request, repo)
+    body = await body_json(request)
+    users, teams = _names(body, "reviewers"), _names(body, "team_reviewers")
+    try:
+        h.request_reviewers(repo, issue, users, teams, ident)
+    except HubError as exc:
+        raise from_hub_error(exc) from exc
+    return reply(h.shapes.pull_simple(issue), status=201)
+
+
+@routes.delete("/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers")
+async def remove_requested_reviewers(request: web.Request) -> web.Response:
+    repo = repo_for(request, "pull_requests", "write")
+    ident = require_identity(request)
+    h = hub(request)
+    issue = _pull(request, repo)
+    body = await body_json(request)
+    if "reviewers" not in body:
+        raise validation_failed("PullRequest", "reviewers")
+    h.remove_requested_reviewers(repo, issue, _names(body, "reviewers"), ident)
+    return reply(h.shapes.pull_simple(issue))
+
+
 @routes.get("/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
 async def list_reviews(request: web.Request) -> web.Response:
     repo = repo_for(request, "pull_requests", "read")

@@ -144,3 +144,27 @@ def test_the_trigger_label_starts_a_job_when_a_writer_adds_it(world):
     for quiet in (by_triager, other_label):
         assert world.hub.issue_comments(world.repo, quiet) == []
         assert world.pr_for(quiet) is None
+
+
+def test_a_verified_pr_asks_its_code_owners_and_reviewers_not_the_asker(world):
+    world.hub.create_user("tina")
+    world.hub.grant(world.repo, "tina", "write")
+    world.hub.push_files(world.repo, "main", {
+        ".github/CODEOWNERS": "* @acme\ncalc.py @rita @mona\n",
+        # rick may only read: his approval could not count, so he is not asked
+        ".github/hangar.yml": "land: {reviewers: [tina, rick]}\n",
+    }, "Owners and reviewers", as_user=world.maintainer)
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 90, "a verified PR")
+
+    def requested():
+        found = world.hub.get_pr(world.repo, pr["number"])["requested_reviewers"]
+        return [u["login"] for u in found]
+
+    # the owner of the changed file and land.reviewers; never mona, who asked
+    assert wait_until(requested, 30, "the review request") == ["rita", "tina"]
+    line = "@mona: verified, waiting for a reviewer; review requested from @rita, @tina."
+    status = wait_until(lambda: line in world.status(issue) and world.status(issue), 30,
+                        "the asker named in the status comment")
+    assert status.count("waiting for a reviewer") == 1  # said once, not per edit or PR

@@ -188,6 +188,17 @@ def exercise_every_route(world, tmp_path: Path) -> None:
     suites = ok("GET", f"/repos/{repo}/commits/{head}/check-suites")
     ok("GET", f"/repos/{repo}/check-suites/{suites['check_suites'][0]['id']}")
 
+    # Review requests: asked, read, refused for a stranger, taken back, asked again.
+    ok("POST", f"/repos/{repo}/pulls/{number}/requested_reviewers", {"reviewers": ["reviewer"]},
+       status=201)
+    assert [u["login"] for u in ok("GET", f"/repos/{repo}/pulls/{number}/requested_reviewers")
+            ["users"]] == ["reviewer"]
+    ok("POST", f"/repos/{repo}/pulls/{number}/requested_reviewers",
+       {"reviewers": ["outsider"]}, status=422)
+    ok("DELETE", f"/repos/{repo}/pulls/{number}/requested_reviewers", {"reviewers": ["reviewer"]})
+    ok("POST", f"/repos/{repo}/pulls/{number}/requested_reviewers", {"reviewers": ["reviewer"]},
+       status=201)
+
     # Review, refusals, update-branch, merge.
     assert call(api, "PUT", f"/repos/{repo}/pulls/{number}/merge", token,
                 {"sha": head}).status == 405
@@ -315,6 +326,8 @@ def test_every_webhook_payload_matches_its_schema(flow, webhook_schema):
                      ("pull_request", "opened"), ("pull_request", "synchronize"),
                      ("pull_request", "edited"), ("pull_request", "closed"),
                      ("pull_request", "reopened"), ("pull_request_review", "submitted"),
+                     ("pull_request", "review_requested"),
+                     ("pull_request", "review_request_removed"),
                      ("pull_request_review", "dismissed"),
                      ("check_run", "created"), ("check_run", "completed"),
                      ("check_run", "requested_action"), ("check_run", "rerequested"),

@@ -1,0 +1,19 @@
+"""The status comment's line while a verified PR waits for a reviewer: the asker named
+once, and who GitHub was asked to review it."""
+
+from __future__ import annotations
+
+
+def waiting_note(asker: str, pr_number: int, users: list[str], teams: list[str], *,
+                 refused: bool) -> str:
+    asked = [f"@{u}" for u in users] + [f"a team ({t})" for t in teams]
+    if refused:
+        tail = ("GitHub refused hangar's review request (a reviewer or team named in "
+                "CODEOWNERS or `land.reviewers` cannot review here); ask someone with "
+                "write access to review it")
+    elif asked:
+        tail = "review requested from " + ", ".join(asked)
+    else:
+        tail = ("no code owner or `land.reviewers` entry could be asked; ask someone with "
+                "write access to review it")
+    return f"**#{pr_number}:** @{asker}: verified, waiting for a reviewer; {tail}."
