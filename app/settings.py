@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 GITHUB_API = "https://api.github.com"
@@ -21,6 +21,27 @@ GITHUB_API = "https://api.github.com"
 
 class SettingsError(Exception):
     """A setting is missing or unusable; the message says which and how to fix it."""
+
+
+NotificationKind = Literal["approval.requested", "land.conflict", "land.landed", "run.lost",
+                          "usage.high", "build.failed"]
+NOTIFICATION_KINDS: tuple[str, ...] = NotificationKind.__args__  # type: ignore[attr-defined]
+
+
+class NotifierSettings(BaseModel):
+    """An operator's webhook notifier: where hangar POSTs, the secret it signs the body
+    with (`X-Hangar-Signature: sha256=<HMAC-SHA256 hex>`), which events, and for which
+    installations or repositories (empty: all)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$")
+    url: str = Field(pattern=r"^https?://")
+    secret: SecretStr
+    format: Literal["json", "slack"] = "json"  # slack: a Slack incoming webhook's body
+    events: list[NotificationKind] = list(NOTIFICATION_KINDS)  # type: ignore[arg-type]
+    installations: list[int] = []
+    repositories: list[str] = []  # owner/name
 
 
 class Settings(BaseSettings):
@@ -106,6 +127,10 @@ class Settings(BaseSettings):
     build_registry: str | None = None
     build_registry_auth: Path | None = None
     build_pull_secret: str | None = "hangar-build-registry"
+    # Operators' webhook notifiers (app/notify.py); a delivery that fails is tried again
+    # after this many seconds, doubling, at most NOTIFY_RETRIES times.
+    notifiers: list[NotifierSettings] = []
+    notify_retry_seconds: float = Field(30.0, gt=0)
 
     @classmethod
     def settings_customise_sources(

@@ -24,6 +24,7 @@ from app import (
     envbuilds,
     fanout,
     landing,
+    notify,
     repositories,
     reviewers,
     runs,
@@ -170,6 +171,9 @@ def register_concerns(engine: Engine) -> None:
                 next_at=lambda row: row.due_at, give_up=autofix.give_up),
         # A verified PR's review request waits only for the wake of its verified head.
         RowKind("review_ask", reviewers.TABLE, reviewers.ReviewAsk, reviewers.advance_ask),
+        # An operator's notification is due at its next attempt (backoff after a failure).
+        RowKind("notification", notify.TABLE, notify.NotificationDelivery,
+                notify.advance_delivery, next_at=lambda row: row.next_at),
         # A build waits for a slot: a queued build, and the end of one, wake the queued.
         RowKind("envbuild", envbuilds.BUILD, envbuilds.EnvBuildRow,
                 envbuilds.advance_build, next_at=lambda _row: NEVER),
@@ -199,6 +203,11 @@ def register_concerns(engine: Engine) -> None:
     engine.status_notes(landing.status_notes)
     engine.status_notes(autofix.status_notes)
     engine.status_notes(reviewers.status_notes)
+    # What operators are told outside GitHub: noticed on each concern's rows after its steps.
+    engine.after_step("review_ask", notify.after_review_ask)
+    engine.after_step("land", notify.after_land)
+    engine.after_step("run", notify.after_run)
+    engine.after_step("envbuild", notify.after_build)
 
 
 async def end_abandoned_sandboxes(engine: Engine) -> None:

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("intake", ("app.intake",)),  # deliveries stored and dispatched, redelivery
     ("handlers", ("handlers",)),
     ("concern: repositories", ("app.repositories",)),  # renamed, removed, rebuilt
+    ("concern: notifications", ("app.notify",)),
     ("concern: review requests", ("app.reviewers",)),
     ("concern: auto-fix", ("app.autofix",)),
     ("concern: landing", ("app.landing",)),

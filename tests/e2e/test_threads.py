@@ -168,3 +168,104 @@ def test_a_verified_pr_asks_its_code_owners_and_reviewers_not_the_asker(world):
     status = wait_until(lambda: line in world.status(issue) and world.status(issue), 30,
                         "the asker named in the status comment")
     assert status.count("waiting for a reviewer") == 1  # said once, not per edit or PR
+
+
+class Receiver:
+    """An operator's webhook receiver on loopback: checks each signature, answers 500 to
+    the first request, 200 after."""
+
+    def __init__(self, secret: str) -> None:
+        import hmac
+        import json
+
+        got = self.got = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                expected = "sha256=" + hmac.new(secret.encode(), body,
+                                                hashlib.sha256).hexdigest()
+                signed = hmac.compare_digest(expected, self.headers["X-Hangar-Signature"])
+                status = 500 if not got else 200
+                got.append({"event": self.headers["X-Hangar-Event"], "signed": signed,
+                            "delivery": self.headers["X-Hangar-Delivery"], "status": status,
+                            "body": json.loads(body)})
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/hangar"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_operator_gets_signed_notifications_retried_and_never_twice(world):
+    receiver = Receiver("operator's secret")
+    try:
+        world.hub.push_files(world.repo, "main", {".github/CODEOWNERS": "calc.py @rita\n"},
+                             "Owners", as_user=world.maintainer)
+        world.start_hangar(settings={
+            "notify_retry_seconds": 0.5,
+            "notifiers": [{"name": "ops", "url": receiver.url, "secret": "operator's secret",
+                           "events": ["approval.requested", "land.landed"],
+                           "repositories": [world.repo]}]})
+        issue, _ = world.ask("/hangar fix the failing test")
+        pr = wait_until(lambda: world.verified(issue), 90, "a verified PR")
+        wait_until(lambda: len(receiver.got) >= 2, 60, "the notification, then its retry")
+        world.hub.review(world.repo, pr["number"], as_user=world.reviewer, event="APPROVE",
+                         commit_id=pr["head"]["sha"])
+        # the landing's notification comes after any second approval.requested would have
+        wait_until(lambda: any(g["event"] == "land.landed" for g in receiver.got), 90,
+                   "the landed notification")
+    finally:
+        receiver.close()
+    asked, retried, landed = receiver.got
+    assert all(g["signed"] for g in receiver.got)
+    assert (asked["event"], asked["status"], retried["event"], retried["status"]) == (
+        "approval.requested", 500, "approval.requested", 200)
+    assert asked["delivery"] == retried["delivery"] != landed["delivery"]
+    assert retried["body"]["facts"]["pr"] == pr["number"]
+    assert retried["body"]["title"] == f"PR #{pr['number']} is verified and waits for an approval"
+    assert landed["body"]["kind"] == "land.landed"
+    assert "Fixed add()" not in str(receiver.got)  # hangar's facts only, never the agent's
+
+
+def test_a_lost_run_is_told_once_however_often_it_is_seen(world):
+    import contextlib
+    import os
+    import signal
+
+    from tests.e2e.test_loop import FIX_AGENT, _branch_pushed, _pids_with
+
+    receiver = Receiver("s")
+    try:
+        world.hub.push_files(world.repo, "main", {".github/CODEOWNERS": "calc.py @rita\n"},
+                             "Owners", as_user=world.maintainer)
+        world.start_hangar(FIX_AGENT + """\
+git push -q origin HEAD:refs/heads/$(git rev-parse --abbrev-ref HEAD)
+exec sleep 3022
+""", settings={"notify_retry_seconds": 0.5, "notifiers": [
+            {"name": "ops", "url": receiver.url, "secret": "s",
+             "events": ["run.lost", "approval.requested"]}]})
+        issue, _ = world.ask("/hangar fix the failing test")
+        wait_until(lambda: _branch_pushed(world, issue), 60, "the agent's own push")
+        pids = wait_until(lambda: _pids_with("sleep 3022"), 30, "the agent's process")
+        for pid in _pids_with("hangar-agent") + pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        # The lost run is collected and verified over several steps, each seeing it lost;
+        # the PR's approval.requested comes after all of them.
+        wait_until(lambda: any(g["event"] == "approval.requested" for g in receiver.got), 90,
+                   "the approval notification after the lost run's steps")
+    finally:
+        receiver.close()
+    lost = [g for g in receiver.got if g["event"] == "run.lost"]
+    assert [g["status"] for g in lost] == [500, 200]  # retried once, never sent again
+    assert lost[0]["delivery"] == lost[1]["delivery"]
+    assert lost[1]["body"]["facts"]["issue"] == issue

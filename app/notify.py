@@ -1,0 +1,208 @@
+"""Operator notifications: a signed webhook POST when something needs a person outside
+GitHub (a PR waits for approval, a land hit a conflict or landed, a run was lost, a model
+credential's usage is high, an environment build failed).
+
+Each notifier is the operator's (settings `notifiers`, per installation or repository).
+A notification is a row per notifier and dedupe key, so the same fact is sent once however
+often it is seen; the row's step POSTs it, signed with `X-Hangar-Signature: sha256=<HMAC>`
+over the body, and records every attempt; a failure is tried again with backoff at most
+NOTIFY_RETRIES times. Emitting only writes rows: a notifier that fails or hangs never holds
+up a run, a land or a build. Messages are built from hangar's facts only (render.notify):
+no agent text, no link the agent chose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from pydantic import BaseModel, Field
+
+from app import envbuilds, landing, reviewers
+from app.models import RunState, now
+from app.render import notify as words
+from app.runs import credential_key
+from app.settings import NotifierSettings
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+TABLE = "notification"
+NOTIFY_RETRIES = 5  # after the first attempt
+TIMEOUT_S = 10.0
+BACKOFF_MAX_S = 3600.0
+
+
+class Notification(BaseModel):
+    """What happened, as facts (render.notify words them)."""
+
+    kind: str
+    dedupe_key: str
+    repo: str | None = None
+    installation_id: int | None = None
+    facts: dict[str, Any] = {}
+    created_at: float = Field(default_factory=now)
+
+
+class NotificationDelivery(BaseModel):
+    """One notification to one notifier, and every attempt to deliver it."""
+
+    id: str
+    notifier: str
+    notification: Notification
+    state: str = "pending"  # pending | delivered | failed
+    attempts: list[dict[str, Any]] = []  # {at, status, error}
+    next_at: float = 0.0
+
+
+def delivery_id(notifier: str, dedupe_key: str) -> str:
+    digest = hashlib.sha256(f"{notifier}\0{dedupe_key}".encode()).hexdigest()[:24]
+    return f"notify-{digest}"
+
+
+def wants(notifier: NotifierSettings, note: Notification) -> bool:
+    if note.kind not in notifier.events:
+        return False
+    if notifier.installations and note.installation_id not in notifier.installations:
+        return False
+    repos = [r.lower() for r in notifier.repositories]
+    return not repos or (note.repo or "").lower() in repos
+
+
+def emit(engine: StepContext, note: Notification) -> int:
+    """A delivery row for each notifier that wants it, once per dedupe key; how many new."""
+    made = 0
+    for notifier in engine.settings.notifiers:
+        if not wants(notifier, note):
+            continue
+        row_id = delivery_id(notifier.name, note.dedupe_key)
+        if engine.store.get(TABLE, row_id, NotificationDelivery) is not None:
+            continue  # sent, or being sent, already
+        engine.store.put(TABLE, row_id, NotificationDelivery(
+            id=row_id, notifier=notifier.name, notification=note), active=True)
+        engine.wake(row_id)
+        made += 1
+    return made
+
+
+def signature(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def retry_delay(base: float, failures: int) -> float:
+    return min(BACKOFF_MAX_S, base * 2 ** (failures - 1))
+
+
+async def advance_delivery(engine: StepContext, row_id: str) -> None:
+    row = engine.store.get(TABLE, row_id, NotificationDelivery)
+    if row is None or row.state != "pending":
+        if row is not None:
+            engine.store.put(TABLE, row_id, row, active=False)
+        return
+    if row.next_at > time.time():
+        return
+    notifier = next((n for n in engine.settings.notifiers if n.name == row.notifier), None)
+    if notifier is None:  # the operator removed it
+        engine.store.put(TABLE, row_id, row.model_copy(update={"state": "failed"}), active=False)
+        return
+    body = words.body(notifier.format, row.id, row.notification)
+    status, error = await post(engine, notifier, row, body)
+    attempts = [*row.attempts, {"at": time.time(), "status": status, "error": error}]
+    if status is not None and 200 <= status < 300:
+        update: dict[str, Any] = {"state": "delivered"}
+    elif len(attempts) > NOTIFY_RETRIES:
+        update = {"state": "failed"}
+    else:
+        update = {"next_at": time.time() + retry_delay(engine.settings.notify_retry_seconds,
+                                                        len(attempts))}
+    fresh = row.model_copy(update={**update, "attempts": attempts})
+    engine.store.put(TABLE, row_id, fresh, active=fresh.state == "pending")
+
+
+async def post(engine: StepContext, notifier: NotifierSettings, row: NotificationDelivery,
+               body: bytes) -> tuple[int | None, str | None]:
+    """(HTTP status, None) or (None, what went wrong); never raises for the receiver."""
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "hangar-notifier",
+        "X-Hangar-Event": row.notification.kind,
+        "X-Hangar-Delivery": row.id,  # the same on every retry: a receiver dedupes on it
+        "X-Hangar-Signature": signature(notifier.secret.get_secret_value(), body),
+    }
+    try:
+        async with engine.auth.session.post(
+                notifier.url, data=body, headers=headers, allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as response:
+            return response.status, None
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return None, type(exc).__name__
+
+
+# -- what is noticed: each concern's rows, after their steps ------------------------------
+
+
+def after_review_ask(engine: StepContext, row_id: str) -> None:
+    """A verified PR's reviewers were asked: it waits for an approval."""
+    row = engine.store.get(reviewers.TABLE, row_id, reviewers.ReviewAsk)
+    job = engine.get_job(row.job_id) if row else None
+    if row is None or job is None or row.asked_head != row.head_sha or row.refused:
+        return
+    emit(engine, Notification(
+        kind="approval.requested", repo=row.repo, installation_id=job.thread.installation_id,
+        dedupe_key=f"approval.requested:{row.repo}#{row.pr_number}@{row.head_sha}",
+        facts={"pr": row.pr_number, "head_sha": row.head_sha, "asker": job.requested_by,
+               "reviewers": [*row.users, *row.teams]}))
+
+
+def after_land(engine: StepContext, request_id: str) -> None:
+    request = landing.get(engine, request_id)
+    if request is None:
+        return
+    facts = {"pr": request.pr_number, "base": request.base, "head_sha": request.head_sha}
+    if request.state == landing.LandState.CONFLICT:
+        emit(engine, Notification(
+            kind="land.conflict", repo=request.repo, installation_id=request.installation_id,
+            dedupe_key=f"land.conflict:{request.id}@{request.head_sha}", facts=facts))
+    elif request.state == landing.LandState.LANDED:
+        emit(engine, Notification(
+            kind="land.landed", repo=request.repo, installation_id=request.installation_id,
+            dedupe_key=f"land.landed:{request.id}@{request.merge_sha}",
+            facts={**facts, "merge_sha": request.merge_sha}))
+
+
+def after_run(engine: StepContext, run_id: str) -> None:
+    run = engine.get_run(run_id)
+    job = engine.get_job(run.job_id) if run else None
+    if run is None or job is None:
+        return
+    where = {"repo": job.thread.repo, "installation_id": job.thread.installation_id}
+    if run.state == RunState.LOST:
+        emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{run.id}", **where,
+                                  facts={"run": run.id, "issue": job.thread.number,
+                                         "pr": run.pr_number}))
+    threshold = engine.settings.pause_at_pct
+    for window in (run.agent or {}).get("usage_windows") or []:
+        pct = (window.get("utilization") or 0) * 100
+        if pct >= threshold:
+            credential = credential_key(run)
+            emit(engine, Notification(
+                kind="usage.high", **where,
+                dedupe_key=f"usage.high:{credential}:{window.get('window')}:"
+                           f"{window.get('reset_at')}",
+                facts={"credential": credential, "window": window.get("window"),
+                       "pct": round(pct, 1), "reset_at": window.get("reset_at"),
+                       "threshold_pct": threshold}))
+
+
+def after_build(engine: StepContext, build_id: str) -> None:
+    row = engine.store.get(envbuilds.BUILD, build_id, envbuilds.EnvBuildRow)
+    if row is None or row.state != "failed":
+        return
+    emit(engine, Notification(
+        kind="build.failed", repo=row.repo, installation_id=row.installation_id,
+        dedupe_key=f"build.failed:{row.id}",
+        facts={"build": row.id, "environment": row.environment, "provider": row.provider,
+               "reason": row.reason}))
