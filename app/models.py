@@ -254,6 +254,9 @@ class Run(BaseModel):
     agent_check_shown: str | None = None
     error: str | None = None  # for operators (the API, the job's timeline): never shown
     warnings: list[str] = []
+    # What the prompt carried besides the request, by whose: "environment" (the operator's),
+    # "repository" (.github/hangar.yml): shown with the run, never hidden.
+    instructions: dict[str, str] = {}
     stage_failures: int = 0
     retry_at: float = 0.0
 

@@ -46,6 +46,9 @@ class TriggerPolicy(_Strict):
 
 class RepoConfig(_Strict):
     environment: str | dict[str, Any] | None = None
+    # Added to every prompt for this repository: a short text, or the path of a file in it
+    # (one line ending in .md or .txt).
+    instructions: str | None = Field(None, max_length=4000)
     land: LandPolicy = LandPolicy()
     autofix: AutofixPolicy = AutofixPolicy()
     trigger: TriggerPolicy = TriggerPolicy()

@@ -117,15 +117,19 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
     if pr["state"] != "open" or pr["head"]["sha"] != row.head_sha:
         return finish(engine, row)  # closed, or moved on: a later verified head asks again
     base = pr["base"]["ref"]
-    config, _ = parse_repo_config(await engine.config_text(ops, base))
     run = next((r for r in engine.runs_of(job.id)
                 if r.pr_number == row.pr_number and r.head_sha == row.head_sha and r.compare),
                None)
-    files = [name for f in ((run.compare or {}).get("files") or [] if run else [])
+    compare = (run.compare or {}) if run else {}
+    files = [name for f in compare.get("files") or []
              for name in (f.get("filename"), f.get("previous_filename")) if name]
+    # Read at the compare's base commit, as landing reads them: kept for that commit (a
+    # 404 too), so asking again for a later head costs no second read.
+    base_sha = compare.get("base_sha")
+    config, _ = parse_repo_config(await engine.config_text(ops, base, base_sha))
     codeowners = None
     for path in CODEOWNERS_PATHS:
-        codeowners = await engine.config_text(ops, base, path=path)
+        codeowners = await engine.config_text(ops, base, base_sha, path=path)
         if codeowners is not None:
             break
     people, teams = candidates(code_owners(codeowners, files), config.land.reviewers)

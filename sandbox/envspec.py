@@ -19,7 +19,7 @@ LOCAL_NETWORKS = ("loopback", "host", "none")
 # isolated and which credential it receives, so a repository cannot loosen them.
 OPERATOR_ONLY_FIELDS = (
     "name", "provider", "isolation", "network", "harness", "agent_command",
-    "model_credential_env", "image_recipe",
+    "model_credential_env", "image_recipe", "instructions",
 )
 _ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -153,6 +153,8 @@ class EnvSpec(_Strict):
     # The agent CLI to run (default: claude or codex on the sandbox's PATH).
     agent_command: str | None = None
     egress: EgressSpec = Field(default_factory=EgressSpec)
+    # The operator's own instructions, added to every prompt in this environment.
+    instructions: str | None = Field(default=None, max_length=4000)
 
     @field_validator("model_credential_env")
     @classmethod

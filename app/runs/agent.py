@@ -17,6 +17,7 @@ from app.redact import redact, redact_data, tail
 from app.render.reasons import Why
 from app.runs.costs import turn_usage
 from app.runs.ending import Ending, trouble_of
+from app.runs.instructions import instructions_prompt, read_instructions
 from app.runs.queue import (
     Wait,
     credential_key,
@@ -119,9 +120,13 @@ async def start_agent(engine: StepContext, run: Run) -> None:
         thread = thread_prompt(context)
     if run.turn > 1:
         await restore_session(engine, run, sb, harness)
+    # Every turn carries the operator's and the repository's instructions, recorded.
+    told = await read_instructions(engine, ops, job.base_branch, run.base_sha, spec)
+    run = engine.patch_run(run.id, instructions=told)
     # The agent gets a gateway URL and a token for this sandbox, never the model key.
     route = model_route(engine, run, sb, spec)
-    argv, env = harness.command(build_prompt(job, run, spec, review, thread), turn=run.turn,
+    prompt = build_prompt(job, run, spec, review, thread, instructions_prompt(told))
+    argv, env = harness.command(prompt, turn=run.turn,
                                 session_id=previous_session(engine, run), model=route)
     env.update(egress_env(engine, run.id, sb, spec))  # everything else: the egress proxy
     files = harness.files(route)
@@ -204,9 +209,11 @@ def checkout_for(run: Run) -> list[str]:
     return ["git", "checkout", "-q", "-B", run.branch, f"origin/{run.branch}"]
 
 
-def build_prompt(job: Job, run: Run, spec: Any, review: str = "", thread: str = "") -> str:
+def build_prompt(job: Job, run: Run, spec: Any, review: str = "", thread: str = "",
+                 instructions: str = "") -> str:
     """`thread`: the issue's whole thread as app.runs.thread words it (the first turn);
-    without it, the issue's title and body as the command found them."""
+    without it, the issue's title and body as the command found them. `instructions`: the
+    operator's and the repository's (app.runs.instructions)."""
     verify_cmd = spec.verify.command if spec.verify else "the repository's tests"
     parts = [
         AGENT_PREAMBLE.format(repo=job.thread.repo, branch=run.branch, verify=verify_cmd),
@@ -214,6 +221,8 @@ def build_prompt(job: Job, run: Run, spec: Any, review: str = "", thread: str = 
         *([thread] if thread else [f"Issue #{job.thread.number}: {job.title}",
                                    job.body.strip(), ""]),
     ]
+    if instructions:
+        parts.append(instructions)
     if review:
         parts += ["Review comments on the pull request so far:", review, ""]
     parts += ["Request:" if run.turn == 1 else f"Request for turn {run.turn} (on the open PR):",

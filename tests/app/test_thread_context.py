@@ -101,3 +101,14 @@ async def test_downloads_keep_to_githubs_hosts_images_and_caps(github_web):
         ("/workspace/.hangar/attachments/image-1.png", PNG)]
     assert [r.why for r in refused] == ["not_an_attachment_host", "not_an_image", "too_large"]
     assert all(auth == "token ghs_secret" for _, auth in seen)  # its own host only
+
+
+@pytest.mark.parametrize(("value", "path"), [
+    ("docs/agents.md", True), ("AGENTS.md", True), (".github/agents.txt", True),
+    ("Keep functions short.", False), ("see docs/agents.md", False),
+    ("../secrets.md", False), ("notes.py", False),
+])
+def test_repository_instructions_name_a_file_only_when_they_look_like_one(value, path):
+    from app.runs.instructions import is_path
+
+    assert is_path(value) is path

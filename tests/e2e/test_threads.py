@@ -269,3 +269,28 @@ exec sleep 3022
     assert [g["status"] for g in lost] == [500, 200]  # retried once, never sent again
     assert lost[0]["delivery"] == lost[1]["delivery"]
     assert lost[1]["body"]["facts"]["issue"] == issue
+
+
+def test_every_prompt_carries_the_operators_and_the_repositorys_instructions(world):
+    from tests.e2e.test_api import TOKEN, call
+
+    world.api_token = TOKEN
+    world.hub.push_files(world.repo, "main", {
+        ".github/hangar.yml": "instructions: docs/agents.md\n",
+        "docs/agents.md": "Keep functions under ten lines.\n",
+    }, "Instructions for agents", as_user=world.maintainer)
+    world.start_hangar(SHOW_CONTEXT, env={"instructions": "Never touch the vendor/ folder."})
+    issue, _ = world.ask("/hangar fix it")
+    pr = wait_until(lambda: world.pr_for(issue), 90, "the PR")
+    prompt = read_branch_file(world, pr["head"]["ref"], "PROMPT.txt")
+    assert ("Instructions from hangar's operator for this environment:\n"
+            "Never touch the vendor/ folder.") in prompt
+    assert ("Instructions from the repository (.github/hangar.yml):\n"
+            "Keep functions under ten lines.") in prompt
+    # and the job's view shows what the agent was told
+    status, jobs = call(world, "GET", f"/api/jobs?repo={world.repo}")
+    assert status == 200
+    status, view = call(world, "GET", f"/api/jobs/{jobs[0]['id']}")
+    assert view["runs"][0]["instructions"] == {
+        "environment": "Never touch the vendor/ folder.",
+        "repository": "Keep functions under ten lines."}
