@@ -169,8 +169,8 @@ def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     if row is None or row.asked_head != row.head_sha:
         return PrNotes()
     land = get(engine, land_id(repo, pr_number))
-    if land is not None and land.state in (LandState.MERGING, LandState.LANDED):
-        return PrNotes()
+    if land is not None and land.state != LandState.AWAITING_APPROVAL:
+        return PrNotes()  # approved and landing, landed, or stopped: landing's note says
     job = engine.get_job(row.job_id)
     if job is None:
         return PrNotes()
