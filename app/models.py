@@ -64,6 +64,7 @@ class Intent(BaseModel):
     usage_message: str | None = None
     title: str = ""  # the issue's or PR's title and body, for the prompt
     body: str = ""
+    issue_author: str = ""  # who wrote the body (the webhook says; "" when not known)
     clone_url: str = ""
     default_branch: str = "main"
     state: IntentState = IntentState.NEW
@@ -101,6 +102,7 @@ class Job(BaseModel):
     prompt: str
     title: str = ""
     body: str = ""
+    issue_author: str = ""  # who wrote the body ("" when not known: read from GitHub)
     clone_url: str
     base_branch: str
     attempts: int = 1

@@ -113,13 +113,14 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
             engine.store.put(TABLE, row_id, row, active=False)
         return
     ops = await engine.repo_ops(job.thread)
-    pr = await ops.get_pr(row.pr_number)
-    if pr["state"] != "open" or pr["head"]["sha"] != row.head_sha:
-        return finish(engine, row)  # closed, or moved on: a later verified head asks again
-    base = pr["base"]["ref"]
+    # The verified turn says the head, the base and the files: no read of the PR (a PR
+    # closed meanwhile makes GitHub refuse the request, which is recorded).
     run = next((r for r in engine.runs_of(job.id)
                 if r.pr_number == row.pr_number and r.head_sha == row.head_sha and r.compare),
                None)
+    if run is None:
+        return finish(engine, row)
+    base = run.base_branch
     compare = (run.compare or {}) if run else {}
     files = [name for f in compare.get("files") or []
              for name in (f.get("filename"), f.get("previous_filename")) if name]
@@ -135,9 +136,7 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
     people, teams = candidates(code_owners(codeowners, files), config.land.reviewers)
     # Never the one whose approval would not count, nor someone who cannot approve.
     excluded = askers(engine, job, row.pr_number) if config.land.forbid_self_approval else set()
-    author = (pr.get("user") or {}).get("login", "").lower()
-    people = [p for p in people if p.lower() not in excluded and p.lower() != author
-              and await engine.may_write(ops, p)]
+    people = [p for p in people if p.lower() not in excluded and await engine.may_write(ops, p)]
     refused = None
     if people or teams:
         try:

@@ -160,8 +160,9 @@ def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int
     base = intent.default_branch
     job = Job(
         id=job_id, thread=intent.thread, requested_by=intent.author, prompt=prompt,
-        title=intent.title, body=intent.body, clone_url=intent.clone_url,
-        base_branch=base, attempts=attempts, trigger_label=trigger_label,
+        title=intent.title, body=intent.body, issue_author=intent.issue_author,
+        clone_url=intent.clone_url, base_branch=base, attempts=attempts,
+        trigger_label=trigger_label,
     )
     short = job_id.removeprefix("job-")[:4]
     for attempt in range(1, attempts + 1):
@@ -313,7 +314,8 @@ def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
     record_commands(
         engine, f"comment-{event.comment.id}", thread, event.comment.body or "",
         event.comment.user, event.repository, title=event.issue.title,
-        body=event.issue.body or "", comment_id=event.comment.id)
+        body=event.issue.body or "", comment_id=event.comment.id,
+        issue_author=event.issue.user.login)
 
 
 def record_label(engine: StepContext, event: IssuesEvent, delivery_id: str | None) -> None:
@@ -333,7 +335,7 @@ def record_label(engine: StepContext, event: IssuesEvent, delivery_id: str | Non
         id=intent_id, thread=thread, comment_id=0, author=sender.login,
         author_type=sender.type, command="label", args={"label": event.label.name},
         title=event.issue.title, body=event.issue.body or "",
-        clone_url=event.repository.clone_url or "",
+        issue_author=event.issue.user.login, clone_url=event.repository.clone_url or "",
         default_branch=event.repository.default_branch))
 
 
@@ -365,6 +367,7 @@ def record_review_comment(engine: StepContext, event: ReviewCommentEvent) -> Non
 def record_commands(
     engine: StepContext, source: str, thread: Thread, text: str, user: Account,
     repository: Repository, *, title: str, body: str, comment_id: int = 0,
+    issue_author: str = "",
 ) -> None:
     """Record each `/hangar` command in `text` as an intent, once per source."""
     if user.is_bot or user.login in engine.settings.ignored_logins:
@@ -388,6 +391,7 @@ def record_commands(
                 usage_message=usage.message if usage else None,
                 title=title,
                 body=body,
+                issue_author=issue_author,
                 clone_url=repository.clone_url or "",
                 default_branch=repository.default_branch,
             )

@@ -99,7 +99,13 @@ class ThreadContext:
 async def read_thread(engine: StepContext, ops: RepoOps, job: Job) -> ThreadContext:
     """The issue and its comments as GitHub has them now, hangar's own left out."""
     number = job.thread.number
-    issue = await ops.gh.getitem(f"{ops.base}/issues/{number}")
+    if job.issue_author:
+        # The webhook's copy of the issue, as the command found it: no read of its own.
+        issue = {"title": job.title, "body": job.body,
+                 "user": {"login": job.issue_author,
+                          "type": "Bot" if job.issue_author.endswith("[bot]") else "User"}}
+    else:
+        issue = await ops.gh.getitem(f"{ops.base}/issues/{number}")
     raw = [(issue.get("user") or {}, issue.get("body") or "", True)]
     async for comment in ops.gh.getiter(f"{ops.base}/issues/{number}/comments?per_page={PAGE}"):
         if ops.is_own(comment):
