@@ -14,6 +14,9 @@ class Grant:
     branch: str  # without refs/heads/; empty: fetch only
     installation_id: int | None = None
     allow_force: bool = True
+    # The one tip a non-fast-forward push may replace (a rebase's `--force-with-lease`):
+    # with it, the push's old id must be exactly this, and be the branch's tip upstream.
+    lease: str | None = None
 
     @property
     def ref(self) -> str:

@@ -32,7 +32,8 @@ def decide(
     `commands` may be the raw head of a receive-pack body; a malformed or truncated one
     is refused. `current_tip` is the branch's object id upstream (all zeros when it does
     not exist); it is needed only when `grant.allow_force` is False, and a push whose
-    old id differs from it is then refused.
+    old id differs from it is then refused. A grant with a `lease` allows one push whose
+    old id is the lease and the current tip, fast-forward or not (a rebase), and no other.
     """
     if isinstance(commands, bytes | bytearray):
         try:
@@ -62,6 +63,11 @@ def decide(
         return Decision(False, f"hangar: {only}", refs)
     if command.is_delete:
         return Decision(False, f"hangar: this sandbox may not delete {grant.branch}", refs)
+    if grant.lease is not None:
+        # Exactly one replacement of exactly the leased tip, which is the tip upstream.
+        if command.old != grant.lease or current_tip != grant.lease:
+            return Decision(False, lease_refusal(grant, current_tip), refs)
+        return Decision(True, None, refs)
     if not grant.allow_force:
         if current_tip is None:
             return Decision(
@@ -81,6 +87,15 @@ def force_refusal(grant: Grant, current_tip: str) -> str:
         f"hangar: force-push is off for this sandbox and {grant.branch} {at} upstream; "
         "fetch, rebase onto it and push again"
     )
+
+
+def lease_refusal(grant: Grant, current_tip: str | None) -> str:
+    lease = (grant.lease or "")[:12]
+    if current_tip is not None and current_tip != grant.lease:
+        return (f"hangar: this sandbox may only replace {grant.branch} at {lease}, and it "
+                f"has moved to {current_tip[:12]} upstream")
+    return (f"hangar: this sandbox may only replace {grant.branch} at {lease} "
+            "(push with --force-with-lease on that commit)")
 
 
 def not_fast_forward_refusal(grant: Grant) -> str:

@@ -157,7 +157,7 @@ class _Proxy:
 
         command = commands.commands[0]
         walker = None
-        if not grant.allow_force and not command.is_create:
+        if not grant.allow_force and not command.is_create and grant.lease is None:
             walker = packwalk.PackCommits(
                 push_options="push-options" in commands.capabilities,
                 hash_len=len(command.old) // 2,

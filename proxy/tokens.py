@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS proxy_pushes (
     at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS proxy_pushes_sandbox ON proxy_pushes(sandbox_id, seq);
+CREATE TABLE IF NOT EXISTS proxy_leases (
+    sandbox_id TEXT PRIMARY KEY,
+    old TEXT NOT NULL
+);
 """
 
 
@@ -53,17 +57,23 @@ class TokenRegistry(SqliteTables):
         branch: str | None,
         installation_id: int | None,
         allow_force: bool = True,
+        lease: str | None = None,
     ) -> str:
         """A new token for the sandbox (replacing any earlier one); only its hash is kept.
 
-        `branch=None` grants fetching only (an environment build's clone).
+        `branch=None` grants fetching only (an environment build's clone). `lease`: the
+        one tip of the branch the sandbox may replace by a non-fast-forward push (the land
+        worker's rebase); with it, no other push is allowed.
         """
+        if lease is not None and (branch is None or allow_force):
+            raise ValueError("a lease is for a branch, on a token that may not force")
         if repo.count("/") != 1 or not all(repo.split("/")):
             raise ValueError(f"repo must be 'owner/name', got {repo!r}")
         if branch is not None and (not branch or branch.startswith("refs/")):
             raise ValueError(f"branch is a plain branch name like 'hangar/12-ab3f', got {branch!r}")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")  # the token and its lease change together
             db.execute(
                 "INSERT OR REPLACE INTO proxy_tokens (sandbox_id, token_sha256, repo, branch,"
                 " installation_id, allow_force, issued_at, revoked_at)"
@@ -78,6 +88,11 @@ class TokenRegistry(SqliteTables):
                     time.time(),
                 ),
             )
+            db.execute("DELETE FROM proxy_leases WHERE sandbox_id = ?", (sandbox_id,))
+            if lease is not None:
+                db.execute("INSERT INTO proxy_leases (sandbox_id, old) VALUES (?, ?)",
+                           (sandbox_id, lease))
+            db.execute("COMMIT")
         self._credential_ended()  # the sandbox's earlier token, if any
         return token
 
@@ -85,16 +100,18 @@ class TokenRegistry(SqliteTables):
         """The sandbox's grant if `token` is its current, unrevoked token."""
         with self._connect() as db:
             row = db.execute(
-                "SELECT token_sha256, repo, branch, installation_id, allow_force, revoked_at"
+                "SELECT token_sha256, repo, branch, installation_id, allow_force, revoked_at,"
+                " (SELECT old FROM proxy_leases WHERE proxy_leases.sandbox_id ="
+                " proxy_tokens.sandbox_id)"
                 " FROM proxy_tokens WHERE sandbox_id = ?",
                 (sandbox_id,),
             ).fetchone()
         if row is None:
             return None
-        stored, repo, branch, installation_id, allow_force, revoked_at = row
+        stored, repo, branch, installation_id, allow_force, revoked_at, lease = row
         if not hmac.compare_digest(token_hash(token), stored) or revoked_at is not None:
             return None
-        return Grant(sandbox_id, repo, branch, installation_id, bool(allow_force))
+        return Grant(sandbox_id, repo, branch, installation_id, bool(allow_force), lease)
 
     def owner_of(self, token: str) -> str | None:
         """The sandbox id a live token belongs to, to tell 'wrong sandbox' from 'unknown'."""

@@ -144,6 +144,36 @@ def test_force_push_refused_when_force_is_off(world):
     assert pushed(world, "hangar/25-ffff") == second
 
 
+def test_a_leased_token_replaces_exactly_its_tip_once_and_nothing_else(world):
+    """The land worker's rebase: its token may replace the branch's tip it was given (a
+    non-fast-forward push with --force-with-lease), and nothing else."""
+    branch = "hangar/40-lease"
+    agent = world.sandbox("sb-agent-l", branch=branch)
+    agent.commit()
+    agent.git("push", "origin", f"HEAD:{branch}")
+    old = pushed(world, branch)
+    token = world.registry.issue("sb-land-l", repo=world.repo, branch=branch,
+                                 installation_id=world.installation_id, allow_force=False,
+                                 lease=old)
+    worker = world.sandbox("sb-land-l", branch=branch, token=token)
+    worker.git("checkout", "-q", "-B", "work", f"origin/{branch}")
+    worker.git("commit", "-q", "--amend", "-m", "rebased")
+    rebased = worker.git("rev-parse", "HEAD").stdout.strip()
+    result = worker.git("push", f"--force-with-lease=refs/heads/{branch}:{old}", "origin",
+                        f"HEAD:refs/heads/{branch}")
+    assert "(forced update)" in result.stderr
+    assert pushed(world, branch) == rebased
+    # the lease is spent: the tip is no longer the one it names
+    worker.git("commit", "-q", "--amend", "-m", "again")
+    result = worker.git("push", "--force", "origin", f"HEAD:refs/heads/{branch}", check=False)
+    assert result.returncode != 0
+    assert (f"(hangar: this sandbox may only replace {branch} at {old[:12]}, and it has "
+            f"moved to {rebased[:12]} upstream)") in result.stderr
+    assert pushed(world, branch) == rebased
+    result = worker.git("push", "--force", "origin", "HEAD:main", check=False)
+    assert result.returncode != 0 and f"may push only to {branch}" in result.stderr
+
+
 def test_token_of_another_sandbox_is_403(world):
     a = world.sandbox("sb-a", branch="hangar/26-a")
     world.registry.issue(

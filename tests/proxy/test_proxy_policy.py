@@ -12,6 +12,7 @@ BRANCH = "hangar/12-ab3f"
 OWN = f"refs/heads/{BRANCH}"
 GRANT = Grant("sb-1", "octo/widgets", BRANCH, 7)
 NO_FORCE = Grant("sb-1", "octo/widgets", BRANCH, 7, allow_force=False)
+LEASED = Grant("sb-1", "octo/widgets", BRANCH, 7, allow_force=False, lease=OLD)
 ONLY = f"hangar: this sandbox may push only to {BRANCH}"
 FETCH_ONLY = Grant("sb-2", "octo/widgets", "", 7)
 NO_PUSH = "hangar: this sandbox may fetch but not push (it builds the repository's environment)"
@@ -94,6 +95,53 @@ def body(*commands: str, caps: str = "report-status side-band-64k") -> bytes:
             False,
             f"hangar: force-push is off for this sandbox and {BRANCH} does not exist upstream; "
             "fetch, rebase onto it and push again",
+        ),
+        ("lease: replaces exactly the leased tip", [f"{OLD} {NEW} {OWN}"], LEASED, OLD, True,
+         None),
+        (
+            "lease: another old id",
+            [f"{'c' * 40} {NEW} {OWN}"],
+            LEASED,
+            "c" * 40,
+            False,
+            f"hangar: this sandbox may only replace {BRANCH} at aaaaaaaaaaaa, and it has moved "
+            "to cccccccccccc upstream",
+        ),
+        (
+            "lease: the branch moved upstream",
+            [f"{OLD} {NEW} {OWN}"],
+            LEASED,
+            "c" * 40,
+            False,
+            f"hangar: this sandbox may only replace {BRANCH} at aaaaaaaaaaaa, and it has moved "
+            "to cccccccccccc upstream",
+        ),
+        (
+            "lease: a create is no replacement of the lease",
+            [f"{ZERO} {NEW} {OWN}"],
+            LEASED,
+            OLD,
+            False,
+            f"hangar: this sandbox may only replace {BRANCH} at aaaaaaaaaaaa (push with "
+            "--force-with-lease on that commit)",
+        ),
+        (
+            "lease: tip unknown",
+            [f"{OLD} {NEW} {OWN}"],
+            LEASED,
+            None,
+            False,
+            f"hangar: this sandbox may only replace {BRANCH} at aaaaaaaaaaaa (push with "
+            "--force-with-lease on that commit)",
+        ),
+        ("lease: main stays refused", [f"{OLD} {NEW} refs/heads/main"], LEASED, OLD, False, ONLY),
+        (
+            "lease: no delete either",
+            [f"{OLD} {ZERO} {OWN}"],
+            LEASED,
+            OLD,
+            False,
+            f"hangar: this sandbox may not delete {BRANCH}",
         ),
         (
             "no force, tip unknown",

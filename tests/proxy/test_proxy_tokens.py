@@ -23,6 +23,16 @@ def test_issue_and_check(registry, tmp_path):
     )
 
 
+def test_a_lease_is_kept_with_its_token_and_goes_with_the_next(registry):
+    token = registry.issue("sb-1", repo="o/r", branch="b", installation_id=7,
+                           allow_force=False, lease="a" * 40)
+    assert registry.check("sb-1", token) == Grant("sb-1", "o/r", "b", 7, False, "a" * 40)
+    again = registry.issue("sb-1", repo="o/r", branch="b", installation_id=7)
+    assert registry.check("sb-1", again).lease is None
+    with pytest.raises(ValueError):  # a lease on a token that may force anyway means nothing
+        registry.issue("sb-2", repo="o/r", branch="b", installation_id=7, lease="a" * 40)
+
+
 def test_check_refuses_other_tokens_and_sandboxes(registry):
     a = registry.issue("sb-a", repo="o/r", branch="b-a", installation_id=None)
     b = registry.issue("sb-b", repo="o/r", branch="b-b", installation_id=None, allow_force=False)
