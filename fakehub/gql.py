@@ -1,5 +1,5 @@
 """GitHub's GraphQL API, the part hangar uses: a pull request's review threads and its
-merge queue entry, and `enqueuePullRequest`.
+merge queue entry, `enqueuePullRequest` and `markPullRequestReadyForReview`.
 
 Queries are parsed and validated by graphql-core against a subset of GitHub's own schema
 (the types and fields below are spelled as in GitHub's public schema), so a query GitHub
@@ -19,7 +19,7 @@ from fakehub import auth
 from fakehub.git_http import HUB_KEY
 from fakehub.hub.errors import HubError
 from fakehub.payloads import node_id
-from fakehub.state import Repo
+from fakehub.state import Repo, permission_at_least
 
 SCHEMA = build_schema('''
 """An object with an ID."""
@@ -40,6 +40,7 @@ type PullRequest implements Node {
   id: ID!
   number: Int!
   headRefOid: GitObjectID!
+  isDraft: Boolean!
   isInMergeQueue: Boolean!
   mergeQueueEntry: MergeQueueEntry
   reviewThreads(after: String, before: String, first: Int, last: Int):
@@ -56,6 +57,18 @@ enum MergeQueueEntryState { AWAITING_CHECKS LOCKED MERGEABLE QUEUED UNMERGEABLE 
 
 type Mutation {
   enqueuePullRequest(input: EnqueuePullRequestInput!): EnqueuePullRequestPayload
+  markPullRequestReadyForReview(input: MarkPullRequestReadyForReviewInput!):
+    MarkPullRequestReadyForReviewPayload
+}
+
+input MarkPullRequestReadyForReviewInput {
+  clientMutationId: String
+  pullRequestId: ID!
+}
+
+type MarkPullRequestReadyForReviewPayload {
+  clientMutationId: String
+  pullRequest: PullRequest
 }
 
 input EnqueuePullRequestInput {
@@ -135,6 +148,7 @@ def _root(hub, ident) -> dict:
 def _pull(hub, repo: Repo, issue) -> dict:
     return {"id": node_id("PullRequest", issue.pull.id), "number": issue.number,
             "headRefOid": issue.pull.head_sha,
+            "isDraft": issue.pull.draft,
             "isInMergeQueue": hub.entry_for(repo, issue.number) is not None,
             "mergeQueueEntry": lambda _i: _entry(hub, repo, hub.entry_for(repo, issue.number)),
             "reviewThreads": lambda _i, first=None, after=None, **_: _threads(
@@ -168,7 +182,33 @@ def _mutations(hub, ident) -> dict:
                         "mergeQueueEntry": _entry(hub, repo, entry)}
         raise LookupError(f"Could not resolve to a node with the global id of '{wanted}'")
 
-    return {"enqueuePullRequest": enqueue}
+    def mark_ready(_info, input: dict):
+        wanted = input["pullRequestId"]
+        repo, issue = _pull_by_node(hub, wanted)
+        if ident.kind == "installation" and not (
+                auth.installation_covers(hub.store, ident, repo)
+                and auth.installation_permission(ident, "pull_requests") == "write"):
+            raise PermissionError("Resource not accessible by integration")
+        if ident.kind == "user" and not permission_at_least(
+                hub.store.permission(repo, ident.user), "write"):
+            raise PermissionError(f"{ident.user.login} does not have permission to mark "
+                                  "this pull request ready for review")  # [unconfirmed]
+        try:
+            hub.mark_ready(repo, issue, ident)
+        except HubError as exc:
+            raise ValueError(exc.message) from exc
+        return {"clientMutationId": input.get("clientMutationId"),
+                "pullRequest": _pull(hub, repo, issue)}
+
+    return {"enqueuePullRequest": enqueue, "markPullRequestReadyForReview": mark_ready}
+
+
+def _pull_by_node(hub, wanted: str) -> tuple[Repo, Any]:
+    for repo in hub.store.repos.values():
+        for issue in hub.store.pulls(repo):
+            if node_id("PullRequest", issue.pull.id) == wanted:
+                return repo, issue
+    raise LookupError(f"Could not resolve to a node with the global id of '{wanted}'")
 
 
 async def endpoint(request: web.Request) -> web.Response:

@@ -160,6 +160,21 @@ class PullOps:
         if "state" in changes:
             self.set_issue_state(repo, issue, changes["state"], actor)
 
+    def mark_ready(self, repo: Repo, issue: Issue, actor: Identity) -> None:
+        """GraphQL `markPullRequestReadyForReview`: a draft becomes ready for review
+        (`pull_request` ready_for_review); a PR that is not a draft stays as it is."""
+        pr = issue.pull
+        assert pr is not None
+        if issue.state != "open":
+            raise HubError(422, "Pull request is closed")  # [unconfirmed wording]
+        if not pr.draft:
+            return
+        pr.draft = False
+        issue.updated_at = now()
+        self._emit_repo(repo, "pull_request", {
+            "action": "ready_for_review", "number": issue.number,
+            "pull_request": self.shapes.pull(issue)}, actor.user)
+
     def mergeability(self, repo: Repo, issue: Issue) -> tuple[bool | None, str]:
         """(mergeable, mergeable_state) computed from git and the rules."""
         pr = issue.pull

@@ -134,3 +134,44 @@ def test_the_new_deliveries_match_githubs_schemas(world):
                      for e in validator.iter_errors(delivery.payload)]
     assert seen == wanted
     assert problems == [], "\n".join(sorted(set(problems))[:40])
+
+
+READY = ("mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) "
+         "{ clientMutationId pullRequest { number isDraft } } }")
+
+
+def test_a_draft_is_marked_ready_for_review_as_githubs_mutation_does(world):
+    world.hub.push_files(world.repo, "drafted", {"d.txt": "d\n"}, "draft", as_user="dev")
+    opened = call(world.hub.api_url, "POST", f"/repos/{world.repo}/pulls", _token(world),
+                  {"title": "drafted", "head": "drafted", "base": "main", "draft": True})
+    assert opened.status == 201 and opened.body["draft"] is True
+    number = opened.body["number"]
+    merge = call(world.hub.api_url, "PUT", f"/repos/{world.repo}/pulls/{number}/merge",
+                 _token(world), {"merge_method": "squash"})
+    assert merge.status == 405  # GitHub does not merge a draft
+    answer = call(world.hub.base_url + "/api/graphql", "POST", "", _token(world),
+                  {"query": READY, "variables": {"id": opened.body["node_id"]}}).body
+    assert answer == {"data": {"markPullRequestReadyForReview": {
+        "clientMutationId": None, "pullRequest": {"number": number, "isDraft": False}}}}
+    assert world.hub.get_pr(world.repo, number)["draft"] is False
+    world.hub.settle()
+    said = [d.payload["action"] for d in world.hub.deliveries(event="pull_request")
+            if d.payload["number"] == number]
+    assert said == ["opened", "ready_for_review"]
+
+
+def test_marking_ready_needs_the_input_github_asks_for_and_pull_requests_write(world):
+    missing = call(world.hub.base_url + "/api/graphql", "POST", "", _token(world),
+                   {"query": "mutation { markPullRequestReadyForReview(input: {}) "
+                             "{ pullRequest { isDraft } } }"}).body
+    assert "pullRequestId" in missing["errors"][0]["message"]  # refused by GitHub's schema
+    world.hub.push_files(world.repo, "drafted2", {"e.txt": "e\n"}, "draft", as_user="dev")
+    opened = call(world.hub.api_url, "POST", f"/repos/{world.repo}/pulls", _token(world),
+                  {"title": "drafted2", "head": "drafted2", "base": "main", "draft": True})
+    world.hub.set_installation_permissions(world.installation_id,
+                                           {"contents": "write", "pull_requests": "read"})
+    refused = call(world.hub.base_url + "/api/graphql", "POST", "",
+                   world.hub.installation_token(world.installation_id),
+                   {"query": READY, "variables": {"id": opened.body["node_id"]}}).body
+    assert refused["errors"][0]["type"] == "FORBIDDEN"
+    assert world.hub.get_pr(world.repo, opened.body["number"])["draft"] is True
