@@ -119,6 +119,8 @@ class Job(BaseModel):
     # Threads whose status comment is being posted: after a crash it may exist already.
     status_posting: list[int] = []
     status_due_at: float = 0.0
+    # PRs hangar opened as drafts (land.draft_pr) and has not yet marked ready for review
+    drafts: list[int] = []
     winner: int | None = None  # the attempt kept by `/hangar pick`
     ranking: list[dict[str, Any]] = []  # attempts best first, once all have finished
     created_at: float = Field(default_factory=now)
@@ -173,6 +175,9 @@ class Verification(BaseModel):
     error: str | None = None
     fix: str | None = None  # when it could not run: what a person does about it
     egress_blocked: list[dict] = Field(default_factory=list)  # refused during install/verify
+    # verify.restore_paths, put back as the base has them before the command ran
+    restored: list[str] = []
+    restored_from: str | None = None  # the base's commit they came from
     at: float = Field(default_factory=now)
 
 

@@ -20,17 +20,43 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class AutoLandWhen(_Strict):
+    """The one class of change auto-land may land without a person: all of it holds."""
+
+    verification: Literal["pass"] = "pass"  # hangar / verify passed on the head
+    checks: Literal["pass", "ignore"] = "pass"  # every check on the head passed
+    max_diff_lines: int = Field(150, ge=1)  # lines added plus deleted
+    only_paths: list[str] = Field(default_factory=lambda: ["docs/**", "tests/**"])
+
+
+class AutoLand(_Strict):
+    enabled: bool = False
+    when: AutoLandWhen = AutoLandWhen()
+
+
 class LandPolicy(_Strict):
+    # False: nothing merges (read from the base at each look, not kept with a request).
+    enabled: bool = True
     method: Literal["merge", "squash", "rebase"] = "squash"
+    update: Literal["merge", "rebase"] = "merge"  # how a branch behind its base is updated
+    draft_pr: bool = True  # open PRs as drafts; ready for review once verification passed
     required_checks: list[str] = []
     forbid_self_approval: bool = True
     required_approvals: int = Field(1, ge=1, le=10)
+    # An approval of the head before hangar's own clean update still counts after it.
+    approval_survives_clean_update: bool = False
     ci_timeout_minutes: float = Field(45, gt=0)
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE))
+    sensitive_extra_approvals: int = Field(0, ge=0, le=10)
+    # Above this many changed lines, landing also needs `/hangar land --ack-large`.
+    max_diff_lines: int = Field(2000, ge=1)
+    # An approved request that has not landed this long after its approval expires.
+    approval_ttl_minutes: float = Field(240, gt=0)
     require_verification: bool = True
     # Asked for a review (besides the changed files' code owners) once a PR is verified:
     # people (`login`) or teams (`org/team`).
     reviewers: list[str] = []
+    auto_land: AutoLand = AutoLand()
 
 
 class AutofixPolicy(_Strict):
@@ -44,6 +70,12 @@ class TriggerPolicy(_Strict):
     label: str | None = Field(None, min_length=1, max_length=50)
 
 
+class FanoutPolicy(_Strict):
+    # Which attempts of `/hangar try N` auto-fix may work on: only the picked one, or also
+    # the one ranked first once the ranking is final.
+    autofix: Literal["picked", "ranked_first"] = "picked"
+
+
 class RepoConfig(_Strict):
     environment: str | dict[str, Any] | None = None
     # Added to every prompt for this repository: a short text, or the path of a file in it
@@ -52,6 +84,7 @@ class RepoConfig(_Strict):
     land: LandPolicy = LandPolicy()
     autofix: AutofixPolicy = AutofixPolicy()
     trigger: TriggerPolicy = TriggerPolicy()
+    fanout: FanoutPolicy = FanoutPolicy()
 
 
 _FIXES = {
@@ -65,6 +98,9 @@ _FIXES = {
     "greater_than_equal": "use a larger number",
     "less_than_equal": "use a smaller number",
     "list_type": "write a list, e.g. [test, lint]",
+    "model_type": "write a mapping of its keys, e.g. {enabled: true}",
+    "model_attributes_type": "write a mapping of its keys, e.g. {enabled: true}",
+    "string_type": "write text, e.g. docs/**",
 }
 
 
@@ -85,7 +121,7 @@ def parse_repo_config(text: str | None, path: str = CONFIG_PATH) -> tuple[RepoCo
         return RepoConfig(), []
     if not isinstance(data, dict):
         return RepoConfig(), [f"{path}:1: the file must be a mapping with keys "
-                              "environment, land, autofix"]
+                              "environment, land, autofix, fanout"]
     problems: list[str] = []
     for _ in range(10):
         try:
@@ -95,7 +131,7 @@ def parse_repo_config(text: str | None, path: str = CONFIG_PATH) -> tuple[RepoCo
                 loc = tuple(error["loc"])
                 line = _line_of(root, loc)
                 field = ".".join(str(p) for p in loc)
-                fix = _FIXES.get(error["type"], "see docs/configuration.md")
+                fix = _FIXES.get(error["type"], "see the keys in docs/landing.md")
                 problems.append(
                     f"{path}:{line}: {field}: {error['msg']} — {fix}; the default applies"
                 )

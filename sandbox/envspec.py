@@ -38,10 +38,12 @@ _FIXES: dict[str, str] = {
     "install": "a shell command as a string, e.g. pip install -e .",
     "lockfiles": "a list of repository paths or globs, e.g. [deps/*.cfg]",
     "build_secrets": "a list of environment variable names the operator maps, e.g. [NPM_TOKEN]",
-    "verify": "a mapping with command, timeout_minutes and retries",
+    "verify": "a mapping with command, timeout_minutes, retries and restore_paths",
     "verify.command": "a shell command as a string, e.g. python3 -m unittest -q",
     "verify.timeout_minutes": "must be a positive number of minutes, e.g. 10",
     "verify.retries": "a whole number from 0 to 5, e.g. 1",
+    "verify.restore_paths": "a list of repository paths without wildcards, e.g. "
+    "[tests/conftest.py, tests/data]",
     "resources": "a mapping with cpus, memory_mb and pids",
     "resources.cpus": "a positive number of CPUs, e.g. 2",
     "resources.memory_mb": "a positive whole number of MiB, e.g. 4096",
@@ -69,6 +71,19 @@ class VerifySpec(_Strict):
     command: str = Field(min_length=1)
     timeout_minutes: float = Field(default=10, gt=0)
     retries: int = Field(default=1, ge=0, le=5)
+    # Files or directories restored from the base before the command runs, so a change
+    # to them (a test's fixture, its data) cannot make the verification pass.
+    restore_paths: list[str] = Field(default_factory=list, max_length=50)
+
+    @field_validator("restore_paths")
+    @classmethod
+    def _inside_the_repository(cls, value: list[str]) -> list[str]:
+        for path in value:
+            parts = path.strip("/").split("/")
+            if (not path or path.startswith("/") or any(p in ("", ".", "..") for p in parts)
+                    or any(c in path for c in "*?[\n")):
+                raise ValueError(f"{path!r} is not a path inside the repository")
+        return value
 
 
 class ImageRecipe(_Strict):

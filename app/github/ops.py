@@ -50,6 +50,11 @@ mutation($id: ID!, $head: GitObjectID) {
   }
 }"""
 
+MARK_READY = """
+mutation($id: ID!) {
+  markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } }
+}"""
+
 QUEUE_ENTRY = """
 query($owner: String!, $name: String!, $number: Int!) {
   repository(owner: $owner, name: $name) {
@@ -171,6 +176,12 @@ class RepoOps:
                                      head=head_sha)
         return data["enqueuePullRequest"]["mergeQueueEntry"]
 
+    async def mark_ready(self, node_id: str) -> bool:
+        """A draft PR becomes ready for review (GraphQL only: REST cannot); whether it is
+        now. GitHub's refusal raises (gidgethub's GraphQL errors)."""
+        data = await self.gh.graphql(MARK_READY, endpoint=graphql_url(self.gh), id=node_id)
+        return not data["markPullRequestReadyForReview"]["pullRequest"]["isDraft"]
+
     async def queue_entry(self, number: int) -> dict | None:
         """The PR's merge queue entry ({position, state}), or None when it is in none."""
         data = await self.gh.graphql(QUEUE_ENTRY, endpoint=graphql_url(self.gh),
@@ -262,9 +273,11 @@ class RepoOps:
                 return pr
         return None
 
-    async def create_pr(self, *, title: str, body: str, head: str, base: str) -> dict:
+    async def create_pr(self, *, title: str, body: str, head: str, base: str,
+                        draft: bool = False) -> dict:
         return await self.gh.post(f"{self.base}/pulls", data={
-            "title": title, "body": render.fit_body(body), "head": head, "base": base})
+            "title": title, "body": render.fit_body(body), "head": head, "base": base,
+            **({"draft": True} if draft else {})})
 
     async def update_pr(self, number: int, **fields: Any) -> dict:
         if fields.get("body") is not None:

@@ -583,6 +583,9 @@ def verify_check_output(v: Verification) -> dict:
         f"- command: {code_span(v.command)}\n- commit: {code_span(v.head_sha)}\n"
         f"- attempts: {v.attempts}\n- duration: {v.duration_s:.1f}s"
     )
+    if v.restored:
+        summary += (f"\n- restored from the base (`{short(v.restored_from)}`) before the "
+                    "command ran: " + ", ".join(code_span(p) for p in v.restored))
     if v.error:
         summary += f"\n- error: {code_span(v.error)}"
     blocked = blocked_line(v.egress_blocked, None)  # every one: the status comment points here

@@ -19,6 +19,8 @@ ERRORS: Sentences = {
     "sandbox_failed": lambda: "could not prepare the sandbox (hangar's log says why)",
     "install_failed": lambda: "the install step failed",
     "timed_out": lambda minutes: f"timed out after {minutes:g} minutes",
+    "restore_failed": lambda: (
+        "could not restore verify.restore_paths from the base (its output is below)"),
 }
 
 # What a person does about it (a Verification's `fix`), by the same code.
@@ -33,6 +35,9 @@ FIXES: Sentences = {
         f"fix the environment's `install` step (its output is below), then press "
         f"{VERIFY_AGAIN}"),
     "timed_out": lambda minutes: "",
+    "restore_failed": lambda: (
+        "check that verify.restore_paths names paths of the repository, then press "
+        f"{VERIFY_AGAIN}"),
 }
 
 

@@ -133,8 +133,10 @@ async def collect(engine: StepContext, run: Run) -> None:
                                                           (compare or {}).get("base_sha")))
     sensitive = sensitive_files(compare, config.land.sensitive_paths)
     run = engine.patch_run(run.id, head_sha=head, compare=compare, sensitive=sensitive)
+    # A draft is marked ready by a verification that passed: only where one is required.
+    draft = config.land.draft_pr and config.land.require_verification
     if run.kind == RunKind.VERIFY:  # `/hangar verify` reads the branch's head when it verifies
-        await opened(engine, ops, job, run)
+        await opened(engine, ops, job, run, draft=draft)
         engine.patch_run(run.id, stage=RunStage.VERIFYING)
         return
     # Verification needs only the pushed head: it starts now, beside what is said on GitHub.
@@ -151,7 +153,7 @@ async def collect(engine: StepContext, run: Run) -> None:
                 if verifying is not None else None)  # None: waiting for a free sandbox
         if done is not None:
             run = engine.patch_run(run.id, verification=done)
-        pr = await opened(engine, ops, job, run)
+        pr = await opened(engine, ops, job, run, draft=draft)
         # Only now is this stage's work all on GitHub; a crash before here repeats it.
         engine.patch_run(run.id, stage=RunStage.VERIFYING)
         await verify(engine, engine.get_run(run.id), started=verifying, pr=pr)
@@ -160,9 +162,11 @@ async def collect(engine: StepContext, run: Run) -> None:
             await verifying.stop()
 
 
-async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run) -> dict:
-    """The run's PR, opened or brought up to date, recorded on the run."""
-    pr = await find_or_open_pr(engine, ops, job, run)
+async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run, *,
+                 draft: bool = False) -> dict:
+    """The run's PR, opened (`draft`: as a draft) or brought up to date, recorded on the
+    run."""
+    pr = await find_or_open_pr(engine, ops, job, run, draft=draft)
     if job.trigger_label:
         # The label asked for this PR; it stays on the issue only while no PR is open.
         await ops.remove_label(job.thread.number, job.trigger_label)
@@ -187,10 +191,12 @@ def agent_conclusion(run: Run) -> str:
     return "success" if run.exit_code == 0 else "neutral"
 
 
-async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run) -> dict:
-    """The run's PR with its body up to date; opened when there is none. The branch's PRs
-    are listed first only when an open may have been sent already (the mark is written
-    before it) or GitHub says one exists: a first open costs one call."""
+async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run, *,
+                          draft: bool = False) -> dict:
+    """The run's PR with its body up to date; opened when there is none (`draft`: as a
+    draft, marked ready once a verification of it passes). The branch's PRs are listed
+    first only when an open may have been sent already (the mark is written before it)
+    or GitHub says one exists: a first open costs one call."""
     body = render.pr_body(job, run)
     if run.pr_number is not None:
         pr = await ops.get_pr(run.pr_number)
@@ -202,15 +208,26 @@ async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run)
     if pr is None:
         try:
             pr = await ops.create_pr(title=render.pr_title(job), body=body, head=run.branch,
-                                     base=run.base_branch)
+                                     base=run.base_branch, draft=draft)
         except BadRequest as exc:
             # 422 "A pull request already exists": someone opened it from hangar's branch.
             pr = await ops.find_pr(run.branch) if int(exc.status_code) == 422 else None
             if pr is None:
                 raise
         else:
-            engine.note(job.id, f"opened PR #{pr['number']}")
+            engine.note(job.id, f"opened PR #{pr['number']}"
+                        + (" as a draft" if pr.get("draft") else ""))
+            note_draft(engine, job, pr)
             return pr
+    elif "pr" in run.posting:
+        note_draft(engine, job, pr)  # hangar's own open, before a crash
     if pr.get("body") != body:
         pr = await ops.update_pr(pr["number"], body=body)
     return pr
+
+
+def note_draft(engine: StepContext, job: Job, pr: dict) -> None:
+    """hangar opened this PR as a draft: it marks it ready once a verification passes."""
+    drafts = engine.get_job(job.id).drafts
+    if pr.get("draft") and pr["number"] not in drafts:
+        engine.patch_job(job.id, drafts=[*drafts, pr["number"]])

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from gidgethub import GitHubException
 
 from app import render
 from app.egress import egress_env, end_egress, refusals, verify_key
@@ -19,7 +22,7 @@ from app.redact import redact, tail
 from app.render import verify as verify_words
 from app.render.reasons import Why
 from app.runs.queue import Wait
-from app.runs.sandbox import HOME, REPO, prepare_sandbox, upsert_check
+from app.runs.sandbox import HARDENED_GIT, HOME, REPO, prepare_sandbox, upsert_check
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -69,6 +72,8 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
     body = render.pr_body(job, run)
     if not (pr and pr.get("body") == body):
         pr = await ops.update_pr(run.pr_number, body=body) if run.pr_number else None
+    if pr is not None and verification.passed:
+        pr = await ready_for_review(engine, ops, job, pr)
     await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
                        conclusion=verify_conclusion(verification),
                        output=render.verify_check_output(verification),
@@ -125,6 +130,26 @@ def waits_for_sandbox(run: Run) -> bool:
     return (run.waiting or {}).get("code") == Wait.SANDBOX
 
 
+async def ready_for_review(engine: StepContext, ops: Any, job: Job, pr: dict) -> dict:
+    """A PR hangar opened as a draft (land.draft_pr) is marked ready for review once a
+    verification of it passed: the PR as it is then."""
+    if pr["number"] not in engine.get_job(job.id).drafts:
+        return pr
+    if pr.get("draft"):
+        try:
+            await ops.mark_ready(pr["node_id"])
+        except GitHubException:  # still a draft: the next passed verification asks again
+            log.warning("could not mark the PR ready for review", exc_info=True,
+                        extra={"job": job.id, "pr": pr["number"]})
+            engine.note(job.id, f"could not mark #{pr['number']} ready for review")
+            return pr
+        engine.note(job.id, f"#{pr['number']} verified: marked ready for review")
+        pr = {**pr, "draft": False}
+    drafts = engine.get_job(job.id).drafts
+    engine.patch_job(job.id, drafts=[n for n in drafts if n != pr["number"]])
+    return pr
+
+
 def verify_conclusion(v: Verification) -> str:
     # A verification that did not run is no pass: a person must act, and nothing lands.
     if v.passed is None:
@@ -143,6 +168,21 @@ class VerifyTrouble(StrEnum):
     SANDBOX_FAILED = "sandbox_failed"
     INSTALL_FAILED = "install_failed"
     TIMED_OUT = "timed_out"
+    RESTORE_FAILED = "restore_failed"
+
+
+def restore_script(paths: list[str], base_sha: str) -> str:
+    """verify.restore_paths as the base has them: each path's content from the base's
+    commit, and nothing the change added under it; a path the base lacks goes away."""
+    git = " ".join(HARDENED_GIT)
+    lines = ["set -e"]
+    for path in paths:
+        q = shlex.quote(path)
+        lines += [f"{git} rm -r -q --cached --ignore-unmatch -- {q} >/dev/null",
+                  f"rm -rf -- {q}",
+                  f"if {git} cat-file -e {shlex.quote(base_sha + ':' + path)} 2>/dev/null; "
+                  f"then {git} checkout -q {shlex.quote(base_sha)} -- {q}; fi"]
+    return "\n".join(lines)
 
 
 def trouble(why: Why) -> dict[str, str | None]:
@@ -191,6 +231,22 @@ async def _verify(
                     exit_code=setup.exit_code, output_tail=redact(tail(setup.output)),
                     **trouble(Why(VerifyTrouble.INSTALL_FAILED)),
                     duration_s=time.time() - started)
+        restored, base_sha = [], (run.compare or {}).get("base_sha") or run.base_sha
+        if spec.verify.restore_paths:
+            if not base_sha:
+                return Verification(command=command, head_sha=head_sha, passed=None,
+                                    **trouble(Why(VerifyTrouble.RESTORE_FAILED)),
+                                    duration_s=time.time() - started)
+            put_back = await provider.run(
+                sb, ["sh", "-c", restore_script(spec.verify.restore_paths, base_sha)],
+                cwd=REPO, timeout=120)
+            if put_back.exit_code != 0:
+                return Verification(
+                    command=command, head_sha=head_sha, passed=None, attempts=0,
+                    exit_code=put_back.exit_code, output_tail=redact(tail(put_back.output)),
+                    **trouble(Why(VerifyTrouble.RESTORE_FAILED)),
+                    duration_s=time.time() - started)
+            restored = list(spec.verify.restore_paths)
         attempts, outputs, result = 0, [], None
         for _ in range(1 + spec.verify.retries):
             attempts += 1
@@ -207,6 +263,7 @@ async def _verify(
             command=command, head_sha=head_sha, passed=passed, exit_code=result.exit_code,
             attempts=attempts, flaky=passed and attempts > 1, error=error,
             output_tail=redact(tail(outputs[-1])), duration_s=time.time() - started,
+            restored=restored, restored_from=base_sha if restored else None,
         )
     finally:
         end_egress(engine, sb, "verify")

@@ -309,6 +309,53 @@ async def test_verify(step_engine, tmp_path, case: Verify):
     assert writes.index(("PATCH", str(PR_NUMBER))) < len(writes) - 1
 
 
+async def test_restore_paths_are_put_back_from_the_base_before_the_command(step_engine,
+                                                                          tmp_path):
+    """verify.restore_paths: a change to a test's fixture cannot make verification pass;
+    the files are the base's when the command runs, and `hangar / verify` says so."""
+    gh = RecordingGitHub()
+    provider = RecordingProvider({})
+    spec = {"verify": {"command": VERIFY, "restore_paths": ["tests/conftest.py", "data"]}}
+    engine = step_engine(gh, provider=provider, envs_dir=environments(tmp_path, spec))
+    base = "b" * 40
+    _, run = job_and_run(engine, stage=RunStage.VERIFYING, head_sha=HEAD, pr_number=PR_NUMBER,
+                         compare={"base_sha": base, "files": []})
+    await runs.verify(engine, run)
+    restore = [c for c in provider.commands if "checkout" in c and base in c]
+    assert restore and provider.commands.index(restore[0]) < provider.commands.index(VERIFY)
+    assert f"checkout -q {base} -- tests/conftest.py" in restore[0]
+    assert "rm -rf -- data" in restore[0]  # what the change added under it goes too
+    v = engine.get_run(run.id).verification
+    assert (v.restored, v.restored_from) == (["tests/conftest.py", "data"], base)
+    [check] = checks_named(gh, "hangar / verify")
+    assert ("restored from the base (`bbbbbbb`) before the command ran: "
+            "`tests/conftest.py`, `data`") in check["output"]["summary"]
+
+
+async def test_a_restore_that_fails_is_no_pass(step_engine, tmp_path):
+    gh = RecordingGitHub()
+    spec = {"verify": {"command": VERIFY, "restore_paths": ["tests"]}}
+    engine = step_engine(gh, provider=RecordingProvider({}), envs_dir=environments(tmp_path,
+                                                                                   spec))
+    provider = engine.provider("local")
+    _, run = job_and_run(engine, stage=RunStage.VERIFYING, head_sha=HEAD, pr_number=PR_NUMBER,
+                         compare={"base_sha": "b" * 40, "files": []})
+    answer = provider.run
+
+    async def refuse_restore(sb, argv, **kw):
+        if "cat-file" in argv[-1]:
+            return ExecResult(exit_code=128, output="fatal: bad object")
+        return await answer(sb, argv, **kw)
+
+    provider.run = refuse_restore
+    await runs.verify(engine, run)
+    v = engine.get_run(run.id).verification
+    assert v.passed is None and "could not restore verify.restore_paths" in v.error
+    assert VERIFY not in provider.commands
+    [check] = checks_named(gh, "hangar / verify")
+    assert check["conclusion"] == "action_required"
+
+
 async def test_verify_runs_without_a_git_credential(step_engine, tmp_path):
     """The verify command runs the agent's code: the sandbox's push token is revoked and
     its credentials removed before it runs."""

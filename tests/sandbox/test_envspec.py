@@ -48,6 +48,7 @@ def test_defaults_fill_in(tmp_path):
     assert spec.name == "mini"  # from the file name
     assert spec.max_minutes == 60 and spec.max_seconds == 3600
     assert spec.verify.timeout_minutes == 10 and spec.verify.retries == 1
+    assert spec.verify.restore_paths == []
     assert spec.network == "loopback"
     docker = EnvSpec(name="d", provider="docker", image="hangar-base:1")
     assert docker.network == "loopback"
@@ -75,6 +76,14 @@ def test_defaults_fill_in(tmp_path):
         ("model_credential_env: 'MY KEY'\n", "is not an environment variable name"),
         ("- a list\n", "envs/x.yaml: must be a mapping of fields"),
         ("verify: [unclosed\n", "envs/x.yaml: is not valid YAML at line"),
+        ("verify: {command: make, restore_paths: [../etc/passwd]}\n",
+         "envs/x.yaml: verify.restore_paths: '../etc/passwd' is not a path inside the "
+         "repository; a list of repository paths without wildcards"),
+        ("verify: {command: make, restore_paths: [/abs]}\n", "'/abs' is not a path inside"),
+        ("verify: {command: make, restore_paths: ['tests/*.py']}\n",
+         "'tests/*.py' is not a path inside"),
+        ("verify: {command: make, restore_paths: tests}\n",
+         "verify.restore_paths: Input should be a valid list"),
     ],
 )
 def test_bad_specs_are_rejected_with_file_field_and_fix(tmp_path, text, expected):
@@ -104,6 +113,9 @@ def test_repo_overrides_merge_and_validate():
     )
     assert spec.verify.command == "pytest -q"
     assert spec.verify.timeout_minutes == 10  # kept from the base
+    restoring = base.with_overrides({"verify": {"restore_paths": ["tests/conftest.py"]}},
+                                    source="octo/app/.github/hangar.yml")
+    assert restoring.verify.restore_paths == ["tests/conftest.py"]
     assert spec.max_minutes == 30 and spec.install == "pip install -e ."
     assert base.max_minutes == 60  # the base is untouched
     with pytest.raises(EnvSpecError) as raised:
