@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     # No new agent starts on a model credential while any usage window the model reports
     # is at this percentage (app/runs/pause.py); `/hangar resume` lifts it.
     pause_at_pct: float = Field(90.0, gt=0, le=100)
+    # HANGAR_LAND=off freezes landing in every repository: approved pull requests wait,
+    # saying why, and land once hangar serves with it on again.
+    land: bool = True
     # How long a stopping hangar waits for in-flight steps (they are idempotent if cut).
     shutdown_grace_seconds: float = Field(20.0, ge=0)
     # Environment builds: a repository's checkout after `install`, kept for its sandboxes.

@@ -141,6 +141,7 @@ def command_actions() -> dict[str, CommandAction]:
         **fanout.ACTIONS,
         "land": landing.handle_command,
         "land_cancel": landing.handle_command,
+        "resolve": landing.resolve,
         "autofix": autofix.handle_command,
         "autofix_button": autofix.handle_command,
         "review_turn": autofix.handle_command,
@@ -164,6 +165,10 @@ def register_concerns(engine: Engine) -> None:
                 next_at=lambda row: row.status_due_at or NEVER, give_up=give_up_job),
         RowKind("land", "land", landing.LandRequest, landing.advance_land,
                 next_at=lambda row: row.due_at, give_up=landing.give_up),
+        # A base's open hangar PRs that change the same files: woken by a turn's end, a
+        # push, a close.
+        RowKind("land_overlap", "land_overlap", landing.Overlaps, landing.advance_overlaps,
+                next_at=lambda row: row.due_at),
         # A merge group waits for its verification run (a finished run step wakes it).
         RowKind("merge_group", "merge_group", landing.MergeGroup, landing.advance_group,
                 next_at=lambda row: row.due_at if row.state == "new" else NEVER),
@@ -199,6 +204,8 @@ def register_concerns(engine: Engine) -> None:
     engine.when_runs_end(fanout.rank_attempts)
     # A merge group verifying with a run looks again once the run's step ends.
     engine.after_step("run", landing.wake_group)
+    # A finished turn's files are known (overlaps), its verified head may land (auto-land).
+    engine.after_step("run", landing.after_run_step)
     # What each concern says about a job's PRs in its status comment, in this order.
     engine.status_notes(landing.status_notes)
     engine.status_notes(autofix.status_notes)

@@ -90,7 +90,7 @@ def landed(hub, issue: int, number: int) -> bool:
     """Merged, and both status comments (the issue's and the PR's) say so: their last
     edits are part of the job."""
     return hub.get_pr(REPO, number)["merged"] and all(
-        status_says(hub, n, "landed as") for n in (issue, number))
+        status_says(hub, n, "landed by hangar as") for n in (issue, number))
 
 
 def main() -> None:

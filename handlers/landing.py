@@ -1,6 +1,7 @@
 """What landing hears: reviews (an approval bound to its commit), a pull request's new
-head, close, reopen or dequeue, CI finishing on a head, "Re-run" on `hangar / land`, a
-conversation resolved, a merge group to check, and a change to what guards a branch."""
+head, close, reopen or dequeue, CI finishing on a head, "Re-run" and "Resolve conflicts"
+on `hangar / land`, a conversation resolved, a merge group to check, and a change to what
+guards a branch."""
 
 from gidgethub import routing, sansio
 
@@ -77,6 +78,13 @@ async def deployment_status(event: sansio.Event, *, engine, parts=None, **_) -> 
 async def land_rerun(event: sansio.Event, *, engine, parts=None, **_) -> None:
     # "Re-run" on check run `hangar / land` looks at the request again.
     landing.record_land_rerun(engine, parts_as(CheckRunEvent, event.data, parts))
+    engine.wake()
+
+
+@router.register("check_run", action="requested_action")
+async def land_button(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # "Resolve conflicts" on check run `hangar / land`: a turn that resolves them.
+    landing.record_resolve_button(engine, parts_as(CheckRunEvent, event.data, parts))
     engine.wake()
 
 

@@ -70,12 +70,22 @@ HAPPY = cases(
     ("try", "/hangar try 3 fix the login test", [cmd("try", n=3, prompt="fix the login test")]),
     ("try 1", "/hangar try 1 x", [cmd("try", n=1, prompt="x")]),
     ("try 10", "/hangar TRY 10 x", [cmd("try", n=10, prompt="x")]),
-    ("pick", "/hangar pick 2", [cmd("pick", n=2)]),
-    ("pick 1", "/hangar pick 1", [cmd("pick", n=1)]),
-    ("pick 10", "/hangar Pick 10", [cmd("pick", n=10)]),
-    ("land", "/hangar land", [cmd("land", ack_sensitive=False)]),
-    ("land ack", "/hangar land --ack-sensitive", [cmd("land", ack_sensitive=True)]),
-    ("land ack shouted", "/hangar LAND --ACK-SENSITIVE", [cmd("land", ack_sensitive=True)]),
+    ("pick", "/hangar pick 2", [cmd("pick", n=2, force=False)]),
+    ("pick 1", "/hangar pick 1", [cmd("pick", n=1, force=False)]),
+    ("pick 10", "/hangar Pick 10", [cmd("pick", n=10, force=False)]),
+    ("pick forced", "/hangar pick 3 --force", [cmd("pick", n=3, force=True)]),
+    ("land", "/hangar land", [cmd("land", ack_sensitive=False, ack_large=False)]),
+    ("land ack", "/hangar land --ack-sensitive",
+     [cmd("land", ack_sensitive=True, ack_large=False)]),
+    ("land ack shouted", "/hangar LAND --ACK-SENSITIVE",
+     [cmd("land", ack_sensitive=True, ack_large=False)]),
+    ("land ack large", "/hangar land --ack-large",
+     [cmd("land", ack_sensitive=False, ack_large=True)]),
+    ("land both acks", "/hangar land --ack-large --ack-sensitive",
+     [cmd("land", ack_sensitive=True, ack_large=True)]),
+    ("resolve", "/hangar resolve", [cmd("resolve", prompt="")]),
+    ("resolve with guidance", "/hangar resolve keep both tests\nand the new name",
+     [cmd("resolve", prompt="keep both tests\nand the new name")]),
     ("land cancel", "/hangar land cancel", [cmd("land_cancel")]),
     ("land cancel capitalised", "/hangar Land Cancel", [cmd("land_cancel")]),
     ("cancel", "/hangar cancel", [cmd("cancel")]),
@@ -170,7 +180,7 @@ def test_prompts_and_several_commands(body: str, expected: list) -> None:
 
 def test_ten_commands_are_read() -> None:
     body = "\n".join(f"/hangar pick {n}" for n in range(1, 11))
-    assert parse(body) == [cmd("pick", line=n, n=n) for n in range(1, 11)]
+    assert parse(body) == [cmd("pick", line=n, n=n, force=False) for n in range(1, 11)]
 
 
 def test_more_than_ten_commands_give_one_error_and_nothing_else() -> None:
@@ -384,6 +394,8 @@ ERRORS = [
     ("/hangar pick 11", ("pick",), "pick"),
     ("/hangar pick 2 3", ("pick",), "pick"),
     ("/hangar pick #2", ("pick",), "pick"),
+    ("/hangar pick 2 --forcefully", ("pick",), "pick"),
+    ("/hangar pick --force 2", ("pick",), "pick"),
     ("/hangar autofix", ("autofix",), "autofix"),
     ("/hangar autofix maybe", ("autofix",), "autofix"),
     ("/hangar autofix on now", ("autofix",), "autofix"),
@@ -396,6 +408,7 @@ ERRORS = [
     ("/hangar land --force", ("land", "land_cancel"), "land"),
     ("/hangar land cancel now", ("land", "land_cancel"), "land"),
     ("/hangar land --ack-sensitive cancel", ("land", "land_cancel"), "land"),
+    ("/hangar land --ack-large --ack-large", ("land", "land_cancel"), "land"),
 ]
 
 
@@ -433,6 +446,7 @@ PARSED_NAMES = {
     "pick",
     "land",
     "land_cancel",
+    "resolve",
     "cancel",
     "verify",
     "status",

@@ -25,6 +25,7 @@ from tests.sources import ROOT, app_files
 TABLES: list[tuple[type[StrEnum], dict]] = [
     (landing.LandReason, land_words.LAND_REASONS),
     (landing.NotCounted, land_words.NOT_COUNTED),
+    (landing.AutoLandOut, land_words.AUTO_OUT),
     (landing.GateFact, land_words.GATE_FACTS),
     (landing.Needs, land_words.GATE_NEEDS),
     (landing.Cannot, land_words.GATE_CANNOT),
@@ -69,7 +70,9 @@ SHA = "a" * 40
     (land_words.LAND_REASONS,
      Why(landing.LandReason.CONFLICT, base="main", files=["calc.py"]),
      "the branch conflicts with main in `calc.py`; hangar does not resolve conflicts "
-     "silently — ask for a turn (`/hangar resolve the conflicts`) or resolve them by hand"),
+     "silently: comment `/hangar resolve` (or press \"Resolve conflicts\" on hangar / land) "
+     "for a turn that merges main and resolves them, then is verified again; or resolve them "
+     "by hand"),
     (land_words.LAND_REASONS,
      Why(landing.LandReason.SENSITIVE, paths=[],
          gap=Why(landing.LandReason.TOO_MANY_FILES, limit=3000)),

@@ -93,20 +93,37 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         name="pick",
-        usage="/hangar pick <n>",
-        summary="Keep attempt `<n>` from the ranking of `/hangar try`.",
-        examples=("/hangar pick 2",),
+        usage="/hangar pick <n> [--force]",
+        summary=(
+            "Keep attempt `<n>` from the ranking of `/hangar try`. An attempt the ranking "
+            "does not call eligible (it failed a gate, e.g. its verification) is kept only "
+            "with `--force`."
+        ),
+        examples=("/hangar pick 2", "/hangar pick 3 --force"),
         who="write",
         where="both",
     ),
     CommandSpec(
         name="land",
-        usage="/hangar land [--ack-sensitive]",
+        usage="/hangar land [--ack-sensitive] [--ack-large]",
         summary=(
             "Ask hangar to land this pull request once its checks pass on the current head. "
-            "Add `--ack-sensitive` to confirm you reviewed the sensitive files it changes."
+            "Add `--ack-sensitive` to confirm you reviewed the sensitive files it changes, "
+            "`--ack-large` to confirm you reviewed a change larger than `land.max_diff_lines`."
         ),
-        examples=("/hangar land", "/hangar land --ack-sensitive"),
+        examples=("/hangar land", "/hangar land --ack-sensitive", "/hangar land --ack-large"),
+        who="write",
+        where="pr",
+    ),
+    CommandSpec(
+        name="resolve",
+        usage="/hangar resolve [<instruction>]",
+        summary=(
+            "A turn on this pull request's branch that merges its base into it and resolves "
+            "the conflicts (with your instruction, if any); its head is verified again and "
+            "needs its own approval."
+        ),
+        examples=("/hangar resolve", "/hangar resolve keep both tests"),
         who="write",
         where="pr",
     ),
@@ -437,6 +454,8 @@ def _read_command(
             return _pick(number, line, rest)
         case "land":
             return _land(number, line, rest)
+        case "resolve":
+            return _resolve(number, line, rest, following)
         case "autofix":
             return _autofix(number, line, rest)
         case "cancel" | "verify" | "status" | "retry" | "resume" | "help":
@@ -490,33 +509,45 @@ def _try(number: int, line: str, after_try: str, following: list[str]) -> Comman
 
 def _pick(number: int, line: str, after_pick: str) -> Command | UsageError:
     words = after_pick.split()
-    attempt = _attempt_number(words[0]) if len(words) == 1 else None
+    force = len(words) == 2 and words[1].lower() == "--force"
+    attempt = _attempt_number(words[0]) if len(words) == 1 or force else None
     if attempt is None:
         return _usage_error(
             number,
             line,
-            f"`/hangar pick` takes the number of one attempt, from 1 to {MAX_ATTEMPTS}",
+            f"`/hangar pick` takes the number of one attempt, from 1 to {MAX_ATTEMPTS}, "
+            "and `--force` for one the ranking does not call eligible",
             ("pick",),
             instruction_word="pick",
         )
-    return Command("pick", {"n": attempt}, number)
+    return Command("pick", {"n": attempt, "force": force}, number)
+
+
+_LAND_FLAGS = {"--ack-sensitive": "ack_sensitive", "--ack-large": "ack_large"}
 
 
 def _land(number: int, line: str, after_land: str) -> Command | UsageError:
     words = [word.lower() if word.isascii() else word for word in after_land.split()]
-    if not words:
-        return Command("land", {"ack_sensitive": False}, number)
-    if words == ["--ack-sensitive"]:
-        return Command("land", {"ack_sensitive": True}, number)
     if words == ["cancel"]:
         return Command("land_cancel", {}, number)
+    if all(word in _LAND_FLAGS for word in words) and len(set(words)) == len(words):
+        return Command("land", {flag: word in words for word, flag in _LAND_FLAGS.items()},
+                       number)
     return _usage_error(
         number,
         line,
-        "`/hangar land` takes nothing after it but `--ack-sensitive` or `cancel`",
+        "`/hangar land` takes nothing after it but `--ack-sensitive`, `--ack-large` or "
+        "`cancel`",
         ("land", "land_cancel"),
         instruction_word="land",
     )
+
+
+def _resolve(number: int, line: str, rest: str, following: list[str]) -> Command | UsageError:
+    guidance = _prompt(rest, following)
+    if len(guidance) > MAX_PROMPT_CHARS:
+        return _too_long(number, line, guidance)
+    return Command("resolve", {"prompt": guidance}, number)
 
 
 def _autofix(number: int, line: str, after_autofix: str) -> Command | UsageError:

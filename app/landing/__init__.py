@@ -18,7 +18,12 @@ The whole concern lives in this folder, one kind of thing a file:
                approval, merge, give up; and what they show (check run `hangar / land`,
                the notes in the status comment)
 - queue.py     GitHub's merge queue: a merge group's `hangar / verify` (its row and step)
-- commands.py  `/hangar land` and `/hangar land cancel`
+- commands.py  `/hangar land` (and its acknowledgements), `/hangar land cancel`,
+               `/hangar resolve`
+- overlaps.py  open hangar PRs on one base that change the same files, and git's
+               prediction of a conflict if one lands first (a row per base)
+- mirror.py    hangar's bare copy of a repository: git's merge answers (merge-tree)
+- worker.py    the land worker: a sandbox that rebases a branch (land.update: rebase)
 
 This file is the concern's face: code outside the folder imports from here only (the
 import-graph test holds it to that). It re-exports every name the single module it grew
@@ -28,6 +33,7 @@ from offered, so no import of `app.landing` had to change.
 from app.landing.commands import (
     cancel,
     handle_command,
+    resolve,
 )
 from app.landing.gate import (
     CODEOWNERS_PATHS,
@@ -43,14 +49,21 @@ from app.landing.gate import (
     usable_methods,
 )
 from app.landing.intake import (
+    after_run_step,
     job_for_pr,
     record_ci,
     record_gate_changed,
     record_land_rerun,
     record_pull_request,
+    record_resolve_button,
     record_review,
     record_suite_rerun,
     record_thread,
+)
+from app.landing.overlaps import (
+    Overlaps,
+    advance_overlaps,
+    warnings_for,
 )
 from app.landing.queue import (
     MergeGroup,
@@ -83,6 +96,7 @@ from app.landing.rules import (
     PR_FILES,
     UPDATE_PATIENCE_S,
     VERIFY_CHECK,
+    AutoLandOut,
     GateFact,
     LandReason,
     NotCounted,
@@ -157,6 +171,7 @@ __all__ = [
     "SHOW_MERGING_AFTER_S",
     "UPDATE_PATIENCE_S",
     "VERIFY_CHECK",
+    "AutoLandOut",
     "BaseMoved",
     "Cannot",
     "Facts",
@@ -168,10 +183,13 @@ __all__ = [
     "MergeGroup",
     "Needs",
     "NotCounted",
+    "Overlaps",
     "ReviewRecord",
     "RowChanged",
     "advance_group",
     "advance_land",
+    "advance_overlaps",
+    "after_run_step",
     "allowed_methods",
     "approval_refusal",
     "approval_verdict",
@@ -227,12 +245,14 @@ __all__ = [
     "record_land_rerun",
     "record_merge_group",
     "record_pull_request",
+    "record_resolve_button",
     "record_review",
     "record_suite_rerun",
     "record_thread",
     "rename_requests",
     "required_from_protection",
     "required_from_rules",
+    "resolve",
     "review_verdicts",
     "save",
     "sensitive_on_pr",
@@ -249,6 +269,7 @@ __all__ = [
     "wait_for_ci",
     "wake_group",
     "wake_request",
+    "warnings_for",
     "who_made",
     "with_protection",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.commands import job_for_pr
+from app.landing.overlaps import wake_overlaps
 from app.landing.rows import (
     RESTARTABLE,
     LandRequest,
@@ -19,6 +20,8 @@ from app.landing.rows import (
     wake_request,
 )
 from app.landing.rules import LAND_CHECK, LandReason, stopped_by_checks
+from app.models import Intent, Thread
+from app.render.landing import RESOLVE_ACTION
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
@@ -51,7 +54,10 @@ def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
     request.reviews.append(ReviewRecord(
         id=event.review.id, user=event.review.user.login, user_type=event.review.user.type,
         state=state, commit_id=event.review.commit_id, dismissed=event.action == "dismissed"))
+    request.quiet = False
     if state == "approved" and request.state in RESTARTABLE:
+        if request.state == LandState.EXPIRED:
+            request.policy = None  # a new request: the policy in force now is kept
         move(engine, request, LandState.QUEUED, Why(LandReason.NEW_APPROVAL))
     wake_request(request)
     save(engine, request)
@@ -61,6 +67,10 @@ def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
     job = job_for_pr(engine, event.repository.full_name, event.number)
     if job is None:
         return
+    if event.action in ("closed", "reopened", "synchronize", "edited"):
+        # the open hangar PRs on the base, or one's files, changed: look at overlaps again
+        wake_overlaps(engine, repo=job.thread.repo, base=event.pull_request.base.ref,
+                      installation_id=job.thread.installation_id, clone_url=job.clone_url)
     request = get(engine, land_id(job.thread.repo, event.number))
     if request:  # a close or a merge is the step's to record: it reads the PR and shows it
         wake_request(request)
@@ -77,6 +87,26 @@ def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
         move(engine, request, LandState.QUEUED, Why(LandReason.REOPENED))
 
 
+def after_run_step(engine: StepContext, run_id: str) -> None:
+    """A turn or a verification of a hangar PR finished: the PR's files are known (its
+    overlaps with the base's other open hangar PRs are looked at), and a verified head
+    is looked at by landing (auto-land may approve it; a waiting request moves on)."""
+    run = engine.get_run(run_id)
+    if run is None or not run.finished or run.pr_number is None:
+        return
+    job = engine.get_job(run.job_id)
+    if job is None:
+        return
+    wake_overlaps(engine, repo=job.thread.repo, base=run.base_branch,
+                  installation_id=job.thread.installation_id, clone_url=job.clone_url)
+    if run.verification is None or run.verification.passed is not True:
+        return
+    request = ensure_request(engine, job, run.pr_number, quiet=True)
+    if request.active:
+        wake_request(request)
+        save(engine, request)
+
+
 def record_land_rerun(engine: StepContext, event: CheckRunEvent) -> None:
     """"Re-run" on check run `hangar / land`: the request is looked at again from the start."""
     if event.action != "rerequested" or event.check_run.name != LAND_CHECK:
@@ -88,6 +118,26 @@ def record_land_rerun(engine: StepContext, event: CheckRunEvent) -> None:
     if request.state in RESTARTABLE:
         move(engine, request, LandState.QUEUED, Why(LandReason.RERUN))
     save(engine, request)
+
+
+def record_resolve_button(engine: StepContext, event: CheckRunEvent) -> None:
+    """"Resolve conflicts" on check run `hangar / land`: as `/hangar resolve` from whoever
+    pressed it (their write access is checked like a comment's)."""
+    action = (event.requested_action or {}).get("identifier")
+    if (event.action != "requested_action" or event.check_run.name != LAND_CHECK
+            or action != RESOLVE_ACTION or event.installation is None or event.sender.is_bot):
+        return
+    request = get(engine, event.check_run.external_id or "")
+    if request is None or request.repo != event.repository.full_name:
+        return
+    intent_id = f"check-{event.check_run.id}-resolve-{event.check_run.head_sha[:12]}"
+    if engine.store.get("intent", intent_id, Intent):
+        return
+    thread = Thread(repo=request.repo, number=request.pr_number,
+                    installation_id=event.installation.id, is_pr=True)
+    engine.save_intent(Intent(id=intent_id, thread=thread, comment_id=0,
+                              author=event.sender.login, command="resolve",
+                              args={"prompt": ""}))
 
 
 def record_suite_rerun(engine: StepContext, event: CheckSuiteEvent) -> None:

@@ -29,6 +29,7 @@ class LandState(StrEnum):
     REJECTED = "rejected"
     CANCELLED = "cancelled"
     FAILED = "failed"
+    EXPIRED = "expired"  # approved, but not landed within land.approval_ttl_minutes
 
 
 # The lane: one request per (repo, base) at a time brings its branch up to date, waits
@@ -36,7 +37,8 @@ class LandState(StrEnum):
 IN_FLIGHT = (LandState.UPDATING, LandState.WAITING_CI, LandState.MERGING)
 FINAL = (LandState.LANDED, LandState.CANCELLED)
 # States a new approval, push or `/hangar land` may start again from.
-RESTARTABLE = (LandState.CONFLICT, LandState.CI_FAILED, LandState.REJECTED, LandState.FAILED)
+RESTARTABLE = (LandState.CONFLICT, LandState.CI_FAILED, LandState.REJECTED, LandState.FAILED,
+               LandState.EXPIRED)
 
 
 class ReviewRecord(BaseModel):
@@ -64,10 +66,29 @@ class LandRequest(BaseModel):
     reason_code: str | None = None  # a LandReason (None on rows older than the codes)
     head_sha: str | None = None
     wished: bool = False  # someone commented `/hangar land`
+    # A row landing keeps for a verified PR nobody has asked to land yet (auto-land looks
+    # at it): said nowhere until auto-land applies or a person makes it a request.
+    quiet: bool = False
+    # The land policy in force when the request was made (`land:` of the base's
+    # .github/hangar.yml then): later edits apply to new requests. None: not made yet.
+    policy: dict[str, Any] | None = None
     ack_sensitive_sha: str | None = None
+    ack_large_sha: str | None = None  # `/hangar land --ack-large` was given on this head
+    # When the head's approvals first sufficed: the request expires approval_ttl_minutes on.
+    approved_at: float | None = None
+    expired_reviews: list[int] = []  # approvals given before the request expired
+    # Auto-land's approval: the head it approved, and the rule it did so by (its text).
+    auto_head: str | None = None
+    auto_rule: str | None = None
+    # Who approved the head that landed ("policy" for auto-land), and that head.
+    approved_by: list[str] = []
+    approved_head: str | None = None
+    # Heads hangar made by a clean update of another head: new head → the head before.
+    updated_heads: dict[str, str] = {}
     reviews: list[ReviewRecord] = []
     explained: list[int] = []  # reviews whose not counting was already said
     merge_sha: str | None = None
+    conflicts: list[str] = []  # the files of the last conflict with the base, as git named
     ci_since: float | None = None
     updated_from: str | None = None  # the head hangar asked GitHub to update
     updated_at_ask: float = 0.0
@@ -108,7 +129,10 @@ def land_id(repo: str, pr_number: int) -> str:
     return f"land-{repo.replace('/', '-')}-{pr_number}"
 
 
-def ensure_request(engine: StepContext, job: Job, pr_number: int) -> LandRequest:
+def ensure_request(engine: StepContext, job: Job, pr_number: int, *,
+                   quiet: bool = False) -> LandRequest:
+    """The PR's land request; made now if there is none (`quiet`: for auto-land's look
+    at a verified PR nobody asked to land, said nowhere until it speaks)."""
     request_id = land_id(job.thread.repo, pr_number)
     existing = engine.store.get("land", request_id, LandRequest)
     if existing:
@@ -117,7 +141,7 @@ def ensure_request(engine: StepContext, job: Job, pr_number: int) -> LandRequest
     request = LandRequest(
         id=request_id, job_id=job.id, repo=job.thread.repo,
         installation_id=job.thread.installation_id, pr_number=pr_number,
-        base=run.base_branch, branch=run.branch, requested_by=job.requested_by,
+        base=run.base_branch, branch=run.branch, requested_by=job.requested_by, quiet=quiet,
     )
     save(engine, request)
     return request

@@ -16,6 +16,7 @@ from app.models import Verification
 from app.render import landing as words
 from app.render.reasons import Why
 from app.repoconfig import LandPolicy
+from app.sensitive import sensitive_names
 
 LAND_CHECK = "hangar / land"
 VERIFY_CHECK = "hangar / verify"
@@ -61,6 +62,15 @@ class LandReason(StrEnum):
     REPO_REMOVED = "repo_removed"
     IN_QUEUE = "in_queue"
     QUEUE_REMOVED = "queue_removed"
+    DRAFT = "draft"  # the PR is a draft until its verification passes
+    LARGE = "large"  # more changed lines than land.max_diff_lines: an ack is needed
+    FROZEN_OPERATOR = "frozen_operator"  # HANGAR_LAND=off
+    FROZEN_REPO = "frozen_repo"  # land.enabled: false
+    EXPIRED = "expired"  # approved, not landed within land.approval_ttl_minutes
+    AUTO_LAND = "auto_land"  # auto-land approved this head by its rule
+    AUTO_LAND_REFUSED = "auto_land_refused"  # auto-land is on, and does not apply here
+    REBASE_FAILED = "rebase_failed"  # the land worker could not rebase and push
+    RESOLVING = "resolving"  # a turn merges the base and resolves the conflicts
     # why a PR's file list is incomplete
     FILES_NOT_ALL_LISTED = "files_not_all_listed"
     TOO_MANY_FILES = "too_many_files"
@@ -80,6 +90,7 @@ class NotCounted(StrEnum):
     DISMISSED = "dismissed"
     PUSHER_UNKNOWN = "pusher_unknown"
     BASE_CHANGED = "base_changed"
+    EXPIRED = "expired"  # given before the request expired
 
 
 class GateFact(StrEnum):
@@ -103,6 +114,18 @@ class GateFact(StrEnum):
     BYPASS = "bypass"
 
 
+class AutoLandOut(StrEnum):
+    """Why auto-land does not apply to a pull request (worded by render.landing)."""
+
+    SENSITIVE = "auto_sensitive"
+    OUTSIDE_PATHS = "auto_outside_paths"
+    TOO_LARGE = "auto_too_large"
+    FILES_UNKNOWN = "auto_files_unknown"
+    NOT_VERIFIED = "auto_not_verified"
+    CHECKS = "auto_checks"
+    MORE_APPROVALS = "auto_more_approvals"
+
+
 MAX_PR_COMMITS = 250  # GitHub lists at most this many commits of a pull request
 
 
@@ -122,10 +145,15 @@ def approval_verdict(
 def approval_refusal(
     review: ReviewRecord, *, head_sha: str | None, requester: str, permission: str,
     policy: LandPolicy, askers: Collection[str] = (), makers: Collection[str] = (),
-    makers_unknown: Why | str | None = None,
+    makers_unknown: Why | str | None = None, carried_from: Collection[str] = (),
+    expired: Collection[int] = (),
 ) -> Why | str | None:
     """None when this review counts as an approval of head_sha; else why it does not (a
     `NotCounted` code).
+
+    `carried_from`: heads hangar's own clean update made head_sha from, whose approvals
+    still count (land.approval_survives_clean_update). `expired`: reviews given before the
+    request expired (a new approval restarts it).
 
     `askers`: who asked for a later turn on the PR (a follow-up, a review turn, the "Fix
     with hangar" button). `makers`: who pushed to the branch, or authored or committed a
@@ -149,8 +177,10 @@ def approval_refusal(
         return makers_unknown
     if permission not in ("admin", "maintain", "write"):
         return Why(NotCounted.NO_WRITE_ACCESS, user=user)
-    if review.commit_id != head_sha:
+    if review.commit_id != head_sha and review.commit_id not in carried_from:
         return Why(NotCounted.OTHER_COMMIT, user=user, approved=review.commit_id, head=head_sha)
+    if review.id in expired:
+        return Why(NotCounted.EXPIRED, user=user)
     if review.dismissed:
         return Why(NotCounted.DISMISSED, user=user)
     if review.before_base is not None:
@@ -307,10 +337,99 @@ def compare_makers(compare: dict | None) -> set[str] | None:
     return {p["login"] for c in commits for p in c["people"] if p.get("type") != "Bot"}
 
 
-def approvals_wanted(request: LandRequest, policy: LandPolicy, have: int) -> Why:
-    return Why(LandReason.APPROVALS_WANTED, missing=policy.required_approvals - have,
-               head=request.head_sha,
+def approvals_wanted(request: LandRequest, policy: LandPolicy, have: int,
+                     need: int | None = None) -> Why:
+    need = policy.required_approvals if need is None else need
+    return Why(LandReason.APPROVALS_WANTED, missing=need - have, head=request.head_sha,
                other_than=request.requested_by if policy.forbid_self_approval else None)
+
+
+# -- the policy a request keeps, and what it asks beyond approvals -----------------------
+
+
+def policy_in_force(request: LandRequest, fresh: LandPolicy) -> LandPolicy:
+    """The land policy kept with the request since it was made (later edits of
+    .github/hangar.yml apply to new requests); `enabled`, a freeze, is read fresh."""
+    if request.policy is None:
+        return fresh
+    return LandPolicy.model_validate({**request.policy, "enabled": fresh.enabled})
+
+
+def freeze(landing_on: bool, policy: LandPolicy) -> Why | None:
+    """Why nothing merges now (the operator's HANGAR_LAND=off, the repository's
+    land.enabled: false), or None. Approved requests wait, and land once it is lifted."""
+    if not landing_on:
+        return Why(LandReason.FROZEN_OPERATOR)
+    if not policy.enabled:
+        return Why(LandReason.FROZEN_REPO)
+    return None
+
+
+def approvals_needed(policy: LandPolicy, sensitive: bool) -> int:
+    """Approvals that must count: the policy's, and land.sensitive_extra_approvals more
+    when the PR changes sensitive paths."""
+    return policy.required_approvals + (policy.sensitive_extra_approvals if sensitive else 0)
+
+
+def changed_lines(pr: dict) -> int:
+    """Lines added plus lines deleted, as GitHub counts the pull request."""
+    return int(pr.get("additions") or 0) + int(pr.get("deletions") or 0)
+
+
+def too_large(request: LandRequest, policy: LandPolicy, lines: int) -> Why | None:
+    """Why the change needs `/hangar land --ack-large` on this head, or None."""
+    if lines <= policy.max_diff_lines or request.ack_large_sha == request.head_sha:
+        return None
+    return Why(LandReason.LARGE, lines=lines, limit=policy.max_diff_lines)
+
+
+def expires_at(request: LandRequest, policy: LandPolicy) -> float | None:
+    """When an approved request that has not landed expires (None: not approved)."""
+    if request.approved_at is None:
+        return None
+    return request.approved_at + policy.approval_ttl_minutes * 60
+
+
+def expired(request: LandRequest, policy: LandPolicy, now_s: float) -> bool:
+    at = expires_at(request, policy)
+    return (at is not None and now_s >= at
+            and request.state not in (LandState.LANDED, LandState.CANCELLED, LandState.EXPIRED)
+            and request.enqueued != request.head_sha)  # GitHub's queue holds it
+
+
+def auto_rule(policy: LandPolicy) -> str:
+    """Auto-land's rule, as written in the policy (kept with what it approves)."""
+    when = policy.auto_land.when
+    return (f"verification: {when.verification}, checks: {when.checks}, at most "
+            f"{when.max_diff_lines} changed lines, only_paths: {', '.join(when.only_paths)}")
+
+
+def auto_land_verdict(
+    policy: LandPolicy, *, files: list[dict], complete: bool, lines: int,
+    verified: bool, checks_passed: bool,
+) -> Why | None:
+    """None when auto-land may approve this head by its rule; else why not (an
+    `AutoLandOut`). Never on sensitive paths, never past its own approval count."""
+    when = policy.auto_land.when
+    sensitive = sensitive_names(files, policy.sensitive_paths)
+    if sensitive:
+        return Why(AutoLandOut.SENSITIVE, paths=sensitive)
+    if not complete:
+        return Why(AutoLandOut.FILES_UNKNOWN)
+    names = [n for f in files for n in (f.get("filename"), f.get("previous_filename")) if n]
+    inside = set(sensitive_names(files, when.only_paths))
+    outside = [n for n in dict.fromkeys(names) if n not in inside]
+    if outside:
+        return Why(AutoLandOut.OUTSIDE_PATHS, paths=outside, only=when.only_paths)
+    if lines > when.max_diff_lines:
+        return Why(AutoLandOut.TOO_LARGE, lines=lines, limit=when.max_diff_lines)
+    if policy.required_approvals > 1:
+        return Why(AutoLandOut.MORE_APPROVALS, count=policy.required_approvals)
+    if not verified:
+        return Why(AutoLandOut.NOT_VERIFIED)
+    if when.checks == "pass" and not checks_passed:
+        return Why(AutoLandOut.CHECKS)
+    return None
 
 
 def verification_outcome(check: ci.Outcome | None, verified: Verification | None) -> ci.Outcome:
@@ -393,6 +512,8 @@ def land_check_status(state: LandState) -> tuple[str, str | None]:
         return "completed", "success"
     if state in (LandState.CONFLICT, LandState.CI_FAILED, LandState.REJECTED, LandState.FAILED):
         return "completed", "failure"
+    if state == LandState.EXPIRED:
+        return "completed", "timed_out"
     if state == LandState.CANCELLED:
         return "completed", "cancelled"
     return "in_progress", None

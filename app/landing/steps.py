@@ -17,6 +17,7 @@ from app.engine import PrNotes
 from app.github import ci
 from app.github.client import get_or_none
 from app.github.ops import PAGE, read_ci
+from app.landing import mirror, overlaps, worker
 from app.landing.gate import (
     CODEOWNERS_PATHS,
     Facts,
@@ -50,19 +51,29 @@ from app.landing.rules import (
     MERGE_METHODS,
     UPDATE_PATIENCE_S,
     VERIFY_CHECK,
+    AutoLandOut,
     LandReason,
     NotCounted,
     approval_refusal,
+    approvals_needed,
     approvals_wanted,
     asked_update,
+    auto_land_verdict,
+    auto_rule,
     bypassing_rulesets,
+    changed_lines,
     closing_references,
     compare_makers,
+    expired,
+    expires_at,
     file_list_shortfall,
+    freeze,
     gate_report,
     land_check_status,
     merge_answer,
     one_line,
+    policy_in_force,
+    too_large,
     update_refused,
     verification_outcome,
 )
@@ -111,16 +122,28 @@ async def advance_land(engine: StepContext, request_id: str) -> None:
             if request.due_at > due:
                 request.due_at = due
                 save(engine, request)
+        if request is not None and request.active and request.policy is not None:
+            # An approved request is looked at when its approval would expire.
+            at = expires_at(request, LandPolicy.model_validate(request.policy))
+            if at is not None and request.due_at > at:
+                request.due_at = at
+                save(engine, request)
 
 
 # Reasons a request waits on for a person: the slow poll only reads the reviews then.
 WAITING_FOR_PEOPLE = (LandReason.APPROVALS_WANTED, LandReason.GATE_WAITS,
-                      LandReason.MERGE_REFUSED_WAITS, LandReason.SENSITIVE)
+                      LandReason.MERGE_REFUSED_WAITS, LandReason.SENSITIVE, LandReason.LARGE,
+                      LandReason.AUTO_LAND_REFUSED, LandReason.FROZEN_OPERATOR)
 
 
 async def land_step(engine: StepContext, request: LandRequest) -> None:
     job = engine.get_job(request.job_id)
     ops = await engine.repo_ops(job.thread)
+    if request.policy is not None and expired(
+            request, LandPolicy.model_validate(request.policy), time.time()):
+        return await expire(engine, ops, request)
+    if request.quiet and await auto_land_off(engine, ops, request):
+        return  # nobody asked, and auto-land is off: nothing to look at until an event
     if await quiet_look(engine, ops, request):
         return
     pr = await ops.get_pr(request.pr_number)
@@ -131,14 +154,7 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
         return await show(engine, ops, request)
     head = pr["head"]["sha"]
     if head != request.head_sha:
-        moved_from = request.head_sha
-        request.head_sha = head
-        request.ci_since = None
-        save(engine, request)
-        # A new head (a push; not hangar's own update) is checked again from the start.
-        if moved_from and request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
-                                            LandState.MERGING):
-            move(engine, request, LandState.QUEUED, Why(LandReason.HEAD_MOVED_TO, head=head))
+        await head_changed(engine, ops, request, head)
     if pr["base"]["ref"] != request.base:
         await base_changed(engine, ops, request, pr["base"]["ref"])
     # Head against the base as it is now (its ETag makes it free while neither moves): what
@@ -149,15 +165,26 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     if problems != request.problems:
         request.problems = problems
         save(engine, request)
-    policy = config.land
+    policy = policy_in_force(request, config.land)
     await sync_reviews(engine, ops, request)
     verdicts = await review_verdicts(engine, ops, request, policy, compare)
     approved = [r for r, why in verdicts if why is None]
     await explain_reviews(engine, ops, request, verdicts)
     if request.state in RESTARTABLE:
         return await show(engine, ops, request)
-    if request.state == LandState.QUEUED and not (request.wished or approved):
-        set_reason(request, approvals_wanted(request, policy, 0))
+    if request.state == LandState.QUEUED and not (
+            request.wished or approved or request.auto_head == head):
+        if not policy.auto_land.enabled:
+            if request.quiet:
+                return None
+            set_reason(request, approvals_wanted(request, policy, 0))
+            save(engine, request)
+            return await show(engine, ops, request)
+        if not await auto_land(engine, ops, request, policy, pr, compare):
+            return await show(engine, ops, request) if not request.quiet else None
+    made(engine, request, policy, approved)
+    if pr.get("draft"):  # marked ready once its verification passes
+        set_reason(request, Why(LandReason.DRAFT, head=head))
         save(engine, request)
         return await show(engine, ops, request)
     # Every rule that applies to the base (all pages), and its classic protection.
@@ -178,10 +205,11 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
         if queue:  # the queue merges it onto the base as the base is then
             move(engine, request, LandState.WAITING_CI, None)
         else:
-            await update(engine, ops, request, compare)
+            await update(engine, ops, request, compare, policy)
+    have = len(approved) + (request.auto_head == request.head_sha)
     if request.state == LandState.WAITING_CI or (
             request.state == LandState.AWAITING_APPROVAL
-            and len(approved) >= policy.required_approvals):
+            and have >= policy.required_approvals):
         # What passed while it waited for a person may have failed since (a re-run, a
         # "Verify again"): read once more in the step that would merge.
         await wait_for_ci(engine, ops, request, policy, gate)
@@ -193,6 +221,124 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     await show(engine, ops, request)
 
 
+async def auto_land_off(engine: StepContext, ops: RepoOps, request: LandRequest) -> bool:
+    """A quiet row (a verified PR nobody asked to land): True, and parked until an event,
+    when the base's policy has auto-land off. One read of the (cached) policy file."""
+    config, _ = parse_repo_config(await engine.config_text(ops, request.base))
+    if config.land.auto_land.enabled:
+        return False
+    request.due_at = time.time() + engine.settings.idle_pr_look_seconds
+    save(engine, request)
+    return True
+
+
+def made(engine: StepContext, request: LandRequest, policy: LandPolicy,
+         approved: list[ReviewRecord]) -> None:
+    """The request is made (asked for, approved, or approved by auto-land): the policy in
+    force now is kept with it; its approvals' time is kept for their expiry."""
+    have = bool(approved) or request.auto_head == request.head_sha
+    changed = False
+    if request.policy is None:
+        request.policy = policy.model_dump(mode="json")
+        changed = True
+    if request.quiet:
+        request.quiet = False
+        changed = True
+    if have and request.approved_at is None:
+        request.approved_at = time.time()
+        changed = True
+    elif not have and request.approved_at is not None:
+        request.approved_at = None  # the approvals lapsed (a new head): none to expire
+        changed = True
+    if changed:
+        save(engine, request)
+
+
+async def auto_land(engine: StepContext, ops: RepoOps, request: LandRequest,
+                    policy: LandPolicy, pr: dict, compare: dict) -> bool:
+    """Auto-land's look at a head nobody approved: True when its rule approves it (the
+    approval is recorded as the policy's, with the rule's text); else False, the reason
+    set when auto-land does not apply (and nothing said while it waits for the head's
+    verification or checks to finish)."""
+    head = pr["head"]["sha"]
+    files = compare.get("files") or []
+    complete = bool(compare.get("base_sha")) and len(files) < COMPARE_FILES
+    verified = ensure_verified(engine, request)
+    check_runs, statuses = await read_ci(ops, head)
+    checks = ci.ci_summary(ci.read(check_runs, statuses, own_app_id=engine.settings.app_id))
+    why = auto_land_verdict(
+        policy, files=files, complete=complete, lines=changed_lines(pr),
+        verified=bool(verified and verified.passed), checks_passed=checks in ("passed", "none"))
+    if why is not None:
+        waiting = ((why.code == AutoLandOut.NOT_VERIFIED and verified is None)
+                   or (why.code == AutoLandOut.CHECKS and checks == "pending"))
+        if waiting:  # its end wakes the request: only then is there something to say
+            if request.quiet:
+                request.due_at = time.time() + engine.settings.idle_pr_look_seconds
+                save(engine, request)
+            return False
+        other_than = request.requested_by if policy.forbid_self_approval else None
+        set_reason(request, Why(LandReason.AUTO_LAND_REFUSED, why=why, head=head,
+                                other_than=other_than))
+        request.quiet = False
+        save(engine, request)
+        return False
+    request.auto_head, request.auto_rule = head, auto_rule(policy)
+    move(engine, request, request.state, Why(LandReason.AUTO_LAND, head=head,
+                                              rule=request.auto_rule))
+    return True
+
+
+async def expire(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:
+    """Approved, not landed within land.approval_ttl_minutes: the request ends expired,
+    its approvals spent; the PR stays open and a new approval starts it again."""
+    policy = LandPolicy.model_validate(request.policy or {})
+    request.expired_reviews = sorted({*request.expired_reviews, *(
+        r.id for r in request.reviews if r.state == "approved")})
+    request.auto_head, request.approved_at = None, None
+    move(engine, request, LandState.EXPIRED, Why(
+        LandReason.EXPIRED, minutes=policy.approval_ttl_minutes, head=request.head_sha))
+    await show(engine, ops, request)
+
+
+async def head_changed(engine: StepContext, ops: RepoOps, request: LandRequest,
+                       head: str) -> None:
+    """The PR has a new head: hangar's own update of the old one (kept, so an approval of
+    the old head may carry over when the policy says so), or anyone's push, which is
+    checked again from the start."""
+    moved_from = request.head_sha
+    if (moved_from and request.state == LandState.UPDATING
+            and request.updated_from == moved_from and head not in request.updated_heads
+            and await is_clean_update(engine, request, head, moved_from)):
+        request.updated_heads = {**dict(list(request.updated_heads.items())[-9:]),
+                                 head: moved_from}
+    request.head_sha = head
+    request.ci_since = None
+    save(engine, request)
+    if moved_from and request.state in (LandState.WAITING_CI, LandState.AWAITING_APPROVAL,
+                                        LandState.MERGING):
+        move(engine, request, LandState.QUEUED, Why(LandReason.HEAD_MOVED_TO, head=head))
+
+
+async def is_clean_update(engine: StepContext, request: LandRequest, head: str,
+                          old: str) -> bool:
+    """Whether `head` is GitHub's clean merge of the base into `old` and nothing else
+    (read from hangar's mirror; only when the policy lets approvals survive one)."""
+    policy = LandPolicy.model_validate(request.policy) if request.policy else None
+    if policy is None or not policy.approval_survives_clean_update:
+        return False
+    job = engine.get_job(request.job_id)
+    try:
+        path = await mirror.fetched(engine, repo=request.repo, clone_url=job.clone_url,
+                                    installation_id=request.installation_id,
+                                    refs=[request.base, request.branch])
+        return await mirror.clean_update_of(path, head, old, f"refs/heads/{request.base}")
+    except Exception:  # an approval that cannot be shown to carry over does not
+        log.warning("could not read the update from the mirror", exc_info=True,
+                    extra={"land": request.id})
+        return False
+
+
 async def quiet_look(engine: StepContext, ops: RepoOps, request: LandRequest) -> bool:
     """A look of the slow poll at a request that waits for a person: read only the reviews
     (an approval whose webhook was missed); True when nothing else is to be done. Events
@@ -200,7 +346,10 @@ async def quiet_look(engine: StepContext, ops: RepoOps, request: LandRequest) ->
     missed one comes back through the redelivery catch-up; a full look comes at least
     every `idle_pr_look_seconds` (6 hours)."""
     waiting = (request.state in (LandState.QUEUED, LandState.AWAITING_APPROVAL)
-               and request.reason_code in WAITING_FOR_PEOPLE)
+               and request.reason_code in WAITING_FOR_PEOPLE
+               # the operator's freeze ends with a restart: look at once then
+               and not (request.reason_code == LandReason.FROZEN_OPERATOR
+                        and engine.settings.land))
     if (request.woken or not waiting
             or time.time() - request.looked_at > engine.settings.idle_pr_look_seconds):
         request.woken, request.looked_at = False, time.time()
@@ -281,13 +430,24 @@ async def review_verdicts(
     if not approvals:
         return verdicts
     made = await who_made(engine, ops, request, compare)
+    carried = carried_from(request) if policy.approval_survives_clean_update else []
     for review in approvals:
         is_bot = review.user_type == "Bot" or review.user.endswith("[bot]")
         permission = "none" if is_bot else await engine.permission(ops, review.user)
         verdicts.append((review, approval_refusal(
             review, head_sha=request.head_sha, requester=request.requested_by,
-            permission=permission, policy=policy, **made)))
+            permission=permission, policy=policy, carried_from=carried,
+            expired=request.expired_reviews, **made)))
     return verdicts
+
+
+def carried_from(request: LandRequest) -> list[str]:
+    """The heads hangar's clean updates made the head from, newest first."""
+    heads, head = [], request.head_sha
+    while head in request.updated_heads and len(heads) < len(request.updated_heads):
+        head = request.updated_heads[head]
+        heads.append(head)
+    return heads
 
 
 async def who_made(engine: StepContext, ops: RepoOps, request: LandRequest,
@@ -304,9 +464,11 @@ async def who_made(engine: StepContext, ops: RepoOps, request: LandRequest,
 def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     """What landing says about a PR in its job's status comment, and whether it landed."""
     request = engine.store.get("land", land_id(repo, pr_number), LandRequest)
-    if request is None:
-        return PrNotes()
-    notes = words.land_notes(request)
+    notes = [words.overlap_note(pr_number, w["pr"], w["files"], w.get("conflicts"))
+             for w in overlaps.warnings_for(engine, repo, pr_number)]
+    if request is None or request.quiet:
+        return PrNotes(tuple(notes))
+    notes = [*words.land_notes(request), *notes]
     if request.impostors:
         notes.append(render.impostors_note(request.impostors))
     return PrNotes(tuple(notes), landed=request.state == LandState.LANDED)
@@ -394,8 +556,11 @@ async def explain_reviews(
         save(engine, request)
 
 
-async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compare: dict) -> None:
-    """Bring the branch up to date with the base (`compare`: base against head, now)."""
+async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compare: dict,
+                 policy: LandPolicy | None = None) -> None:
+    """Bring the branch up to date with the base (`compare`: base against head, now): a
+    merge of the base by GitHub's update-branch, or (land.update: rebase) a rebase in the
+    land worker's sandbox."""
     if compare["behind_by"] == 0:
         request.updated_from = None
         return move(engine, request, LandState.WAITING_CI, None)
@@ -403,6 +568,8 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
         set_reason(request, Why(LandReason.UPDATE_PENDING))
         save(engine, request)
         return None
+    if policy is not None and policy.update == "rebase":
+        return await rebase(engine, ops, request)
     try:
         await ops.gh.put(f"{ops.base}/pulls/{request.pr_number}/update-branch",
                          data={"expected_head_sha": request.head_sha})
@@ -414,7 +581,8 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
             raise  # not GitHub's word on the branch: the step is tried again, backing off
         if await head_moved(ops, request):
             return None  # the next pass sees the new head
-        files = await conflicting_files(ops, request)
+        files = await conflicting_files(engine, request)
+        request.conflicts = files
         return move(engine, request, LandState.CONFLICT,
                     Why(LandReason.CONFLICT, base=request.base, files=files))
     # The update makes a new head: earlier approvals lapse, verification runs again on it.
@@ -424,16 +592,55 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
                                 f"{request.base}")
 
 
+async def rebase(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:
+    """land.update: rebase. The land worker rebases the branch onto the base in a sandbox
+    and pushes it with a lease on the head; a clean rebase's head is hangar's update."""
+    job = engine.get_job(request.job_id)
+    old = request.head_sha
+    engine.note(request.job_id, f"land #{request.pr_number}: rebasing the branch onto "
+                                f"{request.base}")
+    outcome = await worker.rebase(engine, ops, request, job.clone_url)
+    # Events may have written the row while the worker ran: what it did goes on the fresh one.
+    request = get(engine, request.id) or request
+    if request.state != LandState.UPDATING and not isinstance(outcome, worker.Rebased):
+        return None  # cancelled or moved on meanwhile: nothing pushed to say
+    if isinstance(outcome, worker.Rebased):
+        request.updated_from, request.updated_at_ask = old, time.time()
+        request.updated_heads = {**dict(list(request.updated_heads.items())[-9:]),
+                                 outcome.head: old}
+        save(engine, request)
+        return engine.note(request.job_id, f"land #{request.pr_number}: rebased onto "
+                                           f"{request.base} as {outcome.head[:7]}")
+    if isinstance(outcome, worker.HeadMoved):
+        return None  # the next pass sees the new head
+    if isinstance(outcome, worker.Conflicts):
+        request.conflicts = list(outcome.files)
+        return move(engine, request, LandState.CONFLICT, Why(
+            LandReason.CONFLICT, base=request.base, files=list(outcome.files)))
+    return move(engine, request, LandState.FAILED, Why(
+        LandReason.REBASE_FAILED, base=request.base, said=outcome.said))
+
+
 async def head_moved(ops: RepoOps, request: LandRequest) -> bool:
     pr = await ops.get_pr(request.pr_number)
     return pr["head"]["sha"] != request.head_sha
 
 
-async def conflicting_files(ops: RepoOps, request: LandRequest) -> list[str]:
-    ours = await ops.compare(request.base, request.head_sha)
-    theirs = await ops.compare(request.head_sha, request.base)
-    changed_here = {f["filename"] for f in ours["files"]}
-    return sorted(changed_here & {f["filename"] for f in theirs["files"]})
+async def conflicting_files(engine: StepContext, request: LandRequest) -> list[str]:
+    """The files in which the PR's head conflicts with its base now, as git's own merge
+    (merge-ort, GitHub's) finds them in hangar's mirror: exactly those, not every file
+    both sides changed. Empty when git could not be asked (the reason then says so)."""
+    job = engine.get_job(request.job_id)
+    try:
+        path = await mirror.fetched(engine, repo=request.repo, clone_url=job.clone_url,
+                                    installation_id=request.installation_id,
+                                    refs=[request.base, request.branch])
+        merged = await mirror.merge(path, request.head_sha or "", f"refs/heads/{request.base}")
+    except Exception:  # the conflict is GitHub's word; the names are git's, when it answers
+        log.warning("could not name the conflicting files", exc_info=True,
+                    extra={"land": request.id})
+        return []
+    return list(merged.conflicts)
 
 
 async def wait_for_ci(
@@ -509,13 +716,24 @@ async def await_approval(
     approved: list[ReviewRecord], compare: dict | None = None, *, gate: Gate | None = None,
     pr: dict | None = None,
 ) -> None:
-    if len(approved) < policy.required_approvals:
-        set_reason(request, approvals_wanted(request, policy, len(approved)))
+    auto = request.auto_head == request.head_sha
+    if not (approved or auto) and policy.auto_land.enabled and pr and compare:
+        auto = await auto_land(engine, ops, request, policy, pr, compare)
+    have = len(approved) + auto
+    touched, gap = await sensitive_on_pr(ops, request, policy, compare)
+    need = approvals_needed(policy, bool(touched or gap))
+    if have < need:
+        if have or request.reason_code != LandReason.AUTO_LAND_REFUSED:
+            set_reason(request, approvals_wanted(request, policy, have, need))
         save(engine, request)
         return
-    touched, gap = await sensitive_on_pr(ops, request, policy, compare)
     if (touched or gap) and request.ack_sensitive_sha != request.head_sha:
         set_reason(request, Why(LandReason.SENSITIVE, paths=touched, gap=gap))
+        save(engine, request)
+        return
+    large = too_large(request, policy, changed_lines(pr)) if pr else None
+    if large:
+        set_reason(request, large)
         save(engine, request)
         return
     if gate is not None:
@@ -528,8 +746,15 @@ async def await_approval(
             return
     if request.refused == request.head_sha:
         return  # GitHub refused this head for a rule it named: an event asks again
+    frozen = freeze(engine.settings.land, policy)
+    if frozen:  # approved, and held: it lands once the freeze is lifted
+        set_reason(request, frozen)
+        save(engine, request)
+        return
     if (gate is None or gate.merge_queue is None) and lane_taken(engine, request):
         return
+    request.approved_by = [r.user for r in approved] + (["policy"] if auto else [])
+    request.approved_head = request.head_sha
     move(engine, request, LandState.MERGING, None)
 
 
@@ -649,7 +874,8 @@ async def merge(
             result = await ops.gh.put(
                 f"{ops.base}/pulls/{request.pr_number}/merge",
                 data={"sha": request.head_sha, "merge_method": method,
-                      **words.merge_commit(pr["title"], request.pr_number, job.requested_by)},
+                      **words.merge_commit(pr["title"], request.pr_number, job.requested_by,
+                                           approved=approved_text(request))},
             )
             break
         except BadRequest as exc:
@@ -760,6 +986,14 @@ async def merge_shown_if_slow(
         merging.cancel()  # only when this step itself was stopped: as a crash would
 
 
+def approved_text(request: LandRequest) -> str | None:
+    """Who approved the head being merged, for its commit message."""
+    if not request.approved_by or request.approved_head != request.head_sha:
+        return None
+    return (f"{words.approvers(request.approved_by, request.auto_rule)} at "
+            f"{(request.approved_head or '')[:7]}")
+
+
 class BaseMoved(Exception):
     """GitHub's 405 "Base branch was modified": the merge is asked again, after a wait."""
 
@@ -800,8 +1034,11 @@ async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
         title = render.land_title(request)
         shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"
         if shown != request.shown:
+            # A conflict offers the turn that resolves it (the button sends requested_action).
+            actions = (words.land_actions() if request.state == LandState.CONFLICT
+                       else [] if status == "completed" else None)
             await show_check(engine, ops, request, shown, status=status, conclusion=conclusion,
-                             output={"title": title, "summary": summary})
+                             output={"title": title, "summary": summary}, actions=actions)
     await runs.refresh_status(engine, request.job_id)
 
 

@@ -26,10 +26,41 @@ def _sensitive(paths: list[str] | None = None, gap: Why | None = None) -> str:
 
 
 def _conflict(base: str, files: list[str]) -> str:
-    named = ", ".join(code_span(f) for f in files[:20]) or "files GitHub did not name"
-    return (f"the branch conflicts with {base} in {named}; hangar does not resolve conflicts "
-            "silently — ask for a turn (`/hangar resolve the conflicts`) or resolve them by "
-            "hand")
+    named = ", ".join(code_span(f) for f in files[:20]) or "files git did not name"
+    more = f" and {len(files) - 20} more" if len(files) > 20 else ""
+    return (f"the branch conflicts with {base} in {named}{more}; hangar does not resolve "
+            f"conflicts silently: comment `/hangar resolve` (or press \"Resolve conflicts\" "
+            f"on hangar / land) for a turn that merges {base} and resolves them, then is "
+            "verified again; or resolve them by hand")
+
+
+# Why auto-land does not apply (`app.landing.AutoLandOut`).
+AUTO_OUT: Sentences = {
+    "auto_sensitive": lambda paths: (
+        f"it changes sensitive paths ({', '.join(code_span(p) for p in paths[:5])}), which "
+        "auto-land never lands"),
+    "auto_outside_paths": lambda paths, only: (
+        f"{', '.join(code_span(p) for p in paths[:5])} "
+        + ("is" if len(paths) == 1 else "are")
+        + f" outside auto_land.when.only_paths ({', '.join(code_span(o) for o in only)})"),
+    "auto_too_large": lambda lines, limit: (
+        f"it changes {lines} lines, more than auto_land.when.max_diff_lines ({limit})"),
+    "auto_files_unknown": lambda: "GitHub did not list all of its changed files",
+    "auto_not_verified": lambda: "hangar / verify has not passed on this head",
+    "auto_checks": lambda: "not every check on this head has passed",
+    "auto_more_approvals": lambda count: (
+        f"land.required_approvals is {count}, and auto-land stands for one approval"),
+}
+
+
+def _auto_land_refused(why: Why, head: str | None, other_than: str | None = None) -> str:
+    return (f"auto-land does not apply: {word(AUTO_OUT, why)}; "
+            + _approvals_wanted(1, head, other_than))
+
+
+def _frozen(by: str) -> str:
+    return (f"approved, and waiting: landing is switched off {by}; it lands once that is "
+            "lifted")
 
 
 def _check_late(check: str, running: bool, head: str, minutes: float) -> str:
@@ -143,6 +174,29 @@ LAND_REASONS: Sentences = {
     "repo_removed": lambda: (
         "the repository was removed from hangar's installation; hangar may no longer touch "
         "it"),
+    "draft": lambda head: (
+        f"the pull request is a draft (land.draft_pr) until hangar / verify passes on "
+        f"`{short(head)}`; hangar marks it ready for review then"),
+    "large": lambda lines, limit: (
+        f"it changes {lines} lines, more than land.max_diff_lines ({limit}): an approver "
+        "must also comment `/hangar land --ack-large`"),
+    "frozen_operator": lambda: _frozen("for all repositories by hangar's operator "
+                                       "(HANGAR_LAND=off)"),
+    "frozen_repo": lambda: _frozen("for this repository (land.enabled: false in "
+                                   ".github/hangar.yml)"),
+    "expired": lambda minutes, head: (
+        f"approved, but not landed within {minutes:g} minutes of the approval "
+        f"(land.approval_ttl_minutes), so the request expired; the pull request stays open, "
+        f"and a new approval of `{short(head)}` starts it again"),
+    "auto_land": lambda head, rule: (
+        f"auto-land approved `{short(head)}` by the repository's rule ({rule})"),
+    "auto_land_refused": _auto_land_refused,
+    "rebase_failed": lambda base, said: (
+        f"hangar could not rebase the branch onto {base}: {said}. Rebase it by hand, or set "
+        "`land.update: merge`, then `/hangar land`"),
+    "resolving": lambda base: (
+        f"a turn is merging {base} into the branch and resolving the conflicts; its head is "
+        "verified again, and it needs its own approval"),
 
     "approvals_wanted": _approvals_wanted,
     "sensitive": _sensitive,
@@ -234,6 +288,9 @@ NOT_COUNTED: Sentences = {
     "base_changed": lambda user, base: (
         f"@{user} approved it going into {code_span(base)}, and its base branch has changed "
         "since; approve again to land it into the new base"),
+    "expired": lambda user: (
+        f"@{user}'s approval was given before the request expired "
+        "(land.approval_ttl_minutes); approve again to land it"),
 }
 
 # What protects a branch, line by line with the fix for what is missing, by `GateFact`.
@@ -285,9 +342,10 @@ def review_not_counted(marker: str, why: Why) -> str:
     return f"{marker}\nThis approval does not count for landing: {not_counted(why)}."
 
 
-def ack_refused(why: Why) -> str:
-    return (f"Your acknowledgement of the sensitive files does not count: {not_counted(why)}. "
-            "Another person with write access must comment `/hangar land --ack-sensitive`.")
+def ack_refused(why: Why, flag: str = "--ack-sensitive") -> str:
+    what = "the sensitive files" if flag == "--ack-sensitive" else "the change's size"
+    return (f"Your acknowledgement of {what} does not count: {not_counted(why)}. "
+            f"Another person with write access must comment `/hangar land {flag}`.")
 
 
 def nothing_to_cancel(pr_number: int, state: str) -> str:
@@ -299,10 +357,20 @@ def method_fallback_note(pr_number: int, method: str, other: str) -> str:
             f"using {other}")
 
 
-def merge_commit(pr_title: str, pr_number: int, requester: str) -> dict[str, str]:
+def merge_commit(pr_title: str, pr_number: int, requester: str,
+                 approved: str | None = None) -> dict[str, str]:
     """The title and message of the merge commit hangar asks GitHub for."""
     return {"commit_title": f"{pr_title} (#{pr_number})",
-            "commit_message": f"Landed by hangar for {person(requester)}."}
+            "commit_message": f"Landed by hangar for {person(requester)}."
+            + (f" Approved by {approved}." if approved else "")}
+
+
+def approvers(logins: list[str], rule: str | None = None) -> str:
+    """Who approved, as people read it: "@rita and @sam", or the policy and its rule."""
+    people = [f"@{login}" for login in logins if login != "policy"]
+    if "policy" in logins:
+        people.append(f"the policy (auto_land: {rule})" if rule else "the policy (auto_land)")
+    return " and ".join(people)
 
 
 def land_title(request: Any) -> str:
@@ -318,15 +386,25 @@ def land_title(request: Any) -> str:
         "rejected": "GitHub refused the merge",
         "cancelled": "Landing cancelled",
         "failed": "Landing failed",
+        "expired": "The approval expired",
     }
     return titles.get(str(request.state), str(request.state))
 
 
+def landed_words(request: Any) -> str:
+    """"landed by hangar as `abc1234`, approved by @rita at `9f3c2ab`"."""
+    text = f"landed by hangar as `{short(request.merge_sha)}`"
+    if request.approved_by:
+        text += (f", approved by {approvers(request.approved_by, request.auto_rule)}"
+                 f" at `{short(request.approved_head)}`")
+    return text
+
+
 def land_line(request: Any) -> str:
-    text = f"**Landing #{request.pr_number}:** {land_title(request).lower()}"
     if request.merge_sha:
-        text += f" as `{short(request.merge_sha)}`"
-    elif request.reason:
+        return f"**Landing #{request.pr_number}:** {landed_words(request)}"
+    text = f"**Landing #{request.pr_number}:** {land_title(request).lower()}"
+    if request.reason:
         text += f" — {redact(request.reason)}"
     return text
 
@@ -335,7 +413,8 @@ def land_check_summary(request: Any, gate: list[tuple[bool, str]]) -> str:
     """Check run `hangar / land`'s summary: the state and why, and what protects the base."""
     return redact("\n".join([
         f"**{request.state.value}**" + (f": {request.reason}" if request.reason else ""),
-        *([f"Merged as `{request.merge_sha}`."] if request.merge_sha else []),
+        *([f"Merged as `{request.merge_sha}`: {landed_words(request)}."]
+          if request.merge_sha else []),
         "", "What protects the base branch:",
         *[f"- {'✅' if ok else '⚠️'} {line}" for ok, line in gate],
         *([""] + [f"- ⚠️ {p}" for p in request.problems] if request.problems else []),
@@ -364,3 +443,49 @@ def source_not_taken(kind: str, name: str, who: Any, app_id: int) -> str:
 def impostors_note(impostors: list[str]) -> str:
     return ("⚠️ **Not counted:** only hangar's own App reports under hangar's check names; "
             "set aside: " + redact("; ".join(impostors)))
+
+
+def resolve_prompt(base: str, files: list[str], guidance: str | None) -> str:
+    """The resolve turn's request to the agent: merge the base, resolve, test, commit."""
+    where = (" in " + ", ".join(code_span(f) for f in files[:20])) if files else ""
+    text = (f"This pull request's branch conflicts with `{base}`{where}. Merge "
+            f"`origin/{base}` into the current branch (`git fetch origin {base}` then "
+            f"`git merge origin/{base}`), resolve every conflict so that both sides' changes "
+            "keep working, run the tests, and commit the merge. Do not rebase or rewrite the "
+            "branch's history.")
+    if guidance:
+        text += f"\n\nThe person who asked for this adds:\n{guidance}"
+    return text
+
+
+def resolve_label(login: str, base: str) -> str:
+    """The resolve turn's name in the status comment's list of turns."""
+    return f"resolve conflicts with {base}: asked by @{login}"
+
+
+def resolve_waits() -> str:
+    return ("A turn is still running on this pull request; hangar starts the turn that "
+            "resolves the conflicts as soon as it ends.")
+
+
+RESOLVE_ACTION = "resolve"
+
+
+def land_actions() -> list[dict[str, str]]:
+    """The buttons of `hangar / land` on a head that conflicts with its base (GitHub:
+    label at most 20 characters, description 40, identifier 20)."""
+    return [{"label": "Resolve conflicts", "identifier": RESOLVE_ACTION,
+             "description": "A turn merges the base and resolves"}]
+
+
+def overlap_note(pr: int, other: int, files: list[str], conflicts: list[str] | None) -> str:
+    """A status comment's warning that another open hangar PR changes the same files."""
+    shared = ", ".join(code_span(f) for f in files[:10]) + (
+        f" and {len(files) - 10} more" if len(files) > 10 else "")
+    text = f"⚠️ **Overlap:** #{pr} and #{other} both change {shared}"
+    if conflicts is None:
+        return text + "; git could not be asked whether they conflict"
+    if conflicts:
+        where = ", ".join(code_span(f) for f in conflicts[:10])
+        return text + f"; #{pr} will conflict with #{other} in {where} if #{other} lands first"
+    return text + f"; git merges them cleanly if #{other} lands first"

@@ -15,8 +15,11 @@ from tests.recording_github import PR_NUMBER, REPO, RecordingGitHub
 ISSUE, PR = 3, PR_NUMBER
 # (command, args, on a PR, what the reply says, or None where the action itself runs)
 CASES = [
-    ("land", {}, False, "`/hangar land [--ack-sensitive]` works on pull requests, not on issues"),
+    ("land", {}, False,
+     "`/hangar land [--ack-sensitive] [--ack-large]` works on pull requests, not on issues"),
     ("land_cancel", {}, False, "`/hangar land cancel` works on pull requests"),
+    ("resolve", {"prompt": ""}, False, "`/hangar resolve [<instruction>]` works on pull "
+     "requests"),
     ("verify", {}, False, "comment it on the pull request hangar opened"),
     ("autofix", {"on": False}, False, "`/hangar autofix on|off` works on pull requests"),
     ("try", {"n": 2, "prompt": "fix it"}, True,

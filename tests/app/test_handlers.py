@@ -52,7 +52,7 @@ def heard_by(event: str, action: str | None = None) -> set[str]:
     ("pull_request", "reopened", {"landing.pr_changed"}),
     ("check_run", "completed", {"landing.finished_check", "autofix.finished_check"}),
     ("check_run", "rerequested", {"runs.pressed_button", "landing.land_rerun"}),
-    ("check_run", "requested_action", {"runs.pressed_button"}),
+    ("check_run", "requested_action", {"runs.pressed_button", "landing.land_button"}),
     ("check_suite", "rerequested", {"runs.rerun_all_checks", "landing.rerun_all_checks"}),
     ("member", "added", {"access.access_changed"}),
     ("repository", "renamed", {"repositories.repository_moved"}),

@@ -72,12 +72,17 @@ CASES = [
          puts=[(MERGE, SQUASH)], reason=f"merged as `{MERGED[:7]}`"),
     Case("behind its base: update the branch, pinned to the head, and no merge",
          behind_by=2, ends=LandState.UPDATING, puts=[(UPDATE, {"expected_head_sha": HEAD})]),
-    Case("update-branch refused for a conflict: conflict, naming the files both changed",
+    # Which files conflict is git's word, from hangar's mirror (tests/app/test_land_mirror.py
+    # asks a real one); a file both sides changed is no conflict by itself.
+    Case("update-branch refused for a conflict: conflict, offering the turn that resolves "
+         "it; the files are git's to name, and without a mirror to ask none are guessed",
          behind_by=1,
          script={("PUT", UPDATE): refusal(422, "merge conflict between base and head")},
          github={"files": [{"filename": "calc.py"}, {"filename": "docs.md"}],
                  "base_files": [{"filename": "calc.py"}]},
-         ends=LandState.CONFLICT, reason="conflicts with main in `calc.py`;",
+         ends=LandState.CONFLICT,
+         reason="conflicts with main in files git did not name; hangar does not resolve "
+                "conflicts silently: comment `/hangar resolve`",
          puts=[(UPDATE, {"expected_head_sha": HEAD})]),
     Case("update-branch refused because a workflow changed: failed, saying which permission",
          behind_by=1, script={("PUT", UPDATE): refusal(

@@ -76,7 +76,7 @@ def merged(world, number: int) -> dict | None:
 def landed(world, number: int) -> dict | None:
     """The PR once hangar has recorded it landed (not only once GitHub merged it)."""
     pr = merged(world, number)
-    return pr if pr and says(world, number, "landed as") else None
+    return pr if pr and says(world, number, "landed by hangar as") else None
 
 
 def merge_calls(world, number: int) -> list[int]:
@@ -136,14 +136,18 @@ def test_an_approval_lands_one_squash_commit_by_the_app(world):
     assert world.hub.read_file(world.repo, "calc.py") == b"def add(a, b):\n    return a + b\n"
     assert merge_calls(world, pr["number"]) == [200]
     # the merge sha is recorded where people look: the status comment and check run
-    assert f"landed as `{main[:7]}`" in land_line(world, pr["number"])
+    said = f"landed by hangar as `{main[:7]}`, approved by @rita at `{head[:7]}`"
+    assert said in land_line(world, pr["number"])
     status = wait_until(lambda: "has landed" in world.status(issue) and world.status(issue),
                         15, "the issue's status to say landed")
-    assert f"landed as `{main[:7]}`" in status
+    assert f"landed by hangar as `{main[:7]}`" in status
     assert f"**Next:** nothing: #{pr['number']} has landed" in status
     check = land_check(world, head)
     assert check["conclusion"] == "success"
     assert main[:7] in check["output"]["summary"]
+    assert said in check["output"]["summary"]
+    commit_message = gitrepo.commit_info(world.hub.repo_path(world.repo), main).message
+    assert f"Approved by @rita at {head[:7]}." in commit_message
     assert "hangar is not a bypass actor" in check["output"]["summary"]
 
 
@@ -685,7 +689,8 @@ def test_a_pr_merged_by_a_person_while_hangar_was_down_is_recorded_once(world):
     approve(world, number)
     sha = world.hub.merge_pr(world.repo, number, as_user=world.maintainer, method="squash")
     world.restart()
-    wait_until(lambda: says(world, number, f"landed as `{sha[:7]}`"), 60, "landed recorded")
+    wait_until(lambda: says(world, number, f"landed by hangar as `{sha[:7]}`"), 60,
+               "landed recorded")
     assert merge_calls(world, number) == []  # hangar never asked GitHub to merge
     assert world.hub.ref_sha(world.repo, "main") == sha
     assert land_check(world, pr["head"]["sha"])["conclusion"] == "success"
