@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.models import AutofixRow, Reason
+from app.models import AutofixRow, Job, Reason
 from app.redact import redact
 from app.render import autofix as words
 from app.render.reasons import Why
-from app.repoconfig import AutofixPolicy
+from app.repoconfig import AutofixPolicy, FanoutPolicy
 
 IGNORED_CHECKS = ("hangar / agent", "hangar / land")
 VERIFY_CHECK = "hangar / verify"
@@ -40,6 +40,7 @@ class Stop(StrEnum):
     REVIEW_WAITS = "review_waits"
     REVIEW_NOT_STARTED = "review_not_started"
     GAVE_UP = "gave_up"
+    NOT_PICKED = "not_picked"  # an attempt of `/hangar try N` nobody picked
 
 
 def kept(why: Why) -> Reason:
@@ -53,7 +54,7 @@ def review_not_started(author: str, why: Why) -> Why:
 
 
 # Reasons that pass with time: looked at again. The others are said once per failure.
-PASSING = (Stop.MERGING, Stop.QUIET)
+PASSING = (Stop.MERGING, Stop.QUIET, Stop.NOT_PICKED)
 
 # Lines that say what failed; the rest of a log is context.
 _FAILING_LINE = re.compile(r"(?i)(fail|error|exception|assert|panic|traceback|not ok\b)")
@@ -129,6 +130,19 @@ def stop_reason(
     if row.last_human_push_at and now_s - row.last_human_push_at < policy.quiet_minutes * 60:
         return Why(Stop.QUIET)
     return None
+
+
+def fanout_hold(job: Job, attempt: int, policy: FanoutPolicy) -> Why | None:
+    """None when auto-fix may work on this attempt; else why not. One attempt of
+    `/hangar try N` gets turns: the picked one, or (`fanout.autofix: ranked_first`) the
+    eligible one ranked first once the ranking is final."""
+    if job.attempts < 2 or job.winner == attempt:
+        return None
+    if job.winner is None and policy.autofix == "ranked_first" and job.ranking:
+        first = job.ranking[0]
+        if first["attempt"] == attempt and first.get("eligible", True):
+            return None
+    return Why(Stop.NOT_PICKED, n=attempt, mode=policy.autofix)
 
 
 def _bounded(text: str, limit: int) -> str:

@@ -17,6 +17,7 @@ from app.autofix.rules import (
     Failure,
     Stop,
     failure_signature,
+    fanout_hold,
     kept,
     prompt_for_failures,
     prompt_for_review,
@@ -75,6 +76,11 @@ async def advance_autofix(engine: StepContext, autofix_id: str) -> None:
         if fresh is not None and fresh.due_at > time.time():
             patch(engine, autofix_id,
                   due_at=time.time() + engine.settings.idle_pr_look_seconds)
+
+
+def attempt_of(engine: StepContext, job: Job, pr_number: int) -> int:
+    """Which attempt of the job opened this PR."""
+    return next((r.attempt for r in engine.runs_of(job.id) if r.pr_number == pr_number), 1)
 
 
 def turn_running(engine: StepContext, job: Job, pr_number: int) -> bool:
@@ -151,6 +157,8 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
         return "a turn is running"
     why = stop_reason(row, policy, signature, landing=merging(engine, row), now_s=time.time(),
                       requested=requested)
+    if why is None and not requested:
+        why = fanout_hold(job, attempt_of(engine, job, row.pr_number), config.fanout)
     if why:
         reason = kept(why)
         if row.stopped != reason:

@@ -69,6 +69,8 @@ class Answer(StrEnum):
     NOTHING_TO_PICK = "nothing_to_pick"
     NO_SUCH_ATTEMPT = "no_such_attempt"
     PICKED_ANOTHER = "picked_another"
+    PICK_INELIGIBLE = "pick_ineligible"  # the ranking calls the attempt ineligible
+    PICK_NOT_RANKED = "pick_not_ranked"  # attempts still run: no ranking to judge it by
     RESUMED = "resumed"
     NOT_PAUSED = "not_paused"
 

@@ -29,6 +29,19 @@ class FanoutWarning(StrEnum):
     USAGE_HIGH = "fanout_usage_high"  # the model's usage is above FANOUT_WARN_PCT
 
 
+def pick_refusal(ranking: list[dict], n: int, *, running: bool, force: bool) -> Why | None:
+    """None when attempt n may be kept; else why it needs `--force`."""
+    if force:
+        return None
+    if not ranking:
+        return Why(Answer.PICK_NOT_RANKED, n=n) if running else None
+    entry = next((e for e in ranking if e["attempt"] == n), None)
+    if entry is None or entry.get("eligible", True):
+        return None
+    best = next((e["attempt"] for e in ranking if e.get("eligible", True)), None)
+    return Why(Answer.PICK_INELIGIBLE, n=n, gates=entry.get("gates", []), best=best)
+
+
 async def try_attempts(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     outcome = start_job(engine, intent, intent.args["prompt"], attempts=intent.args["n"])
     warnings = await fanout_warnings(engine, ops, intent)
@@ -72,6 +85,11 @@ async def pick(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
         have = [a for a, r in sorted(latest.items()) if r.pr_number]
         await reply(ops, intent, Why(Answer.NO_SUCH_ATTEMPT, n=n, have=have))
         return "no such attempt"
+    why_not = pick_refusal(job.ranking, n, running=any(not r.finished for r in latest.values()),
+                           force=bool(intent.args.get("force")))
+    if why_not is not None:
+        await reply(ops, intent, why_not)
+        return f"attempt {n} not picked: {why_not.code}"
     for attempt, run in latest.items():
         if attempt != n and run.pr_number:
             marker = render.reply_marker(f"picked-{job.id}")

@@ -1,18 +1,32 @@
-"""Ranking the attempts of `/hangar try N` by fixed rules, best first.
+"""Ranking the attempts of `/hangar try N`, by the seed's grade spec, best first.
 
-1. hangar's verification passed (flaky passes after clean ones; could-not-run last);
-2. CI on the PR's head: passing, then pending or none, then failing;
-3. the smaller diff (lines added plus deleted);
-4. the attempt that finished first.
-An attempt without a PR ranks below every attempt with one. The agent's words play no part.
+Gates first: an attempt is eligible only with a pull request, a verification that did
+not fail or fail to run (when the environment verifies), and CI that did not fail. Every
+eligible attempt ranks above every ineligible one. Then, in order:
+1. CI on the PR's head: passing, then pending or none;
+2. hangar's verification: passed, then passed on a retry (flaky), then none defined;
+3. the smaller diff (lines added plus deleted), then the fewer files;
+4. the shorter run; then the attempt number, so the order is always the same.
+Attempts equal on all but the last rule are ties, and called so. The agent's words play
+no part.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from app.github import ci
 from app.models import Run
+
+
+class Gate(StrEnum):
+    """Why an attempt is not eligible (worded by render)."""
+
+    NO_PR = "no_pr"
+    VERIFICATION_FAILED = "verification_failed"
+    VERIFICATION_NOT_RUN = "verification_not_run"
+    CI_FAILED = "ci_failed"
 
 
 @dataclass(frozen=True)
@@ -22,15 +36,18 @@ class Ranked:
     ci: str  # passed | failed | pending | none
     diff_lines: int
     why: str
+    eligible: bool = True
+    gates: tuple[Gate, ...] = ()  # the gates it failed
+    tie_with: tuple[int, ...] = ()  # attempts equal to it on everything but time
 
 
 def verification_rank(run: Run) -> int:
     v = run.verification
-    if v is None or v.passed is None:
-        return 3
+    if v is None:
+        return 2  # the environment defines no verification: not a gate
     if v.passed:
         return 1 if v.flaky else 0
-    return 2
+    return 3
 
 
 CI_RANK = {"passed": 0, "pending": 1, "none": 1, "failed": 2}
@@ -41,19 +58,54 @@ def diff_lines(run: Run) -> int:
     return sum(f.get("additions", 0) + f.get("deletions", 0) for f in files)
 
 
+def diff_files(run: Run) -> int:
+    return len((run.compare or {}).get("files", []))
+
+
+def failed_gates(run: Run, ci: str) -> tuple[Gate, ...]:
+    gates = []
+    if run.pr_number is None:
+        gates.append(Gate.NO_PR)
+    v = run.verification
+    if v is not None and v.passed is False:
+        gates.append(Gate.VERIFICATION_FAILED)
+    elif v is not None and v.passed is None:
+        gates.append(Gate.VERIFICATION_NOT_RUN)
+    if ci == "failed":
+        gates.append(Gate.CI_FAILED)
+    return tuple(gates)
+
+
+def duration(run: Run) -> float:
+    if run.finished_at is None:
+        return float("inf")
+    start = run.started_at if run.started_at is not None else run.finished_at
+    return run.finished_at - start
+
+
 def rank(runs: list[Run], ci: dict[int, str]) -> list[Ranked]:
     """`ci` maps an attempt number to its CI verdict on the PR head."""
-    def key(run: Run) -> tuple:
-        return (run.pr_number is None, verification_rank(run),
-                CI_RANK[ci.get(run.attempt, "none")], diff_lines(run),
-                run.finished_at or float("inf"), run.attempt)
+    def grade(run: Run) -> tuple:
+        verdict = ci.get(run.attempt, "none")
+        return (bool(failed_gates(run, verdict)), run.pr_number is None, CI_RANK[verdict],
+                verification_rank(run), diff_lines(run), diff_files(run))
 
-    ordered = sorted(runs, key=key)
-    return [
-        Ranked(place=i + 1, run=r, ci=ci.get(r.attempt, "none"), diff_lines=diff_lines(r),
-               why=_why(r, ci.get(r.attempt, "none")))
-        for i, r in enumerate(ordered)
-    ]
+    ordered = sorted(runs, key=lambda r: (grade(r), duration(r), r.attempt))
+    ranked = []
+    for i, r in enumerate(ordered):
+        verdict = ci.get(r.attempt, "none")
+        gates = failed_gates(r, verdict)
+        ties = tuple(o.attempt for o in ordered if o is not r and grade(o) == grade(r))
+        ranked.append(Ranked(place=i + 1, run=r, ci=verdict, diff_lines=diff_lines(r),
+                             why=_why(r, verdict), eligible=not gates, gates=gates,
+                             tie_with=ties))
+    return ranked
+
+
+def pass_rate(runs: list[Run]) -> tuple[int, int]:
+    """Attempts whose verification passed, of those verified."""
+    verified = [r for r in runs if r.verification is not None]
+    return sum(1 for r in verified if r.verification.passed), len(verified)
 
 
 def _why(run: Run, ci: str) -> str:
@@ -62,7 +114,8 @@ def _why(run: Run, ci: str) -> str:
     v = run.verification
     verified = ("verified" if v and v.passed and not v.flaky else
                 "verified (flaky)" if v and v.passed else
-                "verification failed" if v and v.passed is False else "not verified")
+                "verification failed" if v and v.passed is False else
+                "verification could not run" if v else "not verified")
     return f"{verified}, CI {ci}, {diff_lines(run)} changed lines"
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from app import render
 from app.fanout.ranking import ci_verdict, rank
 from app.github.ops import read_ci
-from app.models import Job
+from app.models import Job, Run
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -26,7 +26,19 @@ async def rank_attempts(engine: StepContext, job: Job) -> None:
         if run.pr_number and run.head_sha:
             ci[run.attempt] = ci_verdict(*await read_ci(ops, run.head_sha))
     ranking = [{"place": r.place, "attempt": r.run.attempt, "pr": r.run.pr_number,
-                "why": r.why} for r in rank(latest, ci)]
+                "why": r.why, "eligible": r.eligible, "gates": [str(g) for g in r.gates],
+                "tie_with": list(r.tie_with), "verified": verified(r.run)}
+               for r in rank(latest, ci)]
     engine.patch_job(job.id, ranking=ranking)
 
 
+
+
+def verified(run: Run) -> str | None:
+    """passed | flaky | failed | not_run, or None where nothing was verified."""
+    v = run.verification
+    if v is None:
+        return None
+    if v.passed:
+        return "flaky" if v.flaky else "passed"
+    return "failed" if v.passed is False else "not_run"

@@ -23,7 +23,7 @@ from app.redact import redact
 from app.render import endings, pages
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
-from app.render.replies import fork_pr_reply  # noqa: F401
+from app.render.replies import fork_pr_reply, gate_words  # noqa: F401
 from app.render.text import (  # noqa: F401 (callers know them as render.code_span etc.)
     BODY_LIMIT_CHARS,
     MAX_AGENT_TEXT,
@@ -271,17 +271,49 @@ def status_comment(
             # a label may quote others' words (a check's name): shown as data
             lines.append(f"- {code_span(run.label or 'turn ' + str(run.turn))}: {line(run)}")
     if job.ranking:
-        lines += ["", "**Ranking** (verification, then CI, then the smaller diff):", "",
-                  "| place | attempt | PR | why |", "|---|---|---|---|"]
+        lines += ["", RANKING_HEAD, "",
+                  "| place | attempt | PR | eligible | why |", "|---|---|---|---|---|"]
         for entry in job.ranking:
             pr = f"#{entry['pr']}" if entry.get("pr") else "—"
             kept = " ✅ picked" if job.winner == entry["attempt"] else ""
             lines.append(f"| {entry['place']} | {entry['attempt']}{kept} | {pr} "
-                         f"| {entry['why']} |")
+                         f"| {eligible_cell(entry)} | {ranking_why(entry)} |")
+        rate = pass_rate(job.ranking)
+        if rate:
+            lines += ["", rate]
     for note in notes:
         lines += ["", note]
     lines += ["", f"**Next:** {next_step(job, latest, landed)}"]
     return fit_body("\n".join(lines))
+
+
+RANKING_HEAD = ("**Ranking** (eligible first: a pull request, verification and CI not "
+                "failed; then CI, verification, the smaller diff, the fewer files, the "
+                "shorter run):")
+
+def eligible_cell(entry: dict) -> str:
+    if entry.get("eligible", True):
+        return "yes"
+    return f"no: {gate_words(entry.get('gates', []))}"
+
+
+def ranking_why(entry: dict) -> str:
+    ties = entry.get("tie_with") or []
+    if not ties:
+        return entry["why"]
+    others = ", ".join(str(t) for t in ties)
+    return f"{entry['why']}; a tie with attempt {others}, ordered by run time"
+
+
+def pass_rate(ranking: list[dict]) -> str | None:
+    """Verification's pass rate across the attempts, where they were verified."""
+    verified = [e["verified"] for e in ranking if e.get("verified")]
+    if not verified:
+        return None
+    passed = sum(1 for v in verified if v in ("passed", "flaky"))
+    flaky = sum(1 for v in verified if v == "flaky")
+    rate = f"**Pass rate:** verification passed in {passed} of {len(verified)} attempts"
+    return rate + (f" ({flaky} on a retry: flaky)" if flaky else "") + "."
 
 
 def latest_turns(runs: list[Run]) -> list[Run]:

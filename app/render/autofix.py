@@ -27,6 +27,12 @@ STOPPED: Sentences = {
     "same_failure": lambda: (
         "the last auto-fix turn failed the same way; hangar stopped repeating itself. Comment "
         "`/hangar <instruction>` with a hint, or fix it by hand"),
+    "not_picked": lambda n, mode: (
+        f"attempt {n} of a `/hangar try` is not picked; auto-fix works only on the attempt "
+        "`/hangar pick N` keeps"
+        + (" (or the eligible attempt ranked first once all have finished: "
+           "`fanout: {autofix: ranked_first}`)" if mode == "ranked_first" else "")
+        + ", so the others spend no model turns"),
     "quiet": lambda: (
         "someone pushed to the branch recently; hangar leaves it to them (the **Fix with "
         "hangar** button on `hangar / verify` or `/hangar <instruction>` asks for a turn)"),

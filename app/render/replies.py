@@ -63,6 +63,15 @@ ANSWERS: Sentences = {
     "no_such_attempt": lambda n, have: (
         f"Attempt {n} has no pull request to keep; attempts with one: "
         f"{', '.join(str(a) for a in have) or 'none'}."),
+    "pick_ineligible": lambda n, gates, best: (
+        f"Attempt {n} is not eligible ({gate_words(gates)}), so it was not kept; "
+        + (f"attempt {best} ranks first of the eligible ones. " if best else
+           "no attempt is eligible. ")
+        + f"`/hangar pick {n} --force` keeps it all the same."),
+    "pick_not_ranked": lambda n: (
+        f"Attempts are still running, so there is no ranking yet to say whether attempt "
+        f"{n} is eligible; this thread's status comment shows the ranking once all have "
+        f"finished. `/hangar pick {n} --force` keeps it now."),
     "picked_another": lambda login, n, pr: (
         f"Closed: @{login} kept attempt {n} (#{pr}) instead."),
     "resumed": lambda login, pauses: (
@@ -74,6 +83,19 @@ ANSWERS: Sentences = {
         "Nothing here waits for the model: no queued agent of this job is paused by its "
         "usage. `/hangar status` shows where the work stands."),
 }
+
+
+# Why an attempt of `/hangar try N` is not eligible, by `app.fanout.ranking.Gate` code.
+GATE_WORDS = {
+    "no_pr": "no pull request",
+    "verification_failed": "verification failed",
+    "verification_not_run": "verification could not run",
+    "ci_failed": "CI failed",
+}
+
+
+def gate_words(gates: list[str]) -> str:
+    return ", ".join(GATE_WORDS.get(g, g) for g in gates)
 
 
 def answer(why: Why) -> str:

@@ -27,6 +27,7 @@ LOG = "FAIL: test_negative (ci_test.NegativeTest)\nAssertionError: 5 != -5"
 FAILED = [check("ci / test", "failure", text=LOG),
           check("hangar / verify", "success", app_id=OWN_APP, run_id=501)]
 OFF = "autofix:\n  enabled: false\n"
+FIRST = {"place": 1, "attempt": 1, "pr": PR_NUMBER, "why": "verified", "eligible": True}
 SAME = "the signature of the failure on HEAD"
 
 
@@ -40,6 +41,7 @@ class Case:
     verified_head: bool = False  # a `/hangar verify` ran on the head (and recorded it)
     turn_running: bool = False
     merging: bool = False
+    job: dict[str, Any] = field(default_factory=dict)  # Job fields (a `/hangar try N`)
     # what the step does: the label of the turn it starts, or a fragment of why not
     starts: str | None = None
     stopped: str | None = None
@@ -80,13 +82,30 @@ CASES = [
          row={"unknown_heads": {HEAD: time.time() - autofix.PUSH_WORD_GRACE_S - 1}},
          head_by_hangar=False, verified_head=True, stopped="someone pushed"),
     Case("the PR was closed: the row ends", github={"state": "closed"}),
+    Case("an attempt of `try 3` nobody picked: no turn, and it says so",
+         job={"attempts": 3}, stopped="attempt 1 of a `/hangar try` is not picked"),
+    Case("an attempt ranked first, not picked: no turn by default",
+         job={"attempts": 3, "ranking": [FIRST]},
+         stopped="is not picked"),
+    Case("another attempt picked: no turn", job={"attempts": 3, "winner": 2},
+         stopped="is not picked"),
+    Case("the picked attempt: its turn", job={"attempts": 3, "winner": 1},
+         starts="auto-fix turn 1 of 2: ci / test failed"),
+    Case("ranked first when the repository asks so: its turn",
+         job={"attempts": 3, "ranking": [FIRST]},
+         github={"contents": {".github/hangar.yml": "fanout: {autofix: ranked_first}\n"}},
+         starts="auto-fix turn 1 of 2: ci / test failed"),
+    Case("ranked first but not eligible: no turn even so",
+         job={"attempts": 3, "ranking": [{**FIRST, "eligible": False}]},
+         github={"contents": {".github/hangar.yml": "fanout: {autofix: ranked_first}\n"}},
+         stopped="`fanout: {autofix: ranked_first}`"),
 ]
 
 
 async def rows(engine, gh: RecordingGitHub, case: Case) -> AutofixRow:
     """A job whose first turn opened PR #7 (head HEAD, or an older one), its auto-fix row."""
     job = engine.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix add()",
-                              clone_url="x", base_branch="main"))
+                              clone_url="x", base_branch="main", **case.job))
     engine.save_run(Run(
         job_id=job.id, branch="hangar/1-abc", base_branch="main", pr_number=PR_NUMBER,
         state=RunState.RUNNING if case.turn_running else RunState.EXITED,

@@ -5,17 +5,22 @@ from __future__ import annotations
 import pytest
 
 from app.fanout import ci_verdict, rank
+from app.fanout.commands import pick_refusal
+from app.fanout.ranking import Gate, pass_rate
+from app.commands import Answer
 from app.models import Run, RunStage, Verification
 
 
-def attempt(n: int, *, passed=True, flaky=False, lines=10, pr=True, finished=100.0) -> Run:
+def attempt(n: int, *, passed=True, flaky=False, lines=10, pr=True, finished=100.0,
+            files=1) -> Run:
     v = None if passed == "none" else Verification(
         command="t", head_sha="a" * 40, passed=passed, flaky=flaky, attempts=1)
+    changed = [{"filename": f"x{i}", "additions": lines if i == 0 else 0, "deletions": 0}
+               for i in range(files)]
     return Run(
         job_id="job-1", attempt=n, branch=f"hangar/1-ab-{n}", base_branch="main",
         stage=RunStage.DONE, verification=v, pr_number=10 + n if pr else None,
-        finished_at=finished, compare={"files": [{"filename": "x", "additions": lines,
-                                                  "deletions": 0}]})
+        started_at=0.0, finished_at=finished, compare={"files": changed})
 
 
 @pytest.mark.parametrize(
@@ -27,13 +32,73 @@ def attempt(n: int, *, passed=True, flaky=False, lines=10, pr=True, finished=100
         ([attempt(1, lines=50), attempt(2, lines=5)], {}, [2, 1]),
         ([attempt(1, finished=200), attempt(2, finished=100)], {}, [2, 1]),
         ([attempt(1, pr=False), attempt(2, passed=False)], {}, [2, 1]),
-        ([attempt(1, passed="none"), attempt(2, passed=False)], {}, [2, 1]),
+        # no verification defined is no gate; one that failed is
+        ([attempt(1, passed=False), attempt(2, passed="none")], {}, [2, 1]),
+        ([attempt(1, passed=None), attempt(2, passed="none")], {}, [2, 1]),
+        # CI is weighed before verification among the eligible; a failed CI is a gate
+        ([attempt(1), attempt(2, flaky=True)], {2: "passed"}, [2, 1]),
+        ([attempt(1, lines=1), attempt(2, lines=900)], {1: "failed"}, [2, 1]),
+        # a failing one-liner never beats a passing rewrite
+        ([attempt(1, lines=1, passed=False), attempt(2, lines=900)], {}, [2, 1]),
+        ([attempt(1, files=3), attempt(2, files=1)], {}, [2, 1]),
+        # equal grades: the shorter run, then the attempt number
+        ([attempt(2), attempt(1)], {}, [1, 2]),
         ([attempt(1, lines=500), attempt(2, lines=1, passed=False), attempt(3, lines=90)],
          {1: "passed", 3: "pending"}, [1, 3, 2]),
     ],
 )
 def test_rank_order(runs, ci, order):
     assert [r.run.attempt for r in rank(runs, ci)] == order
+
+
+@pytest.mark.parametrize(
+    ("run", "ci", "gates"),
+    [
+        (attempt(1), "passed", ()),
+        (attempt(1, passed="none"), "none", ()),
+        (attempt(1), "pending", ()),
+        (attempt(1, flaky=True), "none", ()),
+        (attempt(1, passed=False), "none", (Gate.VERIFICATION_FAILED,)),
+        (attempt(1, passed=None), "none", (Gate.VERIFICATION_NOT_RUN,)),
+        (attempt(1), "failed", (Gate.CI_FAILED,)),
+        (attempt(1, pr=False, passed=False), "none", (Gate.NO_PR, Gate.VERIFICATION_FAILED)),
+    ],
+)
+def test_eligibility_is_the_gates(run, ci, gates):
+    [ranked] = rank([run], {1: ci})
+    assert ranked.gates == gates and ranked.eligible is (not gates)
+
+
+def test_ties_are_called_ties_and_ordered_by_run_time():
+    ranked = rank([attempt(1, finished=300), attempt(2, finished=100), attempt(3, lines=50)],
+                  {})
+    assert [(r.run.attempt, r.tie_with) for r in ranked] == [(2, (1,)), (1, (2,)), (3, ())]
+
+
+def test_pass_rate_counts_the_verified_attempts():
+    runs = [attempt(1), attempt(2, flaky=True), attempt(3, passed=False),
+            attempt(4, passed="none")]
+    assert pass_rate(runs) == (2, 3)
+
+
+RANKING = [{"attempt": 2, "eligible": True}, {"attempt": 1, "eligible": False,
+                                              "gates": ["verification_failed"]}]
+
+
+@pytest.mark.parametrize(
+    ("ranking", "n", "running", "force", "code"),
+    [
+        (RANKING, 2, False, False, None),
+        (RANKING, 1, False, False, Answer.PICK_INELIGIBLE),
+        (RANKING, 1, False, True, None),
+        ([], 1, True, False, Answer.PICK_NOT_RANKED),
+        ([], 1, True, True, None),
+        ([], 1, False, False, None),  # nothing ranked once all finished: nothing to weigh
+    ],
+)
+def test_a_pick_of_an_ineligible_attempt_needs_force(ranking, n, running, force, code):
+    why = pick_refusal(ranking, n, running=running, force=force)
+    assert (why.code if why else None) == code
 
 
 def test_rank_says_why():

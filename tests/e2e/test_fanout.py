@@ -31,7 +31,10 @@ def test_three_attempts_are_ranked_and_one_is_picked(world):
     ranking = status[status.index("**Ranking**"):]
     rows = [line for line in ranking.splitlines() if line.startswith("| ") and "#" in line]
     assert [row.split("|")[2].strip() for row in rows] == ["3", "2", "1"]
+    assert [row.split("|")[4].strip() for row in rows] == [
+        "yes", "yes", "no: verification failed"]
     assert "verification failed" in rows[2]
+    assert "**Pass rate:** verification passed in 2 of 3 attempts." in ranking
     assert len(world.hangar_prs()) == 3
 
     world.hub.comment(world.repo, issue, "/hangar pick 3", as_user=world.maintainer)
@@ -48,3 +51,33 @@ def test_pick_without_attempts_is_answered(world):
     issue, _ = world.ask("/hangar pick 2")
     reply = wait_until(lambda: world.replies(issue), 30, "the reply")
     assert "there are none on this thread" in reply[0]
+
+
+def test_an_ineligible_attempt_gets_no_autofix_turn_and_is_picked_only_with_force(world):
+    world.start_hangar(THREE_WAYS, max_agents=3)
+    issue, _ = world.ask("/hangar try 3 fix the failing test")
+    wait_until(lambda: "**Ranking**" in world.status(issue), 120, "the ranking")
+    prs = {p["head"]["ref"][-1]: p for p in world.hub.list_prs(world.repo)}
+    failing = prs["1"]["number"]
+    # its `hangar / verify` failed, which auto-fix acts on; a fan-out's attempt waits
+    held = wait_until(lambda: f"**Auto-fix on #{failing}:** attempt 1 of a `/hangar try` is "
+                      "not picked" in world.status(issue), 60, "auto-fix's hold said")
+    assert held and "auto-fix turn" not in world.status(issue)
+
+    world.hub.comment(world.repo, issue, "/hangar pick 1", as_user=world.maintainer)
+    reply = wait_until(lambda: [r for r in world.replies(issue) if "not eligible" in r], 30,
+                       "the refusal")
+    assert ("Attempt 1 is not eligible (verification failed), so it was not kept; attempt 3 "
+            "ranks first of the eligible ones. `/hangar pick 1 --force` keeps it all the "
+            "same.") in reply[0]
+    assert "✅ picked" not in world.status(issue)
+    assert all(world.hub.get_pr(world.repo, p["number"])["state"] == "open"
+               for p in prs.values())
+
+    world.hub.comment(world.repo, issue, "/hangar pick 1 --force", as_user=world.maintainer)
+    wait_until(lambda: "| 3 | 1 ✅ picked |" in world.status(issue), 30, "the forced pick")
+    wait_until(lambda: all(world.hub.get_pr(world.repo, prs[a]["number"])["state"] == "closed"
+                           for a in "23"), 30, "the other attempts closed")
+    # picked, its failure is auto-fix's to work on now
+    wait_until(lambda: "auto-fix turn 1 of 2: hangar / verify failed" in world.status(issue),
+               60, "the picked attempt's auto-fix turn")
