@@ -56,6 +56,7 @@ class RecordingGitHub(GitHubAPI):
     opened: int = 0  # PRs GitHub opened (a refused second one is not counted)
     merged: bool = False
     state: str = "open"
+    draft: bool = False
     base_ref: str = "main"  # the PR's base branch as GitHub has it now
     reviews: list[dict] = field(default_factory=list)
     permissions: dict[str, str] = field(default_factory=dict)
@@ -183,7 +184,7 @@ class RecordingGitHub(GitHubAPI):
         same = {"id": 100, "full_name": self.repo}
         return 200, {
             "number": PR_NUMBER, "node_id": "PR_node7", "title": "Fix add()",
-            "body": self.pr_body, "state": self.state,
+            "body": self.pr_body, "state": self.state, "draft": self.draft,
             "merged": self.merged, "merge_commit_sha": MERGED if self.merged else None,
             "changed_files": len(self.files),
             "head": {"sha": self.head, "ref": "hangar/1-abc", "repo": same},

@@ -184,6 +184,12 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
             return await show(engine, ops, request) if not request.quiet else None
     made(engine, request, policy, approved)
     if pr.get("draft"):  # marked ready once its verification passes
+        verified = ensure_verified(engine, request)
+        if verified is not None and not verified.passed and policy.require_verification:
+            # it failed, or could not run: that, not the draft, is what holds it
+            move(engine, request, LandState.CI_FAILED,
+                 Why(LandReason.CHECKS_FAILED, head=head, checks=[VERIFY_CHECK]))
+            return await show(engine, ops, request)
         set_reason(request, Why(LandReason.DRAFT, head=head))
         save(engine, request)
         return await show(engine, ops, request)
@@ -754,7 +760,8 @@ async def await_approval(
     if (gate is None or gate.merge_queue is None) and lane_taken(engine, request):
         return
     request.approved_by = [r.user for r in approved] + (["policy"] if auto else [])
-    request.approved_head = request.head_sha
+    # the commit they approved (before hangar's clean update, when the approval carried)
+    request.approved_head = approved[0].commit_id if approved else request.head_sha
     move(engine, request, LandState.MERGING, None)
 
 
@@ -988,7 +995,7 @@ async def merge_shown_if_slow(
 
 def approved_text(request: LandRequest) -> str | None:
     """Who approved the head being merged, for its commit message."""
-    if not request.approved_by or request.approved_head != request.head_sha:
+    if not request.approved_by:
         return None
     return (f"{words.approvers(request.approved_by, request.auto_rule)} at "
             f"{(request.approved_head or '')[:7]}")

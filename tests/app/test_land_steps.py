@@ -65,9 +65,16 @@ class Case:
     raises: type[Exception] | None = None
     comment: str | None = None  # a fragment of a reply hangar posts on the PR
     enqueued: str | None = None  # the head hangar put in the merge queue before the step
+    verified: bool | None = True  # hangar's verification of the head: passed, failed, not run
 
 
 CASES = [
+    Case("an approved draft waits for hangar to mark it ready, and says so",
+         github={"draft": True}, checks=[check("ci / test", "success")],
+         ends=LandState.QUEUED, reason="is a draft (land.draft_pr) until hangar / verify"),
+    Case("an approved draft whose verification failed: that is what holds it",
+         github={"draft": True}, verified=False, ends=LandState.CI_FAILED,
+         reason="required check(s) failed on `aaaaaaa`: hangar / verify"),
     Case("approved, up to date and green: one squash merge of the approved head",
          puts=[(MERGE, SQUASH)], reason=f"merged as `{MERGED[:7]}`"),
     Case("behind its base: update the branch, pinned to the head, and no merge",
@@ -243,7 +250,8 @@ CASES = [
 ]
 
 
-def rows(engine: Engine, gh: RecordingGitHub, state: LandState) -> LandRequest:
+def rows(engine: Engine, gh: RecordingGitHub, state: LandState,
+         verified: bool | None = True) -> LandRequest:
     """A job whose run opened PR #7 and verified its head, and the PR's land request."""
     job = engine.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix add()",
                               clone_url="x", base_branch="main"))
@@ -251,7 +259,7 @@ def rows(engine: Engine, gh: RecordingGitHub, state: LandState) -> LandRequest:
                         state=RunState.EXITED, stage=RunStage.DONE, outcome="pr",
                         pr_number=PR_NUMBER, head_sha=HEAD,
                         verification=Verification(command="pytest", head_sha=HEAD,
-                                                  passed=True)))
+                                                  passed=verified)))
     request = LandRequest(
         id=landing.land_id(REPO, PR_NUMBER), job_id=job.id, repo=REPO, installation_id=1,
         pr_number=PR_NUMBER, base="main", branch="hangar/1-abc", requested_by="mona",
@@ -274,7 +282,7 @@ async def test_land_step(step_engine, case: Case):
                          check_runs=case.checks, rules=case.rules, rulesets=case.rulesets,
                          script={k: list(v) for k, v in case.script.items()}, **case.github)
     engine = step_engine(gh)
-    request = rows(engine, gh, case.state)
+    request = rows(engine, gh, case.state, case.verified)
     if case.enqueued:
         request.enqueued = case.enqueued
         request = landing.save(engine, request)
