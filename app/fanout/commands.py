@@ -12,7 +12,7 @@ from app import render
 from app.commands import Answer, job_for_thread, job_named, reply, start_job
 from app.envbuilds import environment_for
 from app.github.ops import RepoOps
-from app.models import Intent
+from app.models import Intent, Thread
 from app.render import replies
 from app.render import usage as usage_words
 from app.render.reasons import Why
@@ -99,6 +99,14 @@ async def pick(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
             await ops.update_pr(run.pr_number, state="closed")
     engine.patch_job(job.id, winner=n)
     await refresh_status(engine, job.id)
+    if intent.args.get("land"):  # the API's pick that also asks to land the kept PR
+        engine.save_intent(Intent(
+            id=f"{intent.id}-land", comment_id=0, author=intent.author,
+            author_type=intent.author_type, command="land",
+            thread=Thread(repo=job.thread.repo, number=chosen.pr_number,
+                          installation_id=job.thread.installation_id, is_pr=True),
+            args={"ack_sensitive": False, "job": job.id}))
+        return f"picked attempt {n}; landing #{chosen.pr_number} asked"
     return f"picked attempt {n}"
 
 

@@ -84,7 +84,11 @@ class Pick(Body):
     """Keep one attempt of `try N`, as `/hangar pick N`: the others' PRs are closed."""
 
     attempt: int = Field(ge=1, le=10, description="the attempt's number in the ranking")
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"attempt": 2}]})
+    force: bool = Field(False, description="keep it even if the ranking calls it ineligible")
+    land: bool = Field(False, description="then ask to land its PR, as `/hangar land` there "
+                                          "(needs the land scope too)")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"attempt": 2}, {"attempt": 2, "land": True}]})
 
 
 class LandAsk(Body):
@@ -125,8 +129,9 @@ class WaitQuery(Query):
 
 
 class LandQuery(Query):
-    repo: str | None = None
-    state: str | None = None
+    repo: str | None = Field(None, description="only this repository (owner/name)")
+    state: str | None = Field(None, description="only requests in this state, e.g. "
+                                                "awaiting_approval, conflict, landed")
 
 
 class AuditQuery(Query):
@@ -659,13 +664,25 @@ async def verify_again(call: Call) -> web.Response:
        "Keep one attempt of `try N`, as `/hangar pick N`", body=Pick, action="job.pick",
        success=202)
 async def pick(call: Call) -> web.Response:
+    if call.body.land:
+        require(call.principal, "land")  # a pick that lands is a land request too
     job = _job(call)
     if job.attempts < 2:
         raise ApiError(422, f"{job.id} has one attempt; pick chooses among the attempts of "
                             "a job started with attempts ≥ 2")
     if call.body.attempt > job.attempts:
         raise ApiError(422, f"{job.id} has attempts 1 to {job.attempts}")
-    return _ask(call, job, "pick", pr=None, args={"n": call.body.attempt})
+    return _ask(call, job, "pick", pr=None, args={
+        "n": call.body.attempt, "force": call.body.force, "land": call.body.land})
+
+
+@route("POST", "/api/jobs/{job_id}/resolve", "operate",
+       "A turn on one of the job's PRs that merges the base and resolves the conflicts, as "
+       "`/hangar resolve` there; its head is verified again", body=PrChoice,
+       action="job.resolve", success=202)
+async def resolve_conflicts(call: Call) -> web.Response:
+    job = _job(call)
+    return _ask(call, job, "resolve", pr=_pr_of(call, job, call.body.pr), args={})
 
 
 @route("POST", "/api/jobs/{job_id}/cancel", "operate",

@@ -30,7 +30,16 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from app.web.api import FollowUp, JobsQuery, Pick, PrChoice, StartJob, WaitQuery, caller
+from app.web.api import (
+    FollowUp,
+    JobsQuery,
+    LandQuery,
+    Pick,
+    PrChoice,
+    StartJob,
+    WaitQuery,
+    caller,
+)
 from app.web.keys import SETTINGS
 
 MAX_WAIT_S = 120
@@ -46,7 +55,8 @@ approves the exact head in GitHub. You work it like a maintainer commenting `/ha
 1. start_job(repo, issue, prompt, attempts=N): N > 1 runs N attempts that get ranked.
 2. get_job(job_id, wait_seconds=60, after=seq) returns as soon as something changes;
    get_ranking(job_id, wait_seconds=…) returns when every attempt is ranked.
-3. pick(job_id, attempt) keeps one attempt and closes the others' pull requests.
+3. pick(job_id, attempt) keeps one attempt and closes the others' pull requests; an
+   ineligible attempt only with force=true; land=true also asks to land it.
 4. follow_up / verify for more turns or another verification on a pull request.
 5. request_land(job_id) asks to land; land_status(land_id, wait_seconds=…) follows it.
    It waits in `awaiting_approval` until a person approves the head on GitHub: no tool
@@ -60,6 +70,9 @@ Issue = Annotated[int, StartJob.model_fields["issue"]]
 Prompt = Annotated[str, StartJob.model_fields["prompt"]]
 Attempts = Annotated[int, StartJob.model_fields["attempts"]]
 Attempt = Annotated[int, Pick.model_fields["attempt"]]
+Force = Annotated[bool, Pick.model_fields["force"]]
+PickLands = Annotated[bool, Pick.model_fields["land"]]
+LandStateName = Annotated[str | None, LandQuery.model_fields["state"]]
 PrNumber = Annotated[int | None, PrChoice.model_fields["pr"]]
 TurnPr = Annotated[int | None, FollowUp.model_fields["pr"]]
 ListRepo = Annotated[str | None, JobsQuery.model_fields["repo"]]
@@ -197,10 +210,22 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S)})
 
     @server.tool(annotations=ENDS)
-    async def pick(job_id: JobId, attempt: Attempt, ctx: Context | None = None) -> Result:
+    async def pick(job_id: JobId, attempt: Attempt, force: Force = False, land: PickLands = False,
+                   ctx: Context | None = None) -> Result:
         """Keep one attempt of a ranked job, as `/hangar pick N`: the other attempts'
-        pull requests are closed. Returns the outcome. Needs scope operate."""
-        return await ask(ctx, f"/api/jobs/{job_id}/pick", {"attempt": attempt})
+        pull requests are closed. An attempt the ranking calls ineligible is kept only
+        with force=true. land=true also asks to land the kept PR (a person still
+        approves it on GitHub). Returns the outcome. Needs scope operate."""
+        return await ask(ctx, f"/api/jobs/{job_id}/pick",
+                         {"attempt": attempt, "force": force, "land": land})
+
+    @server.tool(annotations=ADDS)
+    async def resolve_conflicts(job_id: JobId, pr: PrNumber = None,
+                                ctx: Context = None) -> Result:
+        """A turn on one of the job's pull requests that merges the base and resolves the
+        conflicts, as `/hangar resolve`; the new head is verified again and needs its own
+        approval. Needs scope operate."""
+        return await ask(ctx, f"/api/jobs/{job_id}/resolve", {"pr": pr})
 
     @server.tool(annotations=ADDS)
     async def follow_up(job_id: JobId, prompt: Prompt, pr: TurnPr = None,
@@ -250,6 +275,14 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await call(ctx, "GET", f"/api/land/{land_id}",
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S),
                                  "after": after})
+
+    @server.tool(annotations=READS)
+    async def list_land(repo: ListRepo = None, state: LandStateName = None,
+                        ctx: Context = None) -> Result:
+        """Land requests (id, repo, pr_number, state, reason), optionally of one
+        repository (owner/name) or in one state. Needs scope read."""
+        return {"land": await call(ctx, "GET", "/api/land",
+                                   query={"repo": repo, "state": state})}
 
     @server.tool(annotations=ENDS)
     async def cancel_land(land_id: LandId, ctx: Context | None = None) -> Result:

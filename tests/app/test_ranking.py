@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from app.commands import Answer
 from app.fanout import ci_verdict, rank
 from app.fanout.commands import pick_refusal
 from app.fanout.ranking import Gate, pass_rate
-from app.commands import Answer
 from app.models import Run, RunStage, Verification
 
 

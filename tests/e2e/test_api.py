@@ -154,6 +154,10 @@ def test_every_route_refuses_a_token_without_its_scope(served):
         assert status != 403, (r.method, r.path, answer)
         checked += 1
     assert checked == len([r for r in ROUTES if r.scope]) - 1
+    # A pick that also asks to land needs the land scope too.
+    status, answer = call(world, "POST", sample_path("/api/jobs/{job_id}/pick"),
+                          {"attempt": 2, "land": True}, token=only["operate"])
+    assert status == 403 and answer["scope"] == "land", answer
     # A client can tell which scope to step up to from the header alone (RFC 6750).
     request = urllib.request.Request(f"{world.hangar.url}/api/land", method="POST", data=b"{}",
                                      headers={"Authorization": f"Bearer {lacking['land']}"})

@@ -7,8 +7,10 @@ sees the land request wait for a person's approval in fakehub: no tool can appro
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+import time
 from contextlib import asynccontextmanager
 
 import httpx2
@@ -23,7 +25,8 @@ from tests.e2e.test_fanout import THREE_WAYS
 pytestmark = pytest.mark.slow
 TOKEN = "test-api-token-0123456789"
 TOOLS = {"start_job", "get_job", "get_ranking", "pick", "follow_up", "verify", "cancel", "resume",
-         "request_land", "land_status", "cancel_land", "usage", "list_jobs", "get_run"}
+         "request_land", "land_status", "list_land", "cancel_land", "usage", "list_jobs",
+         "get_run", "resolve_conflicts"}
 
 
 def data(result) -> dict:
@@ -84,11 +87,21 @@ async def orchestrate(client, world) -> dict:
     assert best["attempt"] == 3 and "verified" in best["why"]  # the smallest passing diff
     assert ranked["ranking"][-1]["attempt"] == 1  # it broke the test
 
-    picked = data(await client.call_tool("pick", {"job_id": job, "attempt": best["attempt"]}))
-    assert picked["state"] == "done" and picked["outcome"] == f"picked attempt {best['attempt']}"
+    assert [e["eligible"] for e in ranked["ranking"]] == [True, True, False]
+    refused = data(await client.call_tool("pick", {"job_id": job, "attempt": 1}))
+    assert refused["outcome"] == "attempt 1 not picked: pick_ineligible"
 
-    asked = data(await client.call_tool("request_land", {"job_id": job}))
-    assert asked["pr"] == best["pr"] and asked["outcome"] == "land requested"
+    picked = data(await client.call_tool("pick", {"job_id": job, "attempt": best["attempt"],
+                                                  "land": True}))
+    assert picked["state"] == "done" and picked["outcome"] == (
+        f"picked attempt {best['attempt']}; landing #{best['pr']} asked")
+    deadline, listed = time.monotonic() + 60, []
+    while not listed and time.monotonic() < deadline:  # the pick's land intent, taken
+        listed = [r for r in data(await client.call_tool("list_land", {"repo": world.repo}))[
+            "land"] if r["pr_number"] == best["pr"]]
+        await asyncio.sleep(0 if listed else 0.5)
+    assert listed, "the land request the pick asked for"
+    asked = {"land": listed[0]["id"]}
     status = data(await client.call_tool("land_status", {"land_id": asked["land"]}))
     for _ in range(6):
         if status["state"] == "awaiting_approval":
@@ -118,7 +131,7 @@ async def test_an_orchestrator_runs_try_3_to_a_land_request_awaiting_a_person(se
     status, trail = call(world, "GET", "/api/audit")
     assert status == 200
     assert [e["action"] for e in trail if e["who"] == "token:orchestrator"] == [
-        "job.start", "job.pick", "land.request"]
+        "job.start", "job.pick", "job.pick"]
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
