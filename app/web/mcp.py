@@ -221,7 +221,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
 
     @server.tool(annotations=ADDS)
     async def resolve_conflicts(job_id: JobId, pr: PrNumber = None,
-                                ctx: Context = None) -> Result:
+                                ctx: Context | None = None) -> Result:
         """A turn on one of the job's pull requests that merges the base and resolves the
         conflicts, as `/hangar resolve`; the new head is verified again and needs its own
         approval. Needs scope operate."""
@@ -278,7 +278,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
 
     @server.tool(annotations=READS)
     async def list_land(repo: ListRepo = None, state: LandStateName = None,
-                        ctx: Context = None) -> Result:
+                        ctx: Context | None = None) -> Result:
         """Land requests (id, repo, pr_number, state, reason), optionally of one
         repository (owner/name) or in one state. Needs scope read."""
         return {"land": await call(ctx, "GET", "/api/land",
