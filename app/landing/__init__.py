@@ -24,6 +24,7 @@ The whole concern lives in this folder, one kind of thing a file:
                prediction of a conflict if one lands first (a row per base)
 - mirror.py    hangar's bare copy of a repository: git's merge answers (merge-tree)
 - worker.py    the land worker: a sandbox that rebases a branch (land.update: rebase)
+- history.py   each repository's approval history: where auto-land could be suggested
 
 This file is the concern's face: code outside the folder imports from here only (the
 import-graph test holds it to that). It re-exports every name the single module it grew
@@ -48,6 +49,8 @@ from app.landing.gate import (
     parse_codeowners,
     usable_methods,
 )
+from app.landing.history import Suggestion
+from app.landing.history import suggestions as auto_land_suggestions
 from app.landing.intake import (
     after_run_step,
     job_for_pr,
@@ -186,6 +189,7 @@ __all__ = [
     "Overlaps",
     "ReviewRecord",
     "RowChanged",
+    "Suggestion",
     "advance_group",
     "advance_land",
     "advance_overlaps",
@@ -195,6 +199,7 @@ __all__ = [
     "approval_verdict",
     "approvals_wanted",
     "asked_update",
+    "auto_land_suggestions",
     "await_approval",
     "base_changed",
     "base_gate",

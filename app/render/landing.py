@@ -489,3 +489,11 @@ def overlap_note(pr: int, other: int, files: list[str], conflicts: list[str] | N
         where = ", ".join(code_span(f) for f in conflicts[:10])
         return text + f"; #{pr} will conflict with #{other} in {where} if #{other} lands first"
     return text + f"; git merges them cleanly if #{other} lands first"
+
+
+def auto_land_suggestion(repo: str, paths: str, landed: int) -> str:
+    """The fleet page's suggestion from a repository's approval history."""
+    return (f"{repo}: changes only to `{paths}` landed unchanged {landed} of {landed} times. "
+            f"`land: {{auto_land: {{enabled: true, when: {{only_paths: [\"{paths}\"]}}}}}}` "
+            "in its .github/hangar.yml would land such changes without a person (never on "
+            "sensitive paths); hangar turns nothing on by itself.")

@@ -20,10 +20,11 @@ from aiohttp import web
 
 from app import render
 from app.envbuilds import BUILD, EnvBuildRow
-from app.landing import FINAL, LandReason, LandRequest, LandState
+from app.landing import FINAL, LandReason, LandRequest, LandState, auto_land_suggestions
 from app.models import Job, Run, RunKind, RunStage, RunState
 from app.redact import redact
 from app.render import endings
+from app.render import landing as render_landing
 from app.render import pages as words
 from app.render import usage as render_usage
 from app.render.landing import land_line
@@ -56,6 +57,7 @@ class FleetView:
     blocked: list[dict] = field(default_factory=list)  # PRs that cannot land as they are
     paused: list[dict] = field(default_factory=list)  # model credentials no agent starts on
     failed_builds: list[dict] = field(default_factory=list)  # the latest build failed
+    suggestions: list[dict] = field(default_factory=list)  # auto-land, from the history
 
 
 def elapsed(seconds: float) -> str:
@@ -71,8 +73,9 @@ def elapsed(seconds: float) -> str:
 
 def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
                positions: dict[str, int], now: float,
-               builds: Sequence[EnvBuildRow] = (), usage: dict[str, dict] | None = None
-               ) -> FleetView:
+               builds: Sequence[EnvBuildRow] = (), usage: dict[str, dict] | None = None,
+               history: Sequence[LandRequest] = ()) -> FleetView:
+    """`history`: the land requests that ended, for the approval history's suggestions."""
     view = FleetView(usage=dict(usage or {}))
     job_by_id = {j.id: j for j in jobs}
     runs_by_job: dict[str, list[Run]] = defaultdict(list)
@@ -108,6 +111,8 @@ def fleet_view(jobs: list[Job], runs: list[Run], lands: list[LandRequest],
             "prs": sorted({r.pr_number for r in job_runs if r.pr_number}),
             "outcome": _job_outcome(job, job_runs, land_of),
         })
+    view.suggestions = [{"repo": s.repo, "paths": s.paths, "landed": s.landed}
+                        for s in auto_land_suggestions(list(history), runs)]
     for build in sorted(builds, key=lambda b: b.created_at, reverse=True)[:RECENT_BUILDS]:
         view.builds.append({
             "repo": build.repo, "environment": build.environment, "provider": build.provider,
@@ -274,6 +279,10 @@ def render_fleet(view: FleetView, web_url: str, now: float) -> str:
               + (f"<br><span class=muted>{escape(b['error'][:200])}</span>"
                  if b["error"] else ""),
               escape(b["reason"]), escape(b["age"])] for b in view.builds]) + "</section>")
+    if view.suggestions:
+        parts.append("<section id=suggestions><h2>Suggestions</h2><ul>" + "".join(
+            f"<li>{escape(render_landing.auto_land_suggestion(**s))}</li>"
+            for s in view.suggestions) + "</ul></section>")
     return "".join(parts)
 
 
@@ -399,7 +408,8 @@ async def fleet_page(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     view = fleet_view(jobs, runs, lands, queue_positions(engine), now, builds,
                       usage_view(runs, settings.max_concurrent_agents,
-                                 usage_report(engine))["credentials"])
+                                 usage_report(engine))["credentials"],
+                      history=lands)
     # The page shows others' words (an agent's, git's): masked of every secret.
     return page("hangar", redact(signin.who_line(who)
                                  + render_fleet(view, settings.git_base_url, now)),

@@ -211,3 +211,47 @@ def test_a_run_past_its_agent_shows_its_real_stage():
                     started_at=NOW - 30)
     view = fleet_view(jobs, [verifying], [], {}, NOW)
     assert "verifying in a clean sandbox" in view.running[0]["stage"]
+
+
+def landed(pr: int, files: list[str], *, turns: int = 1, approved_by=("rita",),
+           updated: bool = False) -> tuple[LandRequest, list[Run]]:
+    """A land request that landed PR `pr`, and the job's turns on it (the last changed
+    `files`); `updated`: approved at the agent's head, landed after hangar's clean update."""
+    made = f"{pr:040x}"
+    runs = [run(f"job-{pr}", pr_number=pr, turn=t, head_sha=f"{pr + 100 * t:040x}"
+                if t > 1 else made,
+                compare={"files": [{"filename": f} for f in files]})
+            for t in range(1, turns + 1)]
+    head = runs[-1].head_sha
+    request = LandRequest(
+        id=f"l{pr}", job_id=f"job-{pr}", repo="acme/widgets", installation_id=1,
+        pr_number=pr, base="main", branch="b", requested_by="mona", state=LandState.LANDED,
+        approved_by=list(approved_by), approved_head="f" * 40 if updated else head,
+        updated_heads={"f" * 40: made} if updated else {})
+    return request, runs
+
+
+def history(*landings) -> tuple[list[LandRequest], list[Run]]:
+    return [r for r, _ in landings], [x for _, runs in landings for x in runs]
+
+
+@pytest.mark.parametrize(("landings", "suggested"), [
+    # five docs changes, each landed as the agent made it: auto-land for docs is suggested
+    ([landed(n, ["docs/a.md"]) for n in range(1, 6)], [("docs/**", 5)]),
+    ([landed(n, ["docs/a.md"], updated=n == 3) for n in range(1, 6)], [("docs/**", 5)]),
+    # four are too few; one of five needed another turn; one spread over two folders
+    ([landed(n, ["docs/a.md"]) for n in range(1, 5)], []),
+    ([landed(n, ["docs/a.md"], turns=2 if n == 2 else 1) for n in range(1, 6)], []),
+    ([landed(n, ["docs/a.md", "src/x.py"]) for n in range(1, 6)], []),
+    ([landed(n, ["README.md"]) for n in range(1, 6)], []),
+    # what auto-land already landed is no person's approval to learn from
+    ([landed(n, ["docs/a.md"], approved_by=("policy",)) for n in range(1, 6)], []),
+])
+def test_a_class_that_landed_unchanged_every_time_is_suggested_for_auto_land(
+        landings, suggested):
+    lands, runs = history(*landings)
+    view = fleet_view([], runs, [], {}, NOW, history=lands)
+    assert [(s["paths"], s["landed"]) for s in view.suggestions] == suggested
+    html = render_fleet(view, "https://github.com", NOW)
+    assert ("landed unchanged 5 of 5 times" in html) is bool(suggested)
+    assert ("hangar turns nothing on by itself" in html) is bool(suggested)
