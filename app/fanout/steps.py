@@ -1,9 +1,10 @@
-"""Fan-out's step: once every attempt of `/hangar try N` has finished, they are ranked,
-with their CI read from GitHub."""
+"""Fan-out's steps: once every attempt of `/hangar try N` has finished, they are ranked,
+with their CI read from GitHub; and the same ranking of runs an orchestrator started by
+hand (the API's rank)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app import render
 from app.fanout.ranking import ci_verdict, rank
@@ -19,19 +20,24 @@ async def rank_attempts(engine: StepContext, job: Job) -> None:
     calls it once every run of a job has finished, before the job ends)."""
     if job.attempts < 2 or job.ranking:
         return
-    ops = await engine.repo_ops(job.thread)
     latest = render.latest_turns(engine.runs_of(job.id))
+    engine.patch_job(job.id, ranking=await ranking_of(engine, latest))
+
+
+async def ranking_of(engine: StepContext, runs: list[Run]) -> list[dict[str, Any]]:
+    """The runs ranked best first, each `attempt` a distinct number (the attempt of a
+    `try N`, or the place in the list given), with CI on each PR's head from GitHub."""
     ci = {}
-    for run in latest:
-        if run.pr_number and run.head_sha:
+    for run in runs:
+        job = engine.get_job(run.job_id)
+        if run.pr_number and run.head_sha and job is not None:
+            ops = await engine.repo_ops(job.thread)
             ci[run.attempt] = ci_verdict(*await read_ci(ops, run.head_sha))
-    ranking = [{"place": r.place, "attempt": r.run.attempt, "pr": r.run.pr_number,
-                "why": r.why, "eligible": r.eligible, "gates": [str(g) for g in r.gates],
-                "tie_with": list(r.tie_with), "verified": verified(r.run)}
-               for r in rank(latest, ci)]
-    engine.patch_job(job.id, ranking=ranking)
-
-
+    return [{"place": r.place, "attempt": r.run.attempt, "run": r.run.id,
+             "pr": r.run.pr_number, "why": r.why, "eligible": r.eligible,
+             "gates": [str(g) for g in r.gates], "tie_with": list(r.tie_with),
+             "verified": verified(r.run)}
+            for r in rank(runs, ci)]
 
 
 def verified(run: Run) -> str | None:

@@ -23,7 +23,7 @@ from aiohttp import web
 from gidgethub import BadRequest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app import envbuilds, render
+from app import envbuilds, fanout, render
 from app.changes import Change, Changes
 from app.commands import job_id_for
 from app.engine import Engine
@@ -126,6 +126,11 @@ class WaitQuery(Query):
                                                       "for a change after it")
     wait_seconds: float = Field(0, ge=0, le=MAX_WAIT_S, description="return as soon as "
                                 "something changes, or after this long")
+
+
+class RankQuery(Query):
+    runs: str = Field(description="the runs' ids, comma-separated: 2 to 10 agent turns an "
+                                  "orchestrator started by hand, each finished")
 
 
 class LandQuery(Query):
@@ -461,6 +466,26 @@ async def get_ranking(call: Call) -> web.Response:
             after = found[-1].seq
         seq = call.changes.seq
     return ok({"seq": seq, **ranking_view(call.engine, _job(call))})
+
+
+@route("GET", "/api/rank", "read",
+       "Rank runs started by hand by the rules that rank `try N`'s attempts: best first, "
+       "each with `eligible`, the gates it failed and why", query=RankQuery)
+async def rank_runs(call: Call) -> web.Response:
+    ids = list(dict.fromkeys(r.strip() for r in call.query.runs.split(",") if r.strip()))
+    if not 2 <= len(ids) <= 10:
+        raise ApiError(422, "runs: give 2 to 10 run ids, comma-separated")
+    runs = []
+    for n, run_id in enumerate(ids, start=1):
+        run = call.engine.get_run(run_id)
+        if run is None:
+            raise ApiError(404, f"no run {run_id}")
+        if run.kind == RunKind.VERIFY:
+            raise ApiError(422, f"{run_id} is a verification, not an agent's turn")
+        if not run.finished:
+            raise ApiError(409, f"{run_id} has not finished; rank it once it has")
+        runs.append(run.model_copy(update={"attempt": n}))  # its place in the list
+    return ok({"ranking": await fanout.ranking_of(call.engine, runs)})
 
 
 @route("GET", "/api/runs/{run_id}", "read", "One run: branch, PR, head, verification, agent")

@@ -85,6 +85,9 @@ LandId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\w.-]+$"
 RunId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[\w.-]+$",
                              description="a run's id, from get_job's runs")]
 
+RunIds = Annotated[list[RunId], Field(min_length=2, max_length=10,
+                                      description="2 to 10 finished runs' ids")]
+
 READS = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 # Starts or changes work on GitHub, adds and never removes.
 ADDS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
@@ -208,6 +211,13 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         Needs scope read."""
         return await call(ctx, "GET", f"/api/jobs/{job_id}/ranking",
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S)})
+
+    @server.tool(annotations=READS)
+    async def rank_runs(run_ids: RunIds, ctx: Context = None) -> Result:
+        """Rank 2 to 10 finished runs you started yourself (separate jobs on one task) by
+        the rules that rank `try N`: best first, each with `run`, `eligible`, the gates it
+        failed and why; `attempt` is its place in run_ids. Needs scope read."""
+        return await call(ctx, "GET", "/api/rank", query={"runs": ",".join(run_ids)})
 
     @server.tool(annotations=ENDS)
     async def pick(job_id: JobId, attempt: Attempt, force: Force = False, land: PickLands = False,

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 TOKEN = "test-api-token-0123456789"
 TOOLS = {"start_job", "get_job", "get_ranking", "pick", "follow_up", "verify", "cancel", "resume",
          "request_land", "land_status", "list_land", "cancel_land", "usage", "list_jobs",
-         "get_run", "resolve_conflicts"}
+         "get_run", "resolve_conflicts", "rank_runs"}
 
 
 def data(result) -> dict:
@@ -88,6 +88,11 @@ async def orchestrate(client, world) -> dict:
     assert ranked["ranking"][-1]["attempt"] == 1  # it broke the test
 
     assert [e["eligible"] for e in ranked["ranking"]] == [True, True, False]
+    # the same runs, ranked as if started by hand, in another order: the same order out
+    by_hand = data(await client.call_tool("rank_runs", {
+        "run_ids": [e["run"] for e in reversed(ranked["ranking"])]}))["ranking"]
+    assert [e["run"] for e in by_hand] == [e["run"] for e in ranked["ranking"]]
+    assert [e["why"] for e in by_hand] == [e["why"] for e in ranked["ranking"]]
     refused = data(await client.call_tool("pick", {"job_id": job, "attempt": 1}))
     assert refused["outcome"] == "attempt 1 not picked: pick_ineligible"
 
