@@ -186,10 +186,11 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     if pr.get("draft"):  # marked ready once its verification passes
         verified = ensure_verified(engine, request)
         if verified is not None and not verified.passed and policy.require_verification:
-            # it failed, or could not run: that, not the draft, is what holds it
-            move(engine, request, LandState.CI_FAILED,
-                 Why(LandReason.CHECKS_FAILED, head=head, checks=[VERIFY_CHECK]))
-            return await show(engine, ops, request)
+            # it failed, or could not run: that, not the draft, is what holds it (read as
+            # the merge would read it, with others' checks under hangar's names set aside)
+            await wait_for_ci(engine, ops, request, policy)
+            if request.state == LandState.CI_FAILED:
+                return await show(engine, ops, request)
         set_reason(request, Why(LandReason.DRAFT, head=head))
         save(engine, request)
         return await show(engine, ops, request)
