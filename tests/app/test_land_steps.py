@@ -68,7 +68,18 @@ class Case:
     verified: bool | None = True  # hangar's verification of the head: passed, failed, not run
 
 
+WORKFLOW = [{"filename": ".github/workflows/ci.yml", "status": "modified", "additions": 1,
+             "deletions": 0, "changes": 1}]
+HANGAR_YML = ".github/hangar.yml"
+
 CASES = [
+    Case("a sensitive change, sensitive_extra_approvals: 1: one approval is not enough",
+         github={"files": WORKFLOW,
+                 "contents": {HANGAR_YML: "land: {sensitive_extra_approvals: 1}\n"}},
+         ends=LandState.AWAITING_APPROVAL, reason="waiting for 1 approval(s)"),
+    Case("a sensitive change with no extra approvals asked: its acknowledgement is",
+         github={"files": WORKFLOW}, ends=LandState.AWAITING_APPROVAL,
+         reason="--ack-sensitive"),
     Case("an approved draft waits for hangar to mark it ready, and says so",
          github={"draft": True}, checks=[check("ci / test", "success")],
          ends=LandState.QUEUED, reason="is a draft (land.draft_pr) until hangar / verify"),
