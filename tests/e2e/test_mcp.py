@@ -181,7 +181,7 @@ async def test_tools_describe_their_parameters_and_refuse_bad_ones_in_a_sentence
         assert tools["get_job"].input_schema["properties"]["wait_seconds"]["maximum"] == 120
         reads = {n for n, t in tools.items() if t.annotations.read_only_hint}
         assert reads == {"get_job", "get_ranking", "land_status", "usage", "list_jobs",
-                         "get_run"}
+                         "get_run", "list_land", "rank_runs"}
         assert {n for n, t in tools.items() if t.annotations.destructive_hint} == {
             "pick", "cancel", "cancel_land"}
 
