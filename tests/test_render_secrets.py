@@ -123,6 +123,8 @@ def sentences(text: str) -> dict[str, str]:
                 facts["command"] = COMMANDS[0]
             if code == "review_not_started":
                 facts["why"] = Why("max_turns", turns=2)
+            if code == "auto_land_refused":  # auto-land's own reason, nested
+                facts["why"] = Why("auto_sensitive", paths=[text])
             for nested in ("needs", "cannot"):  # what GitHub's rules ask: the gate's codes
                 if nested in facts:
                     facts[nested] = [Why("gate_locked", rule=text)]
