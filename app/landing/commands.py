@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.commands import BUSY, DEFERRED, hangar_pr_job, reply, start_followup
+from app.commands import Busy, hangar_pr_job, reply, start_followup
 from app.landing.rows import (
     RESTARTABLE,
     LandRequest,
@@ -20,7 +20,7 @@ from app.landing.rows import (
 )
 from app.landing.rules import LandReason, approval_refusal
 from app.landing.steps import show, who_made
-from app.models import Intent, RunKind
+from app.models import DEFERRED, Deferred, Intent, RunKind
 from app.render import landing as words
 from app.render.reasons import Why
 from app.repoconfig import CONFIG_PATH, parse_repo_config
@@ -83,7 +83,7 @@ async def cancel(engine: StepContext, ops: RepoOps, intent: Intent, request: Lan
     return "land cancelled"
 
 
-async def resolve(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+async def resolve(engine: StepContext, ops: RepoOps, intent: Intent) -> str | Deferred:
     """A turn on the PR's branch that merges its base and resolves the conflicts; the new
     head is verified like any turn's, and needs its own approval."""
     job = await hangar_pr_job(engine, ops, intent)
@@ -97,7 +97,7 @@ async def resolve(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
         engine, job, pr_number, words.resolve_prompt(base, files, intent.args.get("prompt")),
         kind=RunKind.FOLLOWUP, requested_by=intent.author,
         label=words.resolve_label(intent.author, base))
-    if outcome == BUSY:
+    if isinstance(outcome, Busy):
         if not intent.waiting:
             await reply(ops, intent, words.resolve_waits(), key=f"waiting-{intent.id}")
         return DEFERRED
@@ -105,7 +105,7 @@ async def resolve(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
         request.quiet = False
         move(engine, request, LandState.CONFLICT, Why(LandReason.RESOLVING, base=base))
         await show(engine, ops, request)
-    return outcome
+    return str(outcome)
 
 
 def conflicts_of(request: LandRequest | None) -> list[str]:

@@ -213,7 +213,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S)})
 
     @server.tool(annotations=READS)
-    async def rank_runs(run_ids: RunIds, ctx: Context = None) -> Result:
+    async def rank_runs(run_ids: RunIds, ctx: Context | None = None) -> Result:
         """Rank 2 to 10 finished runs you started yourself (separate jobs on one task) by
         the rules that rank `try N`: best first, each with `run`, `eligible`, the gates it
         failed and why; `attempt` is its place in run_ids. Needs scope read."""
