@@ -51,6 +51,17 @@ class Settings(BaseSettings):
     private_key_file: Path | None = None
     webhook_secret: SecretStr | None = None
     data_dir: Path = Path(".hangar")
+    # hangar's database for several replicas: postgresql://user:password@host/dbname (or
+    # ?host=/run/postgresql for a unix socket). Without it, the SQLite file hangar.db in
+    # the data directory, for one process.
+    database_url: SecretStr | None = None
+    # This replica's name among those sharing the database: whose leases are whose, and
+    # which host a run's local or docker sandbox lives on. The default is the machine's
+    # name and a hash of the data directory, stable across restarts.
+    replica_id: str | None = None
+    # How long a row stepped by a replica stays its own without a renewal: the longest a
+    # replica that died keeps its rows from the others.
+    lease_seconds: float = Field(15.0, ge=2)
     github_url: str = GITHUB_API
     public_url: str | None = None
     # The App's OAuth client (the manifest flow writes both): people sign in to hangar's
@@ -160,6 +171,33 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.data_dir / "hangar.db"
+
+    @property
+    def database(self) -> Path | str:
+        """Where hangar's rows live: the PostgreSQL URL, or the SQLite file."""
+        if self.database_url is not None and self.database_url.get_secret_value():
+            return self.database_url.get_secret_value()
+        return self.db_path
+
+    @property
+    def replica_name(self) -> str:
+        if self.replica_id:
+            return self.replica_id
+        import hashlib
+        import socket
+
+        where = hashlib.sha256(str(self.data_dir.resolve()).encode()).hexdigest()[:8]
+        return f"{socket.gethostname()}-{where}"
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgresql_only(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and value.get_secret_value() and not value.get_secret_value(
+                ).startswith(("postgresql://", "postgres://")):
+            raise ValueError("HANGAR_DATABASE_URL takes a postgresql://user:password@host/"
+                             "dbname URL; leave it unset for the SQLite file in the data "
+                             "directory")
+        return value
 
     @property
     def proxy_base_url(self) -> str:

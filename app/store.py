@@ -1,89 +1,42 @@
-"""hangar's durable state: one SQLite file in WAL mode.
+"""hangar's durable state: one SQLite file in WAL mode, or a PostgreSQL database shared
+by several replicas (app/database.py; the schema and its versions: app/migrations.py).
 
 Deliveries are stored before the webhook is answered. Jobs, runs and land requests are
-pydantic models kept as JSON next to the few columns the engine queries by.
+pydantic models kept as JSON next to the few columns the engine queries by. With several
+replicas, a row is stepped by the one replica that holds its lease, a delivery is handed
+to the handlers by the replica that received it (or, once its lease is over, any), named
+locks keep work several replicas may do at once to one of them, and the installation's
+GitHub budget is kept here for all of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from app.database import CHANNEL, POSTGRESQL, Database, is_postgresql, open_database
 from app.datadir import private_database
+from app.migrations import migrate
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS deliveries (
-    id TEXT PRIMARY KEY,
-    event TEXT NOT NULL,
-    action TEXT,
-    repo TEXT,
-    installation_id INTEGER,
-    received_at REAL NOT NULL,
-    payload TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'stored',
-    error TEXT,
-    dispatched_at REAL
-);
-CREATE INDEX IF NOT EXISTS deliveries_state ON deliveries(state, received_at);
--- A delivery's payload beside its row, not in it: recording the delivery's outcome then
--- rewrites a row of a hundred bytes, not the payload's pages. Rows stored before this
--- table keep their payload in deliveries.payload; newer rows leave it empty.
-CREATE TABLE IF NOT EXISTS delivery_payloads (
-    id TEXT PRIMARY KEY,
-    payload TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS rows (
-    kind TEXT NOT NULL,
-    id TEXT NOT NULL,
-    active INTEGER NOT NULL,
-    updated_at REAL NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (kind, id)
-);
-CREATE INDEX IF NOT EXISTS rows_active ON rows(kind, active);
--- The engine's lookups: the runs of a job, the run behind a PR or a head, a thread's jobs.
--- Expression indexes over the row's JSON: SQLite keeps them in the row's own transaction.
-CREATE INDEX IF NOT EXISTS runs_by_job ON rows(json_extract(data, '$.job_id'))
-    WHERE kind = 'run';
-CREATE INDEX IF NOT EXISTS runs_by_pr ON rows(json_extract(data, '$.pr_number'))
-    WHERE kind = 'run';
-CREATE INDEX IF NOT EXISTS runs_by_head ON rows(json_extract(data, '$.head_sha'))
-    WHERE kind = 'run';
-CREATE INDEX IF NOT EXISTS jobs_by_thread ON rows(
-    json_extract(data, '$.thread.repo'), json_extract(data, '$.thread.number'))
-    WHERE kind = 'job';
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    row_id TEXT NOT NULL,
-    at REAL NOT NULL,
-    what TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_row ON events(row_id, seq);
-CREATE TABLE IF NOT EXISTS audit (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    who TEXT NOT NULL,
-    action TEXT NOT NULL,
-    target TEXT,
-    detail TEXT
-);
-"""
+# How long a delivery stays with the replica that received it before another may take it.
+DELIVERY_LEASE_S = 30.0
+# The key of the PostgreSQL advisory lock whose holder does the chores.
+LEADER_LOCK = 0x68616E68  # "hanh"
 
-
-# (kind, JSON paths) that an index in _SCHEMA serves; Store.find refuses the others.
+# (kind, JSON paths) that an index of the schema serves; Store.find refuses the others.
 _INDEXED = {
     ("run", ("$.job_id",)), ("run", ("$.pr_number",)), ("run", ("$.head_sha",)),
     ("job", ("$.thread.repo",)), ("job", ("$.thread.repo", "$.thread.number")),
@@ -106,26 +59,50 @@ class Delivery:
     parts: Any = field(default=None, compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class GitHubSlot:
+    """What the shared budget says of one content-creating call: send it after `wait`
+    seconds, or not before `limited_until` (then `why` says which limit)."""
+
+    wait: float = 0.0
+    limited_until: float = 0.0
+    why: str = ""
+
+
 class Store:
     """A thin, synchronous store; every call is one short transaction."""
 
-    def __init__(self, path: Path, *, checkpoint_every: float | None = None):
-        """`checkpoint_every` (seconds): copy the WAL back into the database on a thread of
-        its own that often, instead of in whichever commit fills the WAL (SQLite's way, the
-        default): a commit then never waits for that copy and its two fsyncs."""
-        private_database(path)  # 0600, in a 0700 directory
-        self.path = path
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+    def __init__(self, target: Path | str | Database, *, checkpoint_every: float | None = None,
+                 owner: str = "hangar"):
+        """`target`: a SQLite file's path, a `postgresql://` URL, or an open database.
+
+        `checkpoint_every` (seconds, SQLite): copy the WAL back into the database on a
+        thread of its own that often, instead of in whichever commit fills the WAL
+        (SQLite's way, the default): a commit then never waits for that copy and its two
+        fsyncs. `owner`: whose leases this store takes (the replica's name)."""
+        self._owns = not isinstance(target, Database)
+        if self._owns and not is_postgresql(target):
+            private_database(Path(target))  # 0600, in a 0700 directory
+        self.db = open_database(target)
+        self.dialect = self.db.dialect
+        # Other processes (replicas) write this database at the same time.
+        self.shared = self.db.shared
+        self.path = Path(target) if self.dialect != POSTGRESQL and not isinstance(
+            target, Database) else getattr(self.db, "path", None)
+        self.owner = owner
+        try:
+            migrate(self.db)
+        except BaseException:
+            if self._owns:
+                self.db.close()
+            raise
+        # The order rows were first written in.
+        self._first_written = "seq" if self.dialect == POSTGRESQL else "rowid"
         self._checkpointer: threading.Thread | None = None
         self._stop_checkpoints = threading.Event()
-        if checkpoint_every is not None:
-            self._db.execute("PRAGMA wal_autocheckpoint=0")
+        if checkpoint_every is not None and self.dialect != POSTGRESQL:
+            with self.db.connect() as db:
+                db.execute("PRAGMA wal_autocheckpoint=0")
             self._checkpointer = threading.Thread(
                 target=self._checkpoints, args=(checkpoint_every,), name="hangar-checkpoint",
                 daemon=True)
@@ -142,8 +119,8 @@ class Store:
         if self._checkpointer is not None:
             self._stop_checkpoints.set()
             self._checkpointer.join(timeout=30)
-        with self._lock:
-            self._db.close()
+        if self._owns:
+            self.db.close()
 
     def _checkpoints(self, every: float) -> None:
         # Its own connection: a PASSIVE checkpoint waits for no reader or writer, and the
@@ -158,23 +135,11 @@ class Store:
         finally:
             db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error:
-                # A COMMIT the disk refused may leave the transaction open: every later
-                # BEGIN would fail too, long after the disk has room again.
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+    def _tx(self):
+        return self.db.transaction()
+
+    def _read(self):
+        return self.db.connect()
 
     # -- deliveries -------------------------------------------------------------------
 
@@ -209,40 +174,50 @@ class Store:
     ) -> list[bool]:
         """One transaction: store new deliveries, record (id, state, error) outcomes.
 
-        Returns, for each item, whether it was new (a redelivery keeps its id).
+        Returns, for each item, whether it was new: the delivery id is the table's key, so
+        a redelivery (it keeps its id) sent to any replica is stored once. A new delivery
+        is this store's owner's to dispatch for DELIVERY_LEASE_S; then anyone's.
         """
-        ids = [d.id for d, _ in items]
+        fresh = []
+        lease_until = time.time() + DELIVERY_LEASE_S
         with self._tx() as db:
-            known = {row[0] for row in db.execute(
-                f"SELECT id FROM deliveries WHERE id IN ({','.join('?' * len(ids))})", ids)
-            } if ids else set()
-            fresh, rows, payloads = [], [], []
             for d, raw in items:
-                new = d.id not in known
-                known.add(d.id)
+                new = db.execute(
+                    "INSERT INTO deliveries (id, event, action, repo, installation_id,"
+                    " received_at, payload, state, error, lease_owner, lease_until)"
+                    " VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    (d.id, d.event, d.action, d.repo, d.installation_id, d.received_at,
+                     d.state, d.error, self.owner, lease_until)).rowcount == 1
                 fresh.append(new)
                 if new:
-                    rows.append((d.id, d.event, d.action, d.repo, d.installation_id,
-                                 d.received_at, d.state, d.error))
-                    payloads.append((d.id, raw if raw is not None else json.dumps(d.payload)))
-            db.executemany(
-                "INSERT INTO deliveries"
-                " (id, event, action, repo, installation_id, received_at, payload, state, error)"
-                " VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)", rows)
-            db.executemany("INSERT INTO delivery_payloads (id, payload) VALUES (?, ?)", payloads)
+                    db.execute("INSERT INTO delivery_payloads (id, payload) VALUES (?, ?)",
+                               (d.id, raw if raw is not None else json.dumps(d.payload)))
             if outcomes:
                 at = time.time()
                 db.executemany(
-                    "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ? WHERE id = ?",
+                    "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ?,"
+                    " lease_until = NULL WHERE id = ?",
                     [(state, error, at, delivery_id) for delivery_id, state, error in outcomes])
         return fresh
 
     def pending_deliveries(self, limit: int = 100) -> list[Delivery]:
-        with self._lock:
-            rows = self._db.execute(
-                _DELIVERY_ROWS + " WHERE d.state = 'stored' ORDER BY d.received_at LIMIT ?",
-                (limit,),
-            ).fetchall()
+        """Deliveries stored and not yet dispatched, oldest first, that no other replica
+        holds: each is this store's owner's for DELIVERY_LEASE_S."""
+        now = time.time()
+        skip_locked = " FOR UPDATE SKIP LOCKED" if self.dialect == POSTGRESQL else ""
+        with self._tx() as db:
+            claimed = db.execute(
+                "UPDATE deliveries SET lease_owner = ?, lease_until = ? WHERE id IN ("
+                " SELECT id FROM deliveries WHERE state = 'stored' AND (lease_owner IS NULL"
+                " OR lease_owner = ? OR lease_until IS NULL OR lease_until < ?)"
+                f" ORDER BY received_at LIMIT ?{skip_locked}) RETURNING id",
+                (self.owner, now + DELIVERY_LEASE_S, self.owner, now, limit)).fetchall()
+            if not claimed:
+                return []
+            ids = [row[0] for row in claimed]
+            rows = db.execute(
+                _DELIVERY_ROWS + f" WHERE d.id IN ({','.join('?' * len(ids))})"
+                " ORDER BY d.received_at", ids).fetchall()
         return [_delivery(r) for r in rows]
 
     def forget_deliveries(self, received_before: float, limit: int) -> int:
@@ -257,48 +232,53 @@ class Store:
                               (received_before, limit)).rowcount
 
     def delivery(self, delivery_id: str) -> Delivery | None:
-        with self._lock:
-            row = self._db.execute(_DELIVERY_ROWS + " WHERE d.id = ?", (delivery_id,)).fetchone()
+        with self._read() as db:
+            row = db.execute(_DELIVERY_ROWS + " WHERE d.id = ?", (delivery_id,)).fetchone()
         return _delivery(row) if row else None
 
     def count_deliveries(self, state: str | None = None) -> int:
         query, args = "SELECT COUNT(*) FROM deliveries", ()
         if state:
             query, args = query + " WHERE state = ?", (state,)
-        with self._lock:
-            return self._db.execute(query, args).fetchone()[0]
+        with self._read() as db:
+            return db.execute(query, args).fetchone()[0]
 
     # -- engine rows --------------------------------------------------------------------
 
-    def put(self, kind: str, row_id: str, model: BaseModel, *, active: bool) -> None:
+    def put(self, kind: str, row_id: str, model: BaseModel, *, active: bool,
+            host: str | None = None) -> None:
+        """Write a row. `host`: the only host whose replica may step it (its sandbox lives
+        there), or None for any."""
         with self._tx() as db:
             db.execute(
-                "INSERT INTO rows (kind, id, active, updated_at, data) VALUES (?, ?, ?, ?, ?)"
+                "INSERT INTO rows (kind, id, active, updated_at, data, host)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT(kind, id) DO UPDATE SET active = excluded.active,"
-                " updated_at = excluded.updated_at, data = excluded.data",
-                (kind, row_id, int(active), time.time(), model.model_dump_json()),
+                " updated_at = excluded.updated_at, data = excluded.data, host = excluded.host",
+                (kind, row_id, int(active), time.time(), model.model_dump_json(), host),
             )
         self._changed(kind, row_id, model)
 
     def get(self, kind: str, row_id: str, model: type[M]) -> M | None:
-        with self._lock:
-            row = self._db.execute(
+        with self._read() as db:
+            row = db.execute(
                 "SELECT data FROM rows WHERE kind = ? AND id = ?", (kind, row_id)
             ).fetchone()
-        return model.model_validate_json(row["data"]) if row else None
+        return model.model_validate_json(row[0]) if row else None
 
     def delete(self, kind: str, row_id: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM rows WHERE kind = ? AND id = ?", (kind, row_id))
 
     def all(self, kind: str, model: type[M], *, active: bool | None = None) -> list[M]:
-        query, args = "SELECT data FROM rows WHERE kind = ?", [kind]
         if active is not None:
-            query += " AND active = ?"
-            args.append(int(active))
-        with self._lock:
-            rows = self._db.execute(query + " ORDER BY rowid", args).fetchall()
-        return [model.model_validate_json(r["data"]) for r in rows]
+            query, args = self.active_query(), [kind, int(active)]
+        else:
+            query = f"SELECT data FROM rows WHERE kind = ? ORDER BY {self._first_written}"
+            args = [kind]
+        with self._read() as db:
+            rows = db.execute(query, args).fetchall()
+        return [model.model_validate_json(r[0]) for r in rows]
 
     def find(self, kind: str, model: type[M], **where: Any) -> list[M]:
         """The rows of a kind whose fields equal these, oldest first, through an index.
@@ -309,14 +289,246 @@ class Store:
         paths = tuple("$." + name.replace("__", ".") for name in where)
         if (kind, paths) not in _INDEXED:
             raise ValueError(f"{kind} rows are not indexed by {', '.join(paths) or 'nothing'}")
-        # The kind is spelled out, not bound: a partial index is used only when it matches.
-        terms = [f"kind = '{kind}'", *(f"json_extract(data, '{p}') = ?" for p in paths)]
         args = list(where.values())
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT data FROM rows WHERE {' AND '.join(terms)} ORDER BY rowid", args
-            ).fetchall()
-        return [model.model_validate_json(r["data"]) for r in rows]
+        if self.dialect == POSTGRESQL:
+            # The JSON's text, as the index keeps it; None matches nothing, as in SQLite.
+            args = [_json_text(value) for value in args]
+        with self._read() as db:
+            rows = db.execute(self.find_query(kind, paths), args).fetchall()
+        return [model.model_validate_json(r[0]) for r in rows]
+
+    def find_query(self, kind: str, paths: tuple[str, ...]) -> str:
+        """The statement `find` runs for these JSON paths (`$.thread.repo`)."""
+        if self.dialect == POSTGRESQL:
+            terms = [f"((data::jsonb) #>> '{{{p[2:].replace('.', ',')}}}') = ?" for p in paths]
+        else:
+            terms = [f"json_extract(data, '{p}') = ?" for p in paths]
+        # The kind is spelled out, not bound: a partial index is used only when it matches.
+        return (f"SELECT data FROM rows WHERE kind = '{kind}' AND {' AND '.join(terms)}"
+                f" ORDER BY {self._first_written}")
+
+    def active_query(self) -> str:
+        """The statement the scheduler's `all(kind, active=True)` runs."""
+        return f"SELECT data FROM rows WHERE kind = ? AND active = ? ORDER BY {self._first_written}"
+
+    # -- leases: one replica steps a row at a time -----------------------------------
+
+    def claim(self, kind: str, row_ids: Iterable[str], until: float, *,
+              host: str | None = None) -> set[str]:
+        """Lease these rows to this store's owner until then: those no other replica holds
+        (or whose lease is over), and that need no other host than `host`. The ones taken."""
+        row_ids = list(row_ids)
+        if not row_ids:
+            return set()
+        now = time.time()
+        skip_locked = " FOR UPDATE SKIP LOCKED" if self.dialect == POSTGRESQL else ""
+        with self._tx() as db:
+            taken = db.execute(
+                "UPDATE rows SET lease_owner = ?, lease_until = ? WHERE kind = ? AND id IN ("
+                f" SELECT id FROM rows WHERE kind = ? AND id IN ({','.join('?' * len(row_ids))})"
+                " AND (lease_owner IS NULL OR lease_owner = ? OR lease_until IS NULL"
+                " OR lease_until < ?) AND (host IS NULL OR host = ?)"
+                f"{skip_locked}) RETURNING id",
+                (self.owner, until, kind, kind, *row_ids, self.owner, now, host)).fetchall()
+        return {row[0] for row in taken}
+
+    def renew(self, keys: Iterable[tuple[str, str]], until: float) -> set[tuple[str, str]]:
+        """Extend this owner's leases on these (kind, id) rows; the ones it still held."""
+        kept = set()
+        with self._tx() as db:
+            for kind, row_id in keys:
+                if db.execute("UPDATE rows SET lease_until = ? WHERE kind = ? AND id = ?"
+                              " AND lease_owner = ?",
+                              (until, kind, row_id, self.owner)).rowcount:
+                    kept.add((kind, row_id))
+        return kept
+
+    def release(self, kind: str, row_id: str) -> None:
+        """The step is over: the row is anyone's again."""
+        with self._tx() as db:
+            db.execute("UPDATE rows SET lease_owner = NULL, lease_until = NULL"
+                       " WHERE kind = ? AND id = ? AND lease_owner = ?",
+                       (kind, row_id, self.owner))
+
+    def lease_of(self, kind: str, row_id: str) -> tuple[str | None, float | None]:
+        with self._read() as db:
+            row = db.execute("SELECT lease_owner, lease_until FROM rows WHERE kind = ?"
+                             " AND id = ?", (kind, row_id)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    # -- named locks: work that several replicas' steps may do at once ----------------
+
+    def take_lock(self, name: str, until: float) -> bool:
+        """Hold the lock `name` until then, if no other owner holds it now."""
+        now = time.time()
+        with self._tx() as db:
+            return db.execute(
+                "INSERT INTO locks (name, owner, until) VALUES (?, ?, ?) ON CONFLICT (name)"
+                " DO UPDATE SET owner = excluded.owner, until = excluded.until"
+                " WHERE locks.owner = excluded.owner OR locks.until < ?",
+                (name, self.owner, until, now)).rowcount == 1
+
+    def drop_lock(self, name: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM locks WHERE name = ? AND owner = ?", (name, self.owner))
+
+    # -- flags: what the database says to every replica ---------------------------------
+
+    def has_flag(self, name: str) -> bool:
+        with self._read() as db:
+            return db.execute("SELECT 1 FROM flags WHERE name = ?", (name,)).fetchone() is not None
+
+    def set_flag(self, name: str) -> bool:
+        """Raise the flag; whether it was down."""
+        with self._tx() as db:
+            return db.execute("INSERT INTO flags (name, at) VALUES (?, ?) ON CONFLICT (name)"
+                              " DO NOTHING", (name, time.time())).rowcount == 1
+
+    def clear_flag(self, name: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM flags WHERE name = ?", (name,))
+
+    # -- wake-ups across replicas (PostgreSQL's LISTEN/NOTIFY) ------------------------
+
+    def notify(self, message: str) -> None:
+        """Tell every replica listening (this one too); nothing with SQLite's one process."""
+        if self.dialect != POSTGRESQL:
+            return
+        with self._read() as db:
+            db.execute("SELECT pg_notify(?, ?)", (CHANNEL, message))
+
+    async def listen(self, on_message: Callable[[str], None],
+                     ready: asyncio.Event | None = None) -> None:
+        """Call on_message with every notification until cancelled, connecting again when
+        the connection drops (a wake-up missed meanwhile is caught by the safety poll)."""
+        if self.dialect != POSTGRESQL:
+            if ready is not None:
+                ready.set()
+            await asyncio.Event().wait()
+            return
+        while True:
+            try:
+                conn = await self.db.session()  # type: ignore[attr-defined]
+                try:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    if ready is not None:
+                        ready.set()
+                    async for message in conn.notifies():
+                        on_message(message.payload)
+                finally:
+                    await conn.close()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("listening for other replicas' wake-ups failed; again in 1 s",
+                            extra={"error": repr(exc)})
+                await asyncio.sleep(1.0)
+
+    async def lead(self, on_change: Callable[[bool], None], *, every: float = 2.0,
+                   stop: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Hold the leader lock (an advisory lock, held as long as its connection lives:
+        a leader that dies frees it at once) or try for it every `every` seconds; tell
+        on_change when this replica becomes the leader or stops being it. With SQLite's
+        one process, this process leads."""
+        if self.dialect != POSTGRESQL:
+            on_change(True)
+            await asyncio.Event().wait()
+            return
+        leading = False
+        conn = None
+        try:
+            while True:
+                try:
+                    if conn is None or conn.closed:
+                        conn = await self.db.session()  # type: ignore[attr-defined]
+                    if leading:
+                        await conn.execute("SELECT 1")  # the connection, and so the lock, lives
+                    else:
+                        cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)",
+                                                    (LEADER_LOCK,))
+                        row = await cursor.fetchone()
+                        if row and row[0]:
+                            leading = True
+                            on_change(True)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning("the leader lock's connection failed",
+                                extra={"error": repr(exc)})
+                    if leading:
+                        leading = False
+                        on_change(False)
+                    if conn is not None:
+                        await _close_quietly(conn)
+                    conn = None
+                await asyncio.sleep(every)
+        finally:
+            if conn is not None:
+                await _close_quietly(conn)
+            if leading:
+                on_change(False)
+
+    # -- the installation's GitHub budget, shared by every replica --------------------
+
+    def github_limited(self, installation_id: int) -> tuple[float, str]:
+        """Until when nothing is sent for the installation, and why (0 when free)."""
+        with self._read() as db:
+            row = db.execute("SELECT limited_until, why FROM github_budget"
+                             " WHERE installation_id = ?", (installation_id,)).fetchone()
+        return (row[0], row[1]) if row else (0.0, "")
+
+    def limit_github(self, installation_id: int, until: float, why: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO github_budget (installation_id, limited_until, why)"
+                " VALUES (?, ?, ?) ON CONFLICT (installation_id) DO UPDATE SET"
+                " limited_until = excluded.limited_until, why = excluded.why"
+                " WHERE github_budget.limited_until < excluded.limited_until",
+                (installation_id, until, why))
+
+    def reserve_github_write(self, installation_id: int, *, spacing: float, per_minute: int,
+                             per_hour: int, max_wait: float) -> GitHubSlot:
+        """A place for one content-creating call among every replica's: `spacing` seconds
+        after the last, at most `per_minute` in a minute and `per_hour` in an hour. A slot
+        further off than `max_wait` is not taken: the installation pauses instead."""
+        now = time.time()
+        lock = " FOR UPDATE" if self.dialect == POSTGRESQL else ""
+        with self._tx() as db:
+            db.execute("INSERT INTO github_budget (installation_id) VALUES (?)"
+                       " ON CONFLICT (installation_id) DO NOTHING", (installation_id,))
+            limited_until, why, next_write_at = db.execute(
+                "SELECT limited_until, why, next_write_at FROM github_budget"
+                f" WHERE installation_id = ?{lock}", (installation_id,)).fetchone()
+            if limited_until > now:
+                return GitHubSlot(limited_until=limited_until, why=why)
+            db.execute("DELETE FROM github_writes WHERE installation_id = ? AND at < ?",
+                       (installation_id, now - 3600))
+            hour = [r[0] for r in db.execute(
+                "SELECT at FROM github_writes WHERE installation_id = ? ORDER BY at",
+                (installation_id,)).fetchall()]
+            if len(hour) >= per_hour:
+                until = hour[len(hour) - per_hour] + 3600
+                why = f"{len(hour)} content-creating calls in the last hour, GitHub's limit"
+                self._limit_in(db, installation_id, until, why)
+                return GitHubSlot(limited_until=until, why=why)
+            send_at = max(now, next_write_at)
+            minute = [at for at in hour if at > send_at - 60]
+            if len(minute) >= per_minute:
+                send_at = max(send_at, minute[len(minute) - per_minute] + 60)
+            if send_at - now > max_wait:
+                why = f"{len(minute)} writes in the last minute, GitHub's limit"
+                self._limit_in(db, installation_id, send_at, why)
+                return GitHubSlot(limited_until=send_at, why=why)
+            db.execute("UPDATE github_budget SET next_write_at = ? WHERE installation_id = ?",
+                       (send_at + spacing, installation_id))
+            db.execute("INSERT INTO github_writes (installation_id, at) VALUES (?, ?)",
+                       (installation_id, send_at))
+        return GitHubSlot(wait=send_at - now)
+
+    @staticmethod
+    def _limit_in(db: Any, installation_id: int, until: float, why: str) -> None:
+        db.execute("UPDATE github_budget SET limited_until = ?, why = ? WHERE installation_id = ?"
+                   " AND limited_until < ?", (until, why, installation_id, until))
 
     # -- a timeline per row, for the status comment, the demo and the API --------------
 
@@ -329,12 +541,11 @@ class Store:
         self._changed("note", row_id, None)
 
     def notes(self, row_id: str) -> list[tuple[float, str]]:
-        with self._lock:
-            rows = self._db.execute(
+        with self._read() as db:
+            rows = db.execute(
                 "SELECT at, what FROM events WHERE row_id = ? ORDER BY seq", (row_id,)
             ).fetchall()
-        return [(r["at"], r["what"]) for r in rows]
-
+        return [(r[0], r[1]) for r in rows]
 
     # -- who changed what through the API, the MCP server or the CLI -----------------
 
@@ -344,11 +555,29 @@ class Store:
                        (time.time(), who, action, target, detail))
 
     def audit_trail(self, *, after: int = 0, limit: int = 200) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT seq, at, who, action, target, detail FROM audit WHERE seq > ?"
+                " ORDER BY seq LIMIT ?", (after, limit)
             ).fetchall()
-        return [dict(r) for r in rows]
+        keys = ("seq", "at", "who", "action", "target", "detail")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+
+def _json_text(value: Any) -> str | None:
+    """A value as PostgreSQL's `#>>` gives it from the row's JSON."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+async def _close_quietly(conn: Any) -> None:
+    try:
+        await conn.close()
+    except Exception:
+        pass
 
 
 # A delivery with its payload from beside it or, stored before there was a beside, from it.
@@ -358,19 +587,12 @@ _DELIVERY_ROWS = (
     " FROM deliveries d LEFT JOIN delivery_payloads p ON p.id = d.id")
 
 
-def _delivery(row: sqlite3.Row) -> Delivery:
+def _delivery(row: Any) -> Delivery:
+    delivery_id, event, action, repo, installation_id, received_at, state, error, text = row
     try:
-        payload = json.loads(row["payload"])
+        payload = json.loads(text)
     except (ValueError, RecursionError):
         payload = {}  # a delivery refused as unreadable keeps its text, not a payload
-    return Delivery(
-        id=row["id"],
-        event=row["event"],
-        action=row["action"],
-        repo=row["repo"],
-        installation_id=row["installation_id"],
-        received_at=row["received_at"],
-        payload=payload,
-        state=row["state"],
-        error=row["error"],
-    )
+    return Delivery(id=delivery_id, event=event, action=action, repo=repo,
+                    installation_id=installation_id, received_at=received_at, payload=payload,
+                    state=state, error=error)

@@ -245,7 +245,10 @@ async def count_held_sandboxes(engine: Engine) -> None:
 async def _store(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app[STORE] = Store(settings.db_path, checkpoint_every=CHECKPOINT_EVERY_S)
+    # With PostgreSQL, several replicas share the rows: each takes leases in its own name.
+    shared = settings.database != settings.db_path
+    app[STORE] = Store(settings.database, checkpoint_every=CHECKPOINT_EVERY_S,
+                       owner=settings.replica_name if shared else "hangar")
     app[WRITER] = DeliveryWriter(app[STORE])
     yield
     app[WRITER].close()

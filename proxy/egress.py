@@ -34,7 +34,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from proxy.tables import SqliteTables, token_hash
+from proxy.tables import GateTables, token_hash
 
 log = logging.getLogger(__name__)
 
@@ -141,40 +141,19 @@ class Blocked:
     reason: str
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS egress_grants (
-    sandbox_id TEXT PRIMARY KEY,
-    token_sha256 TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    policy TEXT NOT NULL,
-    issued_at REAL NOT NULL,
-    revoked_at REAL
-);
-CREATE TABLE IF NOT EXISTS egress_blocked (
-    run_id TEXT NOT NULL,
-    host TEXT NOT NULL,
-    port INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    first_at REAL NOT NULL,
-    last_at REAL NOT NULL,
-    reason TEXT NOT NULL,
-    PRIMARY KEY (run_id, host, port)
-);
-"""
-
-
-class EgressLedger(SqliteTables):
-    """Egress credentials per sandbox and refused connections per run, in hangar's SQLite."""
-
-    SCHEMA = _SCHEMA
+class EgressLedger(GateTables):
+    """Egress credentials per sandbox and refused connections per run, in hangar's database."""
 
     def issue(self, sandbox_id: str, *, run_id: str, allow: list[str],
               narrowed: list[str] | None = None, hosts: dict[str, str] | None = None) -> str:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         policy = json.dumps({"allow": allow, "narrowed": narrowed, "hosts": hosts or {}})
         with self._connect() as db:
-            db.execute("INSERT OR REPLACE INTO egress_grants (sandbox_id, token_sha256, run_id,"
-                       " policy, issued_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)",
+            db.execute("INSERT INTO egress_grants (sandbox_id, token_sha256, run_id,"
+                       " policy, issued_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)"
+                       " ON CONFLICT (sandbox_id) DO UPDATE SET token_sha256 ="
+                       " excluded.token_sha256, run_id = excluded.run_id, policy ="
+                       " excluded.policy, issued_at = excluded.issued_at, revoked_at = NULL",
                        (sandbox_id, token_hash(token), run_id, policy, time.time()))
         self._credential_ended()  # the sandbox's earlier token, if any
         return token
@@ -200,8 +179,7 @@ class EgressLedger(SqliteTables):
 
     def record_blocked(self, run_id: str, host: str, port: int, reason: str) -> None:
         now = time.time()
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
+        with self._transaction() as db:
             known = db.execute("SELECT 1 FROM egress_blocked WHERE run_id = ? AND host = ?"
                                " AND port = ?", (run_id, host, port)).fetchone()
             rows = db.execute("SELECT COUNT(*) FROM egress_blocked WHERE run_id = ?",
@@ -211,9 +189,8 @@ class EgressLedger(SqliteTables):
             db.execute(
                 "INSERT INTO egress_blocked (run_id, host, port, count, first_at, last_at,"
                 " reason) VALUES (?, ?, ?, 1, ?, ?, ?) ON CONFLICT(run_id, host, port)"
-                " DO UPDATE SET count = count + 1, last_at = excluded.last_at,"
+                " DO UPDATE SET count = egress_blocked.count + 1, last_at = excluded.last_at,"
                 " reason = excluded.reason", (run_id, host, port, now, now, reason))
-            db.execute("COMMIT")
 
     def blocked(self, run_id: str) -> list[Blocked]:
         """This run's refused connections, most refused first."""

@@ -34,8 +34,8 @@ from cachetools import TTLCache
 from app.redact import redact
 from proxy.model_routes import Refuse, decide
 from proxy.prices import PRICES, price  # noqa: F401 (the gateway's prices, by model)
-from proxy.tables import SqliteTables, token_hash
-from proxy.usage import USAGE_SCHEMA, Reading, UsageLedger, from_headers
+from proxy.tables import GateTables, token_hash
+from proxy.usage import Reading, UsageLedger, from_headers
 
 log = logging.getLogger(__name__)
 
@@ -73,44 +73,6 @@ _DROP_REQUEST = {"host", "x-api-key", "authorization", "content-length", "connec
                  "upgrade", "accept-encoding"}
 _DROP_RESPONSE = {"content-length", "connection", "keep-alive", "transfer-encoding",
                   "content-encoding", "upgrade"}
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS model_tokens (
-    sandbox_id TEXT PRIMARY KEY,
-    token_sha256 TEXT NOT NULL,
-    credential TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    issued_at REAL NOT NULL,
-    revoked_at REAL
-);
-CREATE TABLE IF NOT EXISTS model_usage (
-    run_id TEXT PRIMARY KEY,
-    credential TEXT NOT NULL,
-    requests INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    cost_usd REAL,
-    last_status INTEGER,
-    last_error TEXT,
-    reset_at REAL,
-    at REAL NOT NULL
-);
--- One row per request answered (or not reached), written from the answer's first byte:
--- a request cut by a crash or a restart of hangar is still there, still "open".
-CREATE TABLE IF NOT EXISTS model_requests (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    credential TEXT NOT NULL,
-    status INTEGER,
-    outcome TEXT NOT NULL,
-    error_type TEXT,
-    started_at REAL NOT NULL,
-    last_byte_at REAL,
-    ended_at REAL
-);
-CREATE INDEX IF NOT EXISTS model_requests_run ON model_requests(run_id, id);
-"""
-
-
 @dataclass(frozen=True)
 class Endpoint:
     """Where a credential's requests go and how the credential is sent."""
@@ -155,14 +117,12 @@ class Usage:
     at: float | None = None  # the run's last request
 
 
-class ModelLedger(UsageLedger, SqliteTables):
+class ModelLedger(UsageLedger, GateTables):
     """Model tokens, per-run usage and per-credential usage windows (proxy/usage.py), in
-    hangar's SQLite file."""
+    hangar's database."""
 
-    SCHEMA = _SCHEMA + USAGE_SCHEMA
-
-    def __init__(self, db_path: Path):
-        super().__init__(db_path)
+    def __init__(self, target: Path | str):
+        super().__init__(target)
         # The gateway checks the token of every request of every agent; a read of the
         # file after an idle moment costs more CPU than relaying the answer's first bytes.
         self._checked: TTLCache = TTLCache(maxsize=4096, ttl=CHECKED_FOR_S)
@@ -174,8 +134,11 @@ class ModelLedger(UsageLedger, SqliteTables):
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self._connect() as db:
             db.execute(
-                "INSERT OR REPLACE INTO model_tokens (sandbox_id, token_sha256, credential,"
-                " run_id, issued_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO model_tokens (sandbox_id, token_sha256, credential,"
+                " run_id, issued_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)"
+                " ON CONFLICT (sandbox_id) DO UPDATE SET token_sha256 = excluded.token_sha256,"
+                " credential = excluded.credential, run_id = excluded.run_id,"
+                " issued_at = excluded.issued_at, revoked_at = NULL",
                 (sandbox_id, token_hash(token), credential, run_id, time.time()))
         self._credential_ended()  # the sandbox's earlier token, if any
         return token
@@ -218,26 +181,25 @@ class ModelLedger(UsageLedger, SqliteTables):
         """Count one request of the run; with `limits`, the credential's windows read from
         its answer too, in the same transaction (one commit, one wait for the disk).
         `answered_at`: when the model took the request (its answer's headers came)."""
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
+        with self._transaction() as db:
             db.execute(
                 "INSERT INTO model_usage (run_id, credential, requests, input_tokens,"
                 " output_tokens, cost_usd, last_status, last_error, reset_at, at)"
                 " VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(run_id) DO UPDATE SET requests = requests + 1,"
-                " input_tokens = input_tokens + excluded.input_tokens,"
-                " output_tokens = output_tokens + excluded.output_tokens,"
-                " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN cost_usd"
-                "   ELSE COALESCE(cost_usd, 0) + excluded.cost_usd END,"
+                " ON CONFLICT(run_id) DO UPDATE SET requests = model_usage.requests + 1,"
+                " input_tokens = model_usage.input_tokens + excluded.input_tokens,"
+                " output_tokens = model_usage.output_tokens + excluded.output_tokens,"
+                " cost_usd = CASE WHEN excluded.cost_usd IS NULL THEN model_usage.cost_usd"
+                "   ELSE COALESCE(model_usage.cost_usd, 0) + excluded.cost_usd END,"
                 " last_status = excluded.last_status, last_error = excluded.last_error,"
-                " reset_at = COALESCE(excluded.reset_at, reset_at), at = excluded.at",
+                " reset_at = COALESCE(excluded.reset_at, model_usage.reset_at),"
+                " at = excluded.at",
                 (run_id, credential, input_tokens, output_tokens, cost_usd, status, error,
                  reset_at, time.time()))
             if limits:
                 self._write(db, credential, limits)
             if answered_at is not None and status is not None and status < 400:
                 self._accepted(db, credential, answered_at)
-            db.execute("COMMIT")
 
     # ---- requests, one by one ---------------------------------------------------
 
@@ -246,12 +208,13 @@ class ModelLedger(UsageLedger, SqliteTables):
         """A request metered from the first byte of its answer (or, not reached, at once)."""
         ended = None if outcome == Outcome.OPEN else time.time()
         with self._connect() as db:
-            cursor = db.execute(
+            row = db.execute(
                 "INSERT INTO model_requests (run_id, credential, status, outcome, error_type,"
-                " started_at, last_byte_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " started_at, last_byte_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " RETURNING id",
                 (run_id, credential, status, outcome, error_type, started_at,
-                 time.time() if status is not None else None, ended))
-            return int(cursor.lastrowid)
+                 time.time() if status is not None else None, ended)).fetchone()
+            return int(row[0])
 
     def end(self, request_id: int, *, outcome: str, error_type: str | None,
             last_byte_at: float | None) -> None:

@@ -1,40 +1,22 @@
-"""What the sandbox gate's SQLite tables share: a connection per thread (safe beside
-other writers), hashed tokens, and the git grant that bounds the life of every other
-per-sandbox credential."""
+"""What the sandbox gate's tables share: hangar's database (a connection per thread with
+SQLite, safe beside other writers; the process's pool with PostgreSQL), hashed tokens,
+and the git grant that bounds the life of every other per-sandbox credential."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import ClassVar
 
+from app.database import Connection, Database, is_postgresql, open_database
 from app.datadir import private_database
+from app.migrations import migrate
 
 
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-# Every sandbox's git grant, whose life bounds its other credentials (TokenRegistry).
-GIT_GRANTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS proxy_tokens (
-    sandbox_id TEXT PRIMARY KEY,
-    token_sha256 TEXT NOT NULL,
-    repo TEXT NOT NULL,
-    branch TEXT NOT NULL,
-    installation_id INTEGER,
-    allow_force INTEGER NOT NULL,
-    issued_at REAL NOT NULL,
-    revoked_at REAL
-);
-CREATE INDEX IF NOT EXISTS proxy_tokens_branch ON proxy_tokens(repo, branch);
-"""
 
 
 def _git_grant_live(table: str) -> str:
@@ -43,52 +25,48 @@ def _git_grant_live(table: str) -> str:
             f" {table}.sandbox_id AND proxy_tokens.revoked_at IS NOT NULL)")
 
 
-class SqliteTables:
-    """Tables in hangar's main SQLite file, created from `SCHEMA` on first use (and the
-    git grants, which every sandbox credential's check reads)."""
+class GateTables:
+    """The gate's tables in hangar's database (a SQLite file or PostgreSQL: app/database.py;
+    their schema is hangar's, app/migrations.py), with the git grants, which every sandbox
+    credential's check reads.
 
-    SCHEMA = ""
-    # Per database file: how many times a credential was revoked or replaced by this
-    # process. A cache of checked credentials trusts an entry only while it stands still.
-    _revocations: ClassVar[dict[Path, int]] = {}
+    With SQLite each thread keeps a connection of its own, kept open: the gate checks a
+    token on every request, and a new connection's first statement (opening the WAL index,
+    reading the schema) cost ten times the query; synchronous NORMAL as the store (a commit
+    is in the WAL, seen by every reader at once and kept if hangar crashes; the disk is
+    synced at checkpoints, so a crash of the machine may lose the last commits, as it may
+    the store's). With PostgreSQL the connections are the process's pool, shared with the
+    store: any replica's gate reads the same credentials."""
 
-    def __init__(self, db_path: Path):
-        self.db_path = Path(db_path)
-        private_database(self.db_path)  # 0600, in a 0700 directory
-        self._file = self.db_path.resolve()
-        self._local = threading.local()
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(GIT_GRANTS_SCHEMA + self.SCHEMA)
+    # Per database: how many times a credential was revoked or replaced by this process. A
+    # cache of checked credentials trusts an entry only while it stands still.
+    _revocations: ClassVar[dict[str, int]] = {}
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, kept open: the gate checks a token on every request,
-        and a new connection's first statement (opening the WAL index, reading the schema)
-        cost ten times the query. Autocommit, synchronous NORMAL as hangar's store: a
-        commit is in the WAL, seen by every reader at once and kept if hangar crashes; the
-        disk is synced at checkpoints (a sync per commit cost 1-3 ms at the end of every
-        model answer), so a crash of the machine may lose the last commits, as it may the
-        store's. A statement that fails inside an explicit transaction rolls it back."""
-        db = getattr(self._local, "db", None)
-        if db is None or self._local.pid != os.getpid():  # a forked child opens its own
-            db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None,
-                                 check_same_thread=True)
-            db.execute("PRAGMA busy_timeout=30000")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db, self._local.pid = db, os.getpid()
-        try:
-            yield db
-        finally:
-            if db.in_transaction:
-                db.rollback()
+    def __init__(self, target: Path | str | Database):
+        if not isinstance(target, Database) and not is_postgresql(target):
+            private_database(Path(target))  # 0600, in a 0700 directory
+        self.db = open_database(target, per_thread=True)
+        self.db_path = target if isinstance(target, str | Database) else Path(target)
+        self._key = str(Path(target).resolve()) if isinstance(target, Path) else str(
+            self.db.target)
+        migrate(self.db)
+
+    def _connect(self) -> AbstractContextManager[Connection]:
+        """A connection in autocommit: each statement its own transaction."""
+        return self.db.connect()
+
+    def _transaction(self) -> AbstractContextManager[Connection]:
+        return self.db.transaction()
+
+    def close(self) -> None:
+        self.db.close()
 
     def _credential_ended(self) -> None:
         """Say, after its commit, that a credential in this file was revoked or replaced."""
-        self._revocations[self._file] = self._revocations.get(self._file, 0) + 1
+        self._revocations[self._key] = self._revocations.get(self._key, 0) + 1
 
     def _revocation_count(self) -> int:
-        return self._revocations.get(self._file, 0)
+        return self._revocations.get(self._key, 0)
 
     def _live_row(self, table: str, columns: str, sandbox_id: str,
                   token: str) -> tuple | None:

@@ -1,7 +1,7 @@
 """Per-sandbox git tokens (`hgs_…`), stored only as hashes, and the pushes they made.
 
-The tables live in hangar's main SQLite file. Each thread uses a connection of its own
-(proxy/tables.py), so the registry is safe to use from any thread next to other writers.
+The tables live in hangar's database (proxy/tables.py): any thread may use the registry
+next to other writers, and with PostgreSQL any replica's gate accepts any token.
 """
 
 from __future__ import annotations
@@ -12,28 +12,9 @@ import time
 from dataclasses import dataclass
 
 from .grant import Grant
-from .tables import SqliteTables, token_hash
+from .tables import GateTables, token_hash
 
 TOKEN_PREFIX = "hgs_"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS proxy_pushes (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    sandbox_id TEXT NOT NULL,
-    repo TEXT NOT NULL,
-    ref TEXT NOT NULL,
-    old TEXT NOT NULL,
-    new TEXT NOT NULL,
-    bytes INTEGER NOT NULL,
-    at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS proxy_pushes_sandbox ON proxy_pushes(sandbox_id, seq);
-CREATE TABLE IF NOT EXISTS proxy_leases (
-    sandbox_id TEXT PRIMARY KEY,
-    old TEXT NOT NULL
-);
-"""
-
 
 @dataclass(frozen=True)
 class PushRecord:
@@ -46,9 +27,7 @@ class PushRecord:
     at: float
 
 
-class TokenRegistry(SqliteTables):
-    SCHEMA = _SCHEMA
-
+class TokenRegistry(GateTables):
     def issue(
         self,
         sandbox_id: str,
@@ -72,12 +51,15 @@ class TokenRegistry(SqliteTables):
         if branch is not None and (not branch or branch.startswith("refs/")):
             raise ValueError(f"branch is a plain branch name like 'hangar/12-ab3f', got {branch!r}")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")  # the token and its lease change together
+        with self._transaction() as db:  # the token and its lease change together
             db.execute(
-                "INSERT OR REPLACE INTO proxy_tokens (sandbox_id, token_sha256, repo, branch,"
+                "INSERT INTO proxy_tokens (sandbox_id, token_sha256, repo, branch,"
                 " installation_id, allow_force, issued_at, revoked_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (sandbox_id) DO UPDATE SET"
+                " token_sha256 = excluded.token_sha256, repo = excluded.repo,"
+                " branch = excluded.branch, installation_id = excluded.installation_id,"
+                " allow_force = excluded.allow_force, issued_at = excluded.issued_at,"
+                " revoked_at = NULL",
                 (
                     sandbox_id,
                     token_hash(token),
@@ -92,7 +74,6 @@ class TokenRegistry(SqliteTables):
             if lease is not None:
                 db.execute("INSERT INTO proxy_leases (sandbox_id, old) VALUES (?, ?)",
                            (sandbox_id, lease))
-            db.execute("COMMIT")
         self._credential_ended()  # the sandbox's earlier token, if any
         return token
 

@@ -26,7 +26,6 @@ import calendar
 import json
 import math
 import re
-import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
@@ -35,6 +34,8 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
+from app.database import Connection
+
 # The window a 429 without a named window holds: the model refused every request.
 REFUSED = "429"
 # The vendors' names for a subscription's windows, and the lengths Codex reports.
@@ -42,26 +43,6 @@ WINDOW_NAMES = {"five_hour": "5h", "seven_day": "7d",
                 "seven_day_overage_included": "7d_oi", "seven_day_opus": "7d_opus",
                 "seven_day_sonnet": "7d_sonnet"}
 WINDOW_MINUTES = {300: "5h", 10080: "7d"}
-
-USAGE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS model_windows (
-    credential TEXT NOT NULL,
-    window TEXT NOT NULL,
-    utilization REAL NOT NULL,
-    reset_at REAL,
-    status TEXT,
-    source TEXT NOT NULL,
-    at REAL NOT NULL,
-    PRIMARY KEY (credential, window)
-);
-CREATE TABLE IF NOT EXISTS model_resumes (
-    credential TEXT PRIMARY KEY,
-    at REAL NOT NULL,
-    by TEXT NOT NULL,
-    windows TEXT NOT NULL
-);
-"""
-
 
 @dataclass(frozen=True)
 class Reading:
@@ -307,48 +288,48 @@ def _fraction(value: float | None) -> float:
 
 
 class _Connects(Protocol):
-    def _connect(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def _connect(self) -> AbstractContextManager[Connection]: ...
 
 
 class UsageLedger:
     """The newest reading of each credential's windows, and people's resumes: in the
-    gate's SQLite tables (mixed into the model ledger, whose file and connections it uses)."""
+    gate's tables (mixed into the model ledger, whose file and connections it uses)."""
 
     def record_readings(self: _Connects, credential: str, readings: Iterable[Reading]) -> None:
         with self._connect() as db:
             UsageLedger._write(db, credential, readings)
 
     @staticmethod
-    def _write(db: sqlite3.Connection, credential: str, readings: Iterable[Reading]) -> None:
+    def _write(db: Connection, credential: str, readings: Iterable[Reading]) -> None:
         """An older reading never replaces a newer one (a run's stream is read after its
         end; the gateway's reading of the same answer may be newer)."""
         db.executemany(
-            "INSERT INTO model_windows (credential, window, utilization, reset_at, status,"
+            "INSERT INTO model_windows (credential, \"window\", utilization, reset_at, status,"
             " source, at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT(credential, window) DO UPDATE SET utilization = excluded.utilization,"
+            " ON CONFLICT(credential, \"window\") DO UPDATE SET utilization = excluded.utilization,"
             " reset_at = excluded.reset_at, status = excluded.status, source = excluded.source,"
             " at = excluded.at WHERE excluded.at >= model_windows.at",
             [(credential, r.window, r.utilization, r.reset_at, r.status, r.source, r.at)
              for r in readings])
 
     @staticmethod
-    def _accepted(db: sqlite3.Connection, credential: str, at: float) -> None:
+    def _accepted(db: Connection, credential: str, at: float) -> None:
         """The model took a request at `at`: a refusal read before then is over."""
-        db.execute("DELETE FROM model_windows WHERE credential = ? AND window = ? AND at < ?",
+        db.execute("DELETE FROM model_windows WHERE credential = ? AND \"window\" = ? AND at < ?",
                    (credential, REFUSED, at))
 
     def readings(self: _Connects, credential: str) -> list[Reading]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT window, utilization, reset_at, status, source, at FROM model_windows"
-                " WHERE credential = ? ORDER BY window", (credential,)).fetchall()
+                "SELECT \"window\", utilization, reset_at, status, source, at FROM model_windows"
+                " WHERE credential = ? ORDER BY \"window\"", (credential,)).fetchall()
         return [Reading(*row) for row in rows]
 
     def all_readings(self: _Connects) -> dict[str, list[Reading]]:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT credential, window, utilization, reset_at, status, source, at"
-                " FROM model_windows ORDER BY credential, window").fetchall()
+                "SELECT credential, \"window\", utilization, reset_at, status, source, at"
+                " FROM model_windows ORDER BY credential, \"window\"").fetchall()
         out: dict[str, list[Reading]] = {}
         for credential, *rest in rows:
             out.setdefault(credential, []).append(Reading(*rest))
@@ -359,8 +340,9 @@ class UsageLedger:
         """A person lets the credential's paused windows start agents until their resets."""
         record = Resume(credential, time.time(), by, dict(windows))
         with self._connect() as db:
-            db.execute("INSERT OR REPLACE INTO model_resumes (credential, at, by, windows)"
-                       " VALUES (?, ?, ?, ?)",
+            db.execute("INSERT INTO model_resumes (credential, at, by, windows)"
+                       " VALUES (?, ?, ?, ?) ON CONFLICT (credential) DO UPDATE SET"
+                       " at = excluded.at, by = excluded.by, windows = excluded.windows",
                        (credential, record.at, by, json.dumps(record.windows)))
         return record
 

@@ -42,6 +42,11 @@ if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 fi
+if [ "$want_tests" = 1 ]; then
+  # PostgreSQL's server: the tests start a cluster of their own for the store on
+  # PostgreSQL (tests/postgres.py), unless HANGAR_DATABASE_URL names a server.
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   say "installing Debian packages: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

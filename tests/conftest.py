@@ -2,7 +2,7 @@
 
 import pytest
 
-pytest_plugins = ["fakehub.pytest_plugin"]
+pytest_plugins = ["fakehub.pytest_plugin", "tests.postgres"]
 
 
 def hangar_permissions() -> dict[str, str]:

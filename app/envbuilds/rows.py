@@ -11,6 +11,7 @@ import getpass
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -260,8 +261,8 @@ def env_command(args: argparse.Namespace, settings: Settings) -> int:
         return build_repo_command(args, settings)
     if args.env_command == "build-image":
         return build_image_command(args.name, settings)
-    path = settings.db_path
-    if not path.exists():
+    path = settings.database
+    if isinstance(path, Path) and not path.exists():
         print(f"hangar: no database at {path}; set HANGAR_DATA_DIR to hangar's data directory",
               file=sys.stderr)
         return 2

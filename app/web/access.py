@@ -212,7 +212,7 @@ def add_token_arguments(parser: argparse.ArgumentParser) -> None:
 
 def token_command(args: argparse.Namespace, settings: Settings) -> int:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.db_path)
+    store = Store(settings.database)
     who = f"cli:{getpass.getuser()}"
     try:
         if args.token_command == "create":

@@ -87,6 +87,6 @@ def mount_sandbox_state(app: web.Application) -> None:
     (app/sandbox_gate.py); the main listener serves no `/git/`."""
     settings = app[SETTINGS]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app[TOKENS] = TokenRegistry(settings.db_path)
-    app[MODELS] = ModelLedger(settings.db_path)
-    app[EGRESS] = EgressLedger(settings.db_path)
+    app[TOKENS] = TokenRegistry(settings.database)
+    app[MODELS] = ModelLedger(settings.database)
+    app[EGRESS] = EgressLedger(settings.database)

@@ -47,7 +47,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("rules", ("app.github.ci",)),
     ("render", ("app.render",)),
     # the payload parts a webhook carries are data every layer may read
-    ("foundation", ("app.models", "app.settings", "app.store", "app.intake.payloads",
+    ("foundation", ("app.models", "app.settings", "app.store", "app.database",
+                    "app.migrations", "app.intake.payloads",
                     "app.metrics", "app.logs", "app.changes", "app.datadir", "app.redact",
                     "app.repoconfig", "app")),
 ]
