@@ -126,14 +126,24 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"hangar: {finding.sentence}", file=sys.stderr)
     if any(finding.fatal for finding in findings):
         return 2
+    from app.database import DatabaseError
     from app.datadir import check_history, request_rebuild
+    from app.store import Store
 
+    shared = settings.database != settings.db_path
     try:
-        start = check_history(settings, rebuild=args.rebuild)
-    except SettingsError as exc:
+        if shared:  # the rebuild owed is said in the database, to every replica
+            store = Store(settings.database)
+            try:
+                start = store.check_shared_history(rebuild=args.rebuild)
+            finally:
+                store.close()
+        else:
+            start = check_history(settings, rebuild=args.rebuild)
+    except (SettingsError, DatabaseError) as exc:
         print(f"hangar: {exc}", file=sys.stderr)
         return 2
-    if start != "existing" or args.rebuild:
+    if not shared and (start != "existing" or args.rebuild):
         # A new database: what hangar wrote on GitHub before (if anything) comes back.
         request_rebuild(settings.data_dir)
     # The application is imported once its settings are known good: a refusal is quick.

@@ -148,6 +148,12 @@ def check_history(settings: Settings, *, rebuild: bool = False) -> str:
     return "rebuild" if traces or rebuild else "fresh"
 
 
+# The flags a shared database (PostgreSQL) keeps instead of files in one replica's data
+# directory: it has been served from; a rebuild from GitHub is owed.
+SERVED_FLAG = "served"
+REBUILD_FLAG = "rebuild.pending"
+
+
 def traces_of_a_database(data_dir: Path) -> list[str]:
     """What in data_dir shows a database lived here."""
     found = []

@@ -16,6 +16,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -23,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from cachetools import LRUCache, TTLCache
 from pydantic import BaseModel
 
-from app.datadir import gate_dir, rebuild_pending
+from app.datadir import REBUILD_FLAG, gate_dir, rebuild_pending
 from app.github.client import AppAuth
 from app.github.ops import RepoOps
 from app.metrics import Metrics
@@ -84,7 +85,7 @@ class StepContext(Protocol):
 
     def wake(self, *row_ids: str) -> None: ...
     def note(self, row_id: str, what: str) -> None: ...
-    def lock(self, key: str) -> asyncio.Lock: ...
+    def lock(self, key: str) -> AbstractAsyncContextManager[Any]: ...
     def provider(self, name: str) -> Provider: ...
     async def repo_ops(self, thread: Thread) -> RepoOps: ...
     async def permission(self, ops: RepoOps, login: str) -> str: ...
@@ -196,9 +197,12 @@ class Engine:
         # The egress proxy's ledger: per-sandbox credentials and refused connections.
         self.egress = egress
         self.envs = load_envs(settings.envs_dir or default_envs_dir())
-        # Labels every sandbox this hangar makes, so its reaper never touches another's.
+        # Labels every sandbox this hangar makes, so its reaper never touches another's. With
+        # replicas on one database, the replica's name: a run whose sandbox lives on this
+        # host (local, docker) is tied to it (`host_of`).
         self.instance_id = hashlib.sha256(
-            str(Path(settings.data_dir).resolve()).encode()).hexdigest()[:12]
+            (settings.replica_name if store.shared else str(Path(settings.data_dir).resolve())
+             ).encode()).hexdigest()[:12]
         self._providers: dict[str, Provider] = {}
         self._provider_factory = providers or self._make_provider
         # A place coming free wakes the rows that waited for one.
@@ -226,9 +230,17 @@ class Engine:
         self._status_notes: list[StatusNotes] = []
         self._runs_ended: list[RunsEnded] = []
         # A new database waits for what GitHub remembers before it acts on commands.
-        self.rebuilding = rebuild_pending(settings.data_dir)
+        self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
         self._loop_task: asyncio.Task | None = None
+        # Replicas on one database (PostgreSQL): a row is stepped by the replica holding
+        # its lease; chores by the one holding the leader lock; wake-ups cross by NOTIFY.
+        # With SQLite's one process, every lease is this process's and it leads.
+        self.leading = not store.shared
+        self._leased: dict[str, str] = {}  # row id -> its table, leased by this replica
+        self._leased_now: list[str] = []  # of the last look's due rows, those taken
+        self._named_locks: set[str] = set()  # named locks this replica holds (lock())
+        self._replica_tasks: list[asyncio.Task] = []
         store.listeners.append(self._row_written)
 
     # -- registration: what the composition root (app/wiring.py) tells the engine --------
@@ -286,6 +298,12 @@ class Engine:
     def start(self) -> asyncio.Task:
         self._loop = asyncio.get_running_loop()
         self._loop_task = self._loop.create_task(self._loop_forever(), name="engine")
+        if self.store.shared:
+            self._replica_tasks = [
+                self._loop.create_task(self.store.listen(self._heard), name="listen"),
+                self._loop.create_task(self.store.lead(self._lead_changed), name="lead"),
+                self._loop.create_task(self._renew_leases(), name="leases"),
+            ]
         return self._loop_task
 
     async def stop(self) -> None:
@@ -299,10 +317,16 @@ class Engine:
             )
             for task in still:
                 task.cancel()
+        for task in self._replica_tasks:
+            task.cancel()
+        await asyncio.gather(*self._replica_tasks, return_exceptions=True)
 
     def wake(self, *row_ids: str) -> None:
-        """Look at the due times again now; the rows named are due at once (once)."""
+        """Look at the due times again now; the rows named are due at once (once), on
+        whichever replica leases them first."""
         self._woken.update(row_ids)
+        if row_ids and self.store.shared:
+            self._tell_replicas("wake", *row_ids)
         loop = self._loop
         if loop is None or _running_loop() is loop:
             self._wake.set()
@@ -315,8 +339,60 @@ class Engine:
         kind = self._kinds_by_table.get(table)
         if kind is None or model is None or self._running(row_id):
             return
-        if max(kind.next_at(model), self.held_until(row_id)) < self._look_at:
+        at = max(kind.next_at(model), self.held_until(row_id))
+        if at < self._look_at:
             self.wake()
+        if self.store.shared and at < time.time() + self.settings.engine_safety_poll_seconds:
+            self._tell_replicas("due", f"{row_id}@{at}")  # sooner than their safety poll
+
+    # -- replicas: wake-ups, leadership and leases across processes ------------------
+
+    def _tell_replicas(self, what: str, *words: str) -> None:
+        try:
+            self.store.notify(" ".join((what, self.store.owner, *words)))
+        except Exception:  # the safety poll sees it instead
+            log.warning("could not tell the other replicas of a wake-up", exc_info=True)
+
+    def _heard(self, message: str) -> None:
+        """Another replica's wake-up (NOTIFY): rows due at once, or due sooner."""
+        what, sender, *words = message.split(" ")
+        if sender == self.store.owner:
+            return
+        if what == "wake":
+            self._woken.update(words)
+            self._wake.set()
+        elif what == "due":
+            for word in words:
+                _, _, at = word.rpartition("@")
+                if float(at) < self._look_at:
+                    self._wake.set()
+
+    def _lead_changed(self, leading: bool) -> None:
+        log.info("this replica %s the chores", "does" if leading else "no longer does",
+                 extra={"replica": self.store.owner})
+        self.leading = leading
+        self._wake.set()
+
+    async def _renew_leases(self) -> None:
+        """Every third of a lease: the rows whose steps run here, and the named locks held
+        here, stay this replica's. One found lost (this replica stalled past its lease) is
+        said: another replica may be stepping it too."""
+        every = self.settings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(every)
+            until = time.time() + self.settings.lease_seconds
+            held = {(table, row_id) for row_id, table in list(self._leased.items())
+                    if self._running(row_id)}
+            try:
+                kept = await asyncio.to_thread(self.store.renew, held, until)
+                for name in list(self._named_locks):
+                    await asyncio.to_thread(self.store.take_lock, name, until)
+            except Exception:
+                log.warning("could not renew this replica's leases", exc_info=True)
+                continue
+            for table, row_id in held - kept:
+                log.error("lost the lease of a row whose step still runs here",
+                          extra={"row": row_id, "table": table})
 
     async def _loop_forever(self) -> None:
         for what, run in self._at_start:
@@ -344,8 +420,8 @@ class Engine:
         now = time.time()
         soonest = now + self.settings.engine_safety_poll_seconds
         for chore in self.chores:
-            if not chore.wanted(self):
-                continue
+            if not self.leading or not chore.wanted(self):
+                continue  # chores are the leader's
             if now >= self._chores_due.get(chore.kind, 0.0):
                 self._chores_due[chore.kind] = now + chore.every(self)
                 self._schedule(chore.kind, chore.kind, _chore_step(chore), "app")
@@ -353,9 +429,12 @@ class Engine:
         # Wakes are kept in memory: at the start, the rows only a wake makes due are due.
         first, self._looked = not self._looked, True
         woken, self._woken = self._woken, set()
+        if self.rebuilding and self.store.shared:  # the leader's rebuild ends it for all
+            self.rebuilding = self.store.has_flag(REBUILD_FLAG)
         for kind in self.kinds.values():
             if kind.waits_for_rebuild and self.rebuilding:
                 continue  # the end of the rebuild wakes the engine
+            due: list[str] = []
             for row in self.store.all(kind.table, kind.model, active=True):
                 at = kind.next_at(row)
                 if row.id in woken or (first and at == NEVER):
@@ -366,12 +445,39 @@ class Engine:
                     continue
                 at = max(at, self.held_until(row.id))
                 if at <= now:
-                    self._schedule(row.id, kind.kind, kind.step, row.id)
+                    due.append(row.id)
                     continue
                 if row.id in woken:
                     self._woken.add(row.id)  # held back after a failure: due when it ends
                 soonest = min(soonest, at)
+            for row_id in self._lease(kind, due, woken):
+                self._schedule(row_id, kind.kind, kind.step, row_id)
+            if len(due) > len(self._leased_now):
+                # Another replica steps the rest (or its host's replica must): look again
+                # once a lease of a replica that died would have run out.
+                soonest = min(soonest, now + self.settings.lease_seconds)
         return soonest
+
+    def _lease(self, kind: RowKind, due: list[str], woken: set[str]) -> list[str]:
+        """The due rows this replica may step now: all of them with SQLite's one process;
+        with replicas, those whose lease it took. A woken row another replica holds stays
+        woken here, in case that replica died before it could step it."""
+        if not self.store.shared or not due:
+            self._leased_now = due
+            return due
+        try:
+            taken = self.store.claim(kind.table, due, time.time() + self.settings.lease_seconds,
+                                     host=self.instance_id)
+        except Exception:
+            log.exception("could not lease due rows", extra={"table": kind.table})
+            taken = set()
+        self._leased_now = [row_id for row_id in due if row_id in taken]
+        for row_id in due:
+            if row_id in taken:
+                self._leased[row_id] = kind.table
+            elif row_id in woken:
+                self._woken.add(row_id)
+        return self._leased_now
 
     def _running(self, key: str) -> bool:
         task = self._tasks.get(key)
@@ -405,6 +511,7 @@ class Engine:
             self._back_off(kind, row_id, key, exc)
         else:
             self._failures.pop(key, None)
+            self._release(key)
             for hook in self._after_step.get(kind, ()):
                 try:
                     hook(self, row_id)
@@ -428,10 +535,12 @@ class Engine:
         reset = limited_until(exc)
         if reset is not None:
             self._failures[key] = (failures, reset)
+            self._release(key, hold_until=reset)
             return
         failures += 1
         self._failures[key] = (failures, time.time() + backoff_delay(
             failures, self.settings.step_backoff_seconds))
+        self._release(key, hold_until=self._failures[key][1])
         registered = self.kinds.get(kind)
         try:
             if registered is not None and registered.counts_failures is not None:
@@ -446,6 +555,20 @@ class Engine:
             self.metrics.engine_step_errors.inc(kind=f"backoff:{kind}")
             log.exception("could not record the failure of a %s step; holding it back in "
                           "memory", kind, extra={kind: row_id, "failures": failures})
+
+    def _release(self, key: str, *, hold_until: float | None = None) -> None:
+        """The step is over: its row's lease ends, or, for a row backing off after a
+        failure, lasts until the hold ends (no other replica tries it sooner)."""
+        table = self._leased.pop(key, None)
+        if table is None:
+            return
+        try:
+            if hold_until is None:
+                self.store.release(table, key)
+            else:
+                self.store.renew([(table, key)], hold_until)
+        except Exception:  # the lease runs out on its own
+            log.warning("could not end a row's lease", extra={"row": key}, exc_info=True)
 
     def _give_up(self, kind: str, row_id: str, exc: Exception) -> None:
         reason = f"{type(exc).__name__}: {exc}"[:500]
@@ -469,7 +592,7 @@ class Engine:
         return job
 
     def save_run(self, run: Run) -> Run:
-        self.store.put("run", run.id, run, active=not run.finished)
+        self.store.put("run", run.id, run, active=not run.finished, host=host_of(run))
         return run
 
     def save_intent(self, intent: Intent) -> Intent:
@@ -519,9 +642,11 @@ class Engine:
             self._permissions.pop(key, None)
         return len(stale)
 
-    def lock(self, key: str) -> asyncio.Lock:
-        """A lock for work that several rows' steps may do at once (e.g. one comment)."""
-        return self._locks.setdefault(key, asyncio.Lock())
+    def lock(self, key: str) -> AbstractAsyncContextManager[Any]:
+        """A lock for work that several rows' steps may do at once (e.g. one comment); with
+        replicas, held in the store too, so that one replica at a time does it."""
+        local = self._locks.setdefault(key, asyncio.Lock())
+        return _SharedLock(self, key, local) if self.store.shared else local
 
     async def config_text(self, ops: RepoOps, ref: str, sha: str | None = None,
                           path: str | None = None) -> str | None:
@@ -591,6 +716,44 @@ class Engine:
                 return get_provider(name, proxy_port=self.settings.sandbox_port, **builds)
             return get_provider(name, **builds)
         return get_provider(name)
+
+
+def host_of(run: Run) -> str | None:
+    """The host a run is tied to: where its local or docker sandbox lives (the instance
+    that made it); None when any replica may step it (no sandbox, or kubernetes)."""
+    sandbox = run.sandbox or {}
+    if sandbox.get("provider") in ("local", "docker"):
+        return (sandbox.get("labels") or {}).get("hangar.instance")
+    return None
+
+
+class _SharedLock:
+    """This process's lock, then the store's named lock of the same name: one replica at a
+    time. A holder that dies frees it when its lease runs out."""
+
+    TRY_EVERY_S = 0.1
+
+    def __init__(self, engine: Engine, name: str, local: asyncio.Lock):
+        self.engine, self.name, self.local = engine, name, local
+
+    async def __aenter__(self) -> None:
+        await self.local.acquire()
+        try:
+            lease = self.engine.settings.lease_seconds
+            # Another replica's release reaches no event here: ask again shortly.
+            while not self.engine.store.take_lock(self.name, time.time() + lease):  # noqa: ASYNC110
+                await asyncio.sleep(self.TRY_EVERY_S)
+            self.engine._named_locks.add(self.name)
+        except BaseException:
+            self.local.release()
+            raise
+
+    async def __aexit__(self, *_exc: Any) -> None:
+        self.engine._named_locks.discard(self.name)
+        try:
+            self.engine.store.drop_lock(self.name)
+        finally:
+            self.local.release()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

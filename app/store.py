@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from app.database import CHANNEL, POSTGRESQL, Database, is_postgresql, open_database
-from app.datadir import private_database
+from app.datadir import REBUILD_FLAG, SERVED_FLAG, private_database
 from app.migrations import migrate
 
 M = TypeVar("M", bound=BaseModel)
@@ -377,6 +377,15 @@ class Store:
     def has_flag(self, name: str) -> bool:
         with self._read() as db:
             return db.execute("SELECT 1 FROM flags WHERE name = ?", (name,)).fetchone() is not None
+
+    def check_shared_history(self, *, rebuild: bool = False) -> str:
+        """How hangar starts on a shared database: "existing" (served from before), "fresh"
+        (never served: a rebuild from GitHub is owed, as for a new file) or "rebuild"
+        (asked). The flags live in the database, so every replica reads the same answer."""
+        fresh = self.set_flag(SERVED_FLAG)
+        if fresh or rebuild:
+            self.set_flag(REBUILD_FLAG)
+        return "rebuild" if rebuild else "fresh" if fresh else "existing"
 
     def set_flag(self, name: str) -> bool:
         """Raise the flag; whether it was down."""

@@ -265,6 +265,9 @@ async def _session(app: web.Application) -> AsyncIterator[None]:
         session=app[SESSION],
         metrics=app[METRICS],
         retry=RetryPolicy(write_spacing_s=settings.github_write_spacing_seconds),
+        # Replicas share each installation's budget through the store; one process keeps
+        # it in memory.
+        budget=app[STORE] if app[STORE].shared else None,
     )
     yield
     await app[SESSION].close()

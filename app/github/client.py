@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import jwt
@@ -141,9 +141,24 @@ class JsonCache(MutableMapping):
         return len(self._entries)
 
 
+class SharedBudget(Protocol):
+    """The installation's budget kept for every replica (app/store.py): its pause, and a
+    slot for each content-creating call among all of theirs."""
+
+    def github_limited(self, installation_id: int) -> tuple[float, str]: ...
+    def limit_github(self, installation_id: int, until: float, why: str) -> None: ...
+    def reserve_github_write(self, installation_id: int, *, spacing: float, per_minute: int,
+                             per_hour: int, max_wait: float) -> Any: ...
+
+
+# How often a replica reads the installation's shared pause before a read of GitHub.
+SHARED_PAUSE_READ_S = 1.0
+
+
 @dataclass
 class Allowance:
-    """What one installation (or the App itself) may send now: shared by its clients."""
+    """What one installation (or the App itself) may send now: shared by its clients, and
+    with replicas (`budget`) by every replica's."""
 
     limited_until: float = 0.0
     why: str = ""
@@ -155,8 +170,23 @@ class Allowance:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     cache: JsonCache = field(default_factory=JsonCache)
     charged: int = 0  # answers that counted against the limit (not 304)
+    budget: SharedBudget | None = None
+    installation_id: int = 0
+    pause_read_at: float = 0.0
 
     def limit(self, until: float, why: str) -> None:
+        if until > self.limited_until:
+            self.limited_until, self.why = until, why
+        if self.budget is not None:
+            self.budget.limit_github(self.installation_id, until, why)
+
+    def read_shared_pause(self) -> None:
+        """Another replica's pause of the installation holds this one too."""
+        now = time.monotonic()
+        if self.budget is None or now - self.pause_read_at < SHARED_PAUSE_READ_S:
+            return
+        self.pause_read_at = now
+        until, why = self.budget.github_limited(self.installation_id)
         if until > self.limited_until:
             self.limited_until, self.why = until, why
 
@@ -197,9 +227,13 @@ class GitHubClient(GitHubAPI):
 
     async def manage_rate_limit(self, *, method: str, url: str) -> None:
         allowance = self.allowance
+        allowance.read_shared_pause()
         if allowance.limited_until > time.time():
             raise RateLimited(allowance.limited_until, allowance.why)
         if method in READS:
+            return
+        if allowance.budget is not None:
+            await self._shared_write_slot(allowance)
             return
         async with allowance.write_lock:
             recent, now = allowance.recent_writes, time.monotonic()
@@ -228,6 +262,22 @@ class GitHubClient(GitHubAPI):
             allowance.next_write_at = time.monotonic() + self.retry.write_spacing_s
             recent.append(time.monotonic())
             hour.append(time.monotonic())
+
+    async def _shared_write_slot(self, allowance: Allowance) -> None:
+        """A place among every replica's writes (spacing, the minute's and the hour's
+        budget), or the installation's pause for all of them."""
+        policy = self.retry
+        async with allowance.write_lock:  # this process's writes ask one at a time
+            slot = allowance.budget.reserve_github_write(  # type: ignore[union-attr]
+                allowance.installation_id, spacing=policy.write_spacing_s,
+                per_minute=policy.writes_per_minute, per_hour=policy.writes_per_hour,
+                max_wait=policy.max_inline_wait_s)
+        if slot.limited_until:
+            if slot.limited_until > allowance.limited_until:
+                allowance.limited_until, allowance.why = slot.limited_until, slot.why
+            raise RateLimited(slot.limited_until, slot.why)
+        if slot.wait > 0:
+            await asyncio.sleep(slot.wait)
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
@@ -375,8 +425,10 @@ class AppAuth:
         session: aiohttp.ClientSession,
         metrics: Metrics | None = None,
         retry: RetryPolicy = RetryPolicy(),
+        budget: SharedBudget | None = None,
     ):
         self.app_id = app_id
+        self.budget = budget  # with replicas: the installations' budgets, in the store
         self._key = private_key_pem
         self.api_url = api_url
         self.session = session
@@ -393,7 +445,11 @@ class AppAuth:
         self.tokens_minted = 0
 
     def allowance(self, installation_id: int) -> Allowance:
-        return self.allowances.setdefault(installation_id, Allowance())
+        found = self.allowances.get(installation_id)
+        if found is None:
+            found = self.allowances[installation_id] = Allowance(
+                budget=self.budget, installation_id=installation_id)
+        return found
 
     def jwt(self, now: float | None = None) -> str:
         now = int(now if now is not None else time.time())

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from app import landing, render, runs
 from app.commands import job_for_pr
-from app.datadir import rebuild_done
+from app.datadir import REBUILD_FLAG, rebuild_done
 from app.github.ops import RepoOps
 from app.models import (
     Job,
@@ -227,6 +227,7 @@ async def run_pending_rebuild(engine: StepContext) -> Recovered:
 
     found = await rebuild_from_github(engine)
     rebuild_done(engine.settings.data_dir)
+    engine.store.clear_flag(REBUILD_FLAG)  # every replica's, on a shared database
     engine.rebuilding = False
     await runs.reap_orphans(engine)
     return found
