@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
                                            "also while it serves")
     backup.add_argument("path", metavar="PATH", help="the copy's file, or a directory for it")
 
+    move = sub.add_parser("migrate-store", help="copy every row of hangar's SQLite database "
+                                                "into an empty PostgreSQL database, checked")
+    move.add_argument("--to", required=True, metavar="POSTGRESQL_URL",
+                      help="postgresql://user:password@host/dbname; it must hold no rows")
+
     setup = sub.add_parser("setup", help="register hangar's GitHub App from a local page "
                                          "(GitHub's App manifest flow)")
     setup.add_argument("--host", help="address to listen on (HANGAR_HOST)")
@@ -72,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return setup_command(args)
     if args.command == "backup":
         return backup_command(args)
+    if args.command == "migrate-store":
+        return migrate_store_command(args)
     if args.command == "demo":
         from app.demo import run_demo
 
@@ -170,6 +177,43 @@ def backup_command(args: argparse.Namespace) -> int:
         return 2
     print(f"hangar: copied {settings.db_path} to {target} ({size / 2**20:.1f} MB, "
           "checked with SQLite's quick_check)")
+    return 0
+
+
+def migrate_store_command(args: argparse.Namespace) -> int:
+    """Move hangar from its SQLite file to PostgreSQL: every row copied in one
+    transaction, read back and compared; never over a database that holds rows."""
+    from app.database import DatabaseError, SqliteDatabase, describe, is_postgresql, open_database
+    from app.migrations import copy_database
+
+    settings = load_settings()
+    if not is_postgresql(args.to):
+        print("hangar: --to takes a postgresql://user:password@host/dbname URL",
+              file=sys.stderr)
+        return 2
+    if not settings.db_path.exists():
+        print(f"hangar: there is no database at {settings.db_path}: set HANGAR_DATA_DIR to "
+              "the data directory of the hangar to move", file=sys.stderr)
+        return 2
+    source = SqliteDatabase(settings.db_path)
+    try:
+        target = open_database(args.to)
+    except DatabaseError as exc:
+        source.close()
+        print(f"hangar: {exc}", file=sys.stderr)
+        return 2
+    try:
+        counts = copy_database(source, target)
+    except DatabaseError as exc:
+        print(f"hangar: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        source.close()
+        target.close()
+    print(f"hangar: copied {sum(counts.values())} rows of {len(counts)} tables from "
+          f"{settings.db_path} to the {describe(args.to)}, and compared the copy with the "
+          "file. Start hangar with HANGAR_DATABASE_URL set to it; keep hangar.db until it "
+          "serves.")
     return 0
 
 

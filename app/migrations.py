@@ -282,3 +282,72 @@ def migrate(db: Database) -> int:
             conn.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                          (version, time.time()))
         return found
+
+
+class CopyRefused(DatabaseError):
+    """The copy was not made; the message says why."""
+
+
+def copy_database(source: Database, target: Database) -> dict[str, int]:
+    """Copy every row of every table of `source` (a SQLite file at this version) into
+    `target` (migrated here), in one transaction, then read the copy back and compare it
+    with the source, table by table. Refuses a target that holds any row. How many rows
+    each table got."""
+    migrate(source)
+    migrate(target)
+    with source.connect() as src:
+        tables = [r[0] for r in src.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            " AND name != 'schema_version' ORDER BY name").fetchall()]
+        columns = {t: [r[1] for r in src.execute(f'PRAGMA table_info("{t}")').fetchall()]
+                   for t in tables}
+    with target.connect() as dst:
+        holding = [t for t in tables
+                   if dst.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None]
+    if holding:
+        raise CopyRefused(
+            f"the {describe(target.target)} already holds rows (in {', '.join(holding)}): "
+            "hangar copies only into an empty database, never over one; create a new "
+            "database (createdb) and point --to at it.")
+    counts: dict[str, int] = {}
+    with source.connect() as src, target.transaction() as dst:
+        for table in tables:
+            names = columns[table]
+            # SQLite's rowid is the rows' first-written order; PostgreSQL keeps it as seq.
+            extra = ["seq"] if table == "rows" else []
+            chosen = ", ".join([*(f'"{n}"' for n in names), *(["rowid"] if extra else [])])
+            rows = src.execute(f"SELECT {chosen} FROM {table}").fetchall()
+            into = ", ".join([*(f'"{n}"' for n in names), *extra])
+            marks = ", ".join("?" * (len(names) + len(extra)))
+            dst.executemany(f"INSERT INTO {table} ({into}) VALUES ({marks})", rows)
+            counts[table] = len(rows)
+        for table, column in _IDENTITIES:
+            dst.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
+                        f" coalesce((SELECT max({column}) FROM {table}), 0) + 1, false)")
+    for table in tables:
+        if _digest(source, table, columns[table]) != _digest(target, table, columns[table]):
+            raise DatabaseError(
+                f"the copy of table {table} in the {describe(target.target)} differs from "
+                "the SQLite file: drop that database and copy again; hangar.db is unchanged.")
+    with target.transaction() as dst:  # served from before: starting on it owes no rebuild
+        dst.execute("INSERT INTO flags (name, at) VALUES ('served', ?)"
+                    " ON CONFLICT (name) DO NOTHING", (time.time(),))
+    return counts
+
+
+# The columns PostgreSQL numbers itself: after a copy, the next number follows the copy's.
+_IDENTITIES = [("rows", "seq"), ("events", "seq"), ("audit", "seq"),
+               ("proxy_pushes", "seq"), ("model_requests", "id"), ("github_writes", "seq")]
+
+
+def _digest(db: Database, table: str, columns: list[str]) -> tuple[int, str]:
+    """How many rows a table holds and a hash of all of them, in one order both agree on."""
+    import hashlib
+
+    chosen = ", ".join(f'"{n}"' for n in columns)
+    digest = hashlib.sha256()
+    with db.connect() as conn:
+        rows = conn.execute(f"SELECT {chosen} FROM {table}").fetchall()
+    for row in sorted(repr(tuple(row)) for row in rows):
+        digest.update(row.encode())
+    return len(rows), digest.hexdigest()

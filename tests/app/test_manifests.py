@@ -104,3 +104,24 @@ def test_sandbox_processes_are_pointed_at_the_gate_for_egress_and_hangar_may_fet
     policy = next(d for n, d in documents() if n == "hangar/networkpolicy.yaml")
     out = {p["port"] for rule in policy["spec"]["egress"] for p in rule.get("ports", [])}
     assert {80, 443} <= out  # the proxy fetches allowlisted hosts over HTTP and HTTPS
+
+
+def test_hangar_runs_two_replicas_on_postgresql_and_one_may_be_disrupted_at_a_time():
+    deployment = next(d for n, d in documents()
+                      if n == "hangar/deployment.yaml" and d["kind"] == "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    container = spec["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    url = env["HANGAR_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert (url["name"], url["key"]) == ("hangar-database", "url")  # never in the manifest
+    assert env["HANGAR_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    volumes = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
+    assert "persistentVolumeClaim" not in volumes["data"]  # no volume one pod alone may mount
+    budget = next(d for n, d in documents() if n == "hangar/pdb.yaml")
+    assert budget["kind"] == "PodDisruptionBudget" and budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"] == spec["selector"]
+    policy = next(d for n, d in documents() if n == "hangar/networkpolicy.yaml")
+    assert {"protocol": "TCP", "port": 5432} in [
+        p for rule in policy["spec"]["egress"] for p in rule.get("ports", [])]
