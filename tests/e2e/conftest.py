@@ -133,7 +133,12 @@ class HangarProcess:
             "HANGAR_STATUS_EDIT_INTERVAL_SECONDS": str(s.status_edit_interval_seconds),
             "HANGAR_SANDBOX_GATE_HEADER_TIMEOUT_SECONDS": str(
                 s.sandbox_gate_header_timeout_seconds),
+            "HANGAR_LEASE_SECONDS": str(s.lease_seconds),
         })
+        if s.database_url is not None:
+            env["HANGAR_DATABASE_URL"] = s.database_url.get_secret_value()
+        if s.replica_id:
+            env["HANGAR_REPLICA_ID"] = s.replica_id
         return env
 
     def start(self, *args: str) -> HangarProcess:
@@ -183,6 +188,9 @@ class World:
     running: list[Any] = field(default_factory=list)
     api_token: str | None = None
     installation_id: int = 0
+    # hangar's database: None for the SQLite file in its data directory, or a PostgreSQL
+    # URL (the world fixture's parameter "postgresql").
+    database: str | None = None
 
     def start_hangar(
         self, agent_script: str = FIX_AGENT, *, verify: str | None = VERIFY,
@@ -215,6 +223,7 @@ class World:
             github_url=self.hub.api_url, port=port, envs_dir=envs,
             max_concurrent_agents=max_agents, run_watch_interval_seconds=0.5,
             poll_interval_seconds=3, shutdown_grace_seconds=2, api_token=self.api_token,
+            database_url=self.database,
             **{
                 # fakehub holds hangar to GitHub's secondary limits itself; spacing every
                 # write a second apart on top of that only makes each flow a minute longer.
@@ -296,9 +305,13 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "c
 
 
 @pytest.fixture
-def world(fakehub, tmp_path) -> Iterator[World]:
+def world(fakehub, tmp_path, request) -> Iterator[World]:
+    """The world; `@pytest.mark.parametrize("world", ["sqlite", "postgresql"],
+    indirect=True)` runs a test on each of hangar's databases."""
     hub = fakehub
     w = World(hub=hub, tmp=tmp_path)
+    if getattr(request, "param", "sqlite") == "postgresql":
+        w.database = request.getfixturevalue("postgres_url")
     # Registered as the manifest says, as `hangar setup` would.
     w.app = hub.create_app(name="hangar", permissions=load_app_manifest()["default_permissions"])
     for login in ("acme", w.maintainer, w.reviewer, w.reader):

@@ -18,6 +18,7 @@ from tests.e2e.conftest import FIX_AGENT, wait_until
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.parametrize("world", ["sqlite", "postgresql"], indirect=True)
 def test_happy_path_reacts_reports_opens_a_verified_pr(world):
     world.start_hangar()
     issue, comment = world.ask("/hangar fix the failing test")
@@ -256,6 +257,7 @@ def _pids_with(marker: str) -> list[int]:
     return [int(p) for p in result.stdout.split() if int(p) != os.getpid()]
 
 
+@pytest.mark.parametrize("world", ["sqlite", "postgresql"], indirect=True)
 def test_a_comment_made_while_hangar_was_down_is_caught_after_the_restart(world):
     world.start_hangar(process=True)
     world.hangar.kill9()
