@@ -170,6 +170,11 @@ def backup_command(args: argparse.Namespace) -> int:
     from app.datadir import backup_database
 
     settings = load_settings()
+    if settings.database != settings.db_path:
+        print("hangar: HANGAR_DATABASE_URL is set: hangar's rows are in PostgreSQL, which "
+              "pg_dump backs up while hangar serves (pg_dump --format=custom --file=PATH "
+              "\"$HANGAR_DATABASE_URL\"; docs/operating.md)", file=sys.stderr)
+        return 2
     try:
         target, size = backup_database(settings.db_path, Path(args.path))
     except SettingsError as exc:

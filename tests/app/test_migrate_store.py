@@ -130,3 +130,11 @@ def test_a_pg_dump_restored_into_an_empty_database_serves_as_the_docs_say(postgr
     again.note("job-1", "landed", at=2.0)  # its numbering goes on past the dump's
     assert [what for _, what in again.notes("job-1")] == ["started", "landed"]
     again.close()
+
+
+def test_hangar_backup_on_postgresql_points_at_pg_dump(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HANGAR_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HANGAR_DATABASE_URL", "postgresql://hangar:s3cret@db/hangar")
+    assert main(["backup", str(tmp_path / "copy.db")]) == 2
+    said = capsys.readouterr().err
+    assert "pg_dump" in said and "s3cret" not in said
