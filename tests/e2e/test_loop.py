@@ -43,7 +43,9 @@ def test_happy_path_reacts_reports_opens_a_verified_pr(world):
     status = wait_until(lambda: "✅ done" in world.status(issue) and world.status(issue), 10)
     assert len(world.status_comments(issue)) == 1
     assert f"#{pr['number']}" in status and "passed" in status
-    # the PR thread gets the same status comment, once
+    # the PR thread gets the same status comment, once (posted once the turn's end is
+    # recorded, which may come a moment after the issue's comment says done)
+    wait_until(lambda: world.status_comments(pr["number"]), 30, "the PR's status comment")
     assert len(world.status_comments(pr["number"])) == 1
     # main is untouched until someone lands it
     assert world.hub.get_pr(world.repo, pr["number"])["merged"] is False
