@@ -213,7 +213,7 @@ def event_latency(tmp: Path, target: str | Path, size: int, events: int) -> list
     from tests.e2e.conftest import free_port
 
     envs = tmp / "envs"
-    envs.mkdir(exist_ok=True)
+    envs.mkdir(parents=True, exist_ok=True)
     (envs / "default.yaml").write_text(
         "name: default\nprovider: local\nharness: script\nagent_script: 'true'\n")
     shared = str(target).startswith("postgresql://")
