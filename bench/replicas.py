@@ -217,7 +217,8 @@ def event_latency(tmp: Path, target: str | Path, size: int, events: int) -> list
     (envs / "default.yaml").write_text(
         "name: default\nprovider: local\nharness: script\nagent_script: 'true'\n")
     shared = str(target).startswith("postgresql://")
-    data = tmp / f"data-{size}-{'pg' if shared else 'sqlite'}"
+    # On SQLite hangar's database is its data directory's hangar.db: the seeded file's.
+    data = tmp / f"data-{size}-pg" if shared else Path(target).parent
     latencies = []
     with tempfile.TemporaryDirectory(dir=tmp) as hub_dir, running_fakehub(Path(hub_dir)) as hub:
         app, _ = world(hub)
