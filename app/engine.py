@@ -319,7 +319,10 @@ class Engine:
                 task.cancel()
         for task in self._replica_tasks:
             task.cancel()
-        await asyncio.gather(*self._replica_tasks, return_exceptions=True)
+        if self._replica_tasks:
+            # A task blocked in the database's driver may not see its cancel at once: the
+            # stop is bounded, as the steps' is.
+            await asyncio.wait(self._replica_tasks, timeout=self.settings.shutdown_grace_seconds)
 
     def wake(self, *row_ids: str) -> None:
         """Look at the due times again now; the rows named are due at once (once), on
