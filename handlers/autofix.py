@@ -5,16 +5,14 @@ from gidgethub import routing, sansio
 
 from app import autofix
 from app.intake.payloads import (
-    CheckRunEvent,
-    CheckSuiteEvent,
-    DeploymentStatusEvent,
     PullRequestEvent,
     PullRequestReviewEvent,
-    StatusEvent,
     parts_as,
 )
+from handlers.ci import listen_for_ci
 
 router = routing.Router()
+listen_for_ci(router, autofix.on_ci, concern="autofix")
 
 
 @router.register("pull_request_review", action="submitted")
@@ -31,35 +29,5 @@ async def pr_changed(event: sansio.Event, *, engine, parts=None, **_) -> None:
     engine.wake()
 
 
-@router.register("check_run", action="completed")
-async def finished_check(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    check = parts_as(CheckRunEvent, event.data, parts)
-    ours = (check.check_run.app or {}).get("id") == engine.settings.app_id
-    autofix.on_ci(engine, check.repository.full_name, check.check_run.head_sha,
-                  check=check.check_run.name, ours=ours)
-    engine.wake()
 
 
-@router.register("check_suite", action="completed")
-async def finished_suite(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    suite = parts_as(CheckSuiteEvent, event.data, parts)
-    head_sha = suite.check_suite.get("head_sha")
-    ours = (suite.check_suite.get("app") or {}).get("id") == engine.settings.app_id
-    if head_sha:
-        autofix.on_ci(engine, suite.repository.full_name, head_sha, ours=ours)
-    engine.wake()
-
-
-@router.register("status")
-async def new_status(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    status = parts_as(StatusEvent, event.data, parts)
-    if status.state != "pending":
-        autofix.on_ci(engine, status.repository.full_name, status.sha)
-    engine.wake()
-
-
-@router.register("deployment_status")
-async def deployment_status(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    status = parts_as(DeploymentStatusEvent, event.data, parts)
-    autofix.on_ci(engine, status.repository.full_name, status.deployment.sha)
-    engine.wake()

@@ -9,17 +9,17 @@ from app import landing
 from app.intake.payloads import (
     CheckRunEvent,
     CheckSuiteEvent,
-    DeploymentStatusEvent,
     MergeGroupEvent,
     PullRequestEvent,
     PullRequestReviewEvent,
     ReviewThreadEvent,
     RulesChangedEvent,
-    StatusEvent,
     parts_as,
 )
+from handlers.ci import listen_for_ci
 
 router = routing.Router()
+listen_for_ci(router, landing.record_ci, concern="landing")
 
 
 @router.register("pull_request_review", action="submitted")
@@ -39,39 +39,8 @@ async def pr_changed(event: sansio.Event, *, engine, parts=None, **_) -> None:
     engine.wake()
 
 
-@router.register("check_run", action="completed")
-async def finished_check(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    check = parts_as(CheckRunEvent, event.data, parts)
-    ours = (check.check_run.app or {}).get("id") == engine.settings.app_id
-    landing.record_ci(engine, check.repository.full_name, check.check_run.head_sha,
-                      check=check.check_run.name, ours=ours)
-    engine.wake()
 
 
-@router.register("check_suite", action="completed")
-async def finished_suite(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    suite = parts_as(CheckSuiteEvent, event.data, parts)
-    head_sha = suite.check_suite.get("head_sha")
-    ours = (suite.check_suite.get("app") or {}).get("id") == engine.settings.app_id
-    if head_sha:
-        landing.record_ci(engine, suite.repository.full_name, head_sha, ours=ours)
-    engine.wake()
-
-
-@router.register("status")
-async def new_status(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    status = parts_as(StatusEvent, event.data, parts)
-    if status.state != "pending":
-        landing.record_ci(engine, status.repository.full_name, status.sha)
-    engine.wake()
-
-
-@router.register("deployment_status")
-async def deployment_status(event: sansio.Event, *, engine, parts=None, **_) -> None:
-    # A deployment a ruleset requires may have succeeded: landings of that head look again.
-    status = parts_as(DeploymentStatusEvent, event.data, parts)
-    landing.record_ci(engine, status.repository.full_name, status.deployment.sha)
-    engine.wake()
 
 
 @router.register("check_run", action="rerequested")
