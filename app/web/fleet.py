@@ -153,7 +153,10 @@ def _needs(view: FleetView, jobs: list[Job], runs_by_job: dict[str, list[Run]],
                 view.blocked.append({**where,
                                      "why": render.verification_line(run.verification)})
             elif run.verification is not None and (
-                    land is None or land.state == LandState.AWAITING_APPROVAL):
+                    # no request yet, one made when the PR opened (its policy kept), or
+                    # one that waits for the approval: a review is what it needs
+                    land is None or land.state in (LandState.QUEUED,
+                                                   LandState.AWAITING_APPROVAL)):
                 view.reviews.append({**where, "why": words.REVIEW_WAITS,
                                      "waiting": elapsed(now - (run.finished_at or now))})
     for name, usage in sorted(view.usage.items()):
