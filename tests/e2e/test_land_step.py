@@ -83,7 +83,9 @@ def test_two_prs_on_one_line_are_warned_then_conflict_in_that_file_and_resolve_l
     resolved = wait_until(lambda: (p := pr_now(world, b))["head"]["sha"] != second["head"]["sha"]
                           and world.checks(p["head"]["sha"]).get("hangar / verify", {}).get(
                               "conclusion") == "success" and p, 120, "the resolved, verified head")
-    assert says(world, b, "waiting for 1 approval(s) of `" + resolved["head"]["sha"][:7])
+    # hangar / land turns to the new head once its verification is in: a moment after
+    wait_until(lambda: says(world, b, "waiting for 1 approval(s) of `"
+                            + resolved["head"]["sha"][:7]), 60, "the wait for the new head")
     approve(world, b)
     wait_until(lambda: landed(world, b), 90, "the resolved PR to land")
     assert world.hub.read_file(world.repo, "calc.py") == b"def add(a, b):\n    return a + b\n"
