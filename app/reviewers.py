@@ -18,7 +18,14 @@ from gidgethub import HTTPException
 from pydantic import BaseModel, Field
 
 from app.engine import PrNotes
-from app.landing import CODEOWNERS_PATHS, LandState, get, land_id, owners_of, parse_codeowners
+from app.landing import (
+    AWAITING_REVIEW,
+    CODEOWNERS_PATHS,
+    get,
+    land_id,
+    owners_of,
+    parse_codeowners,
+)
 from app.models import Job, Run, RunStage, now
 from app.render import reviewers as words
 from app.repoconfig import parse_repo_config
@@ -168,7 +175,7 @@ def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     if row is None or row.asked_head != row.head_sha:
         return PrNotes()
     land = get(engine, land_id(repo, pr_number))
-    if land is not None and land.state != LandState.AWAITING_APPROVAL:
+    if land is not None and land.state not in AWAITING_REVIEW:
         return PrNotes()  # approved and landing, landed, or stopped: landing's note says
     job = engine.get_job(row.job_id)
     if job is None:

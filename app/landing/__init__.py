@@ -75,6 +75,7 @@ from app.landing.queue import (
     wake_group,
 )
 from app.landing.rows import (
+    AWAITING_REVIEW,
     FINAL,
     IN_FLIGHT,
     RESTARTABLE,
@@ -163,6 +164,7 @@ from app.landing.steps import (
 )
 
 __all__ = [
+    "AWAITING_REVIEW",
     "CODEOWNERS_PATHS",
     "FINAL",
     "IN_FLIGHT",

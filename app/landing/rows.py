@@ -36,6 +36,9 @@ class LandState(StrEnum):
 # for its checks and merges. Waiting for a person's approval does not hold the lane.
 IN_FLIGHT = (LandState.UPDATING, LandState.WAITING_CI, LandState.MERGING)
 FINAL = (LandState.LANDED, LandState.CANCELLED)
+# States in which what a request needs is a person's review: made when its PR opened and
+# not asked for yet, or waiting for the approval of its head.
+AWAITING_REVIEW = (LandState.QUEUED, LandState.AWAITING_APPROVAL)
 # States a new approval, push or `/hangar land` may start again from.
 RESTARTABLE = (LandState.CONFLICT, LandState.CI_FAILED, LandState.REJECTED, LandState.FAILED,
                LandState.EXPIRED)

@@ -20,7 +20,14 @@ from aiohttp import web
 
 from app import render
 from app.envbuilds import BUILD, EnvBuildRow
-from app.landing import FINAL, LandReason, LandRequest, LandState, auto_land_suggestions
+from app.landing import (
+    AWAITING_REVIEW,
+    FINAL,
+    LandReason,
+    LandRequest,
+    LandState,
+    auto_land_suggestions,
+)
 from app.models import Job, Run, RunKind, RunStage, RunState
 from app.redact import redact
 from app.render import endings
@@ -153,10 +160,7 @@ def _needs(view: FleetView, jobs: list[Job], runs_by_job: dict[str, list[Run]],
                 view.blocked.append({**where,
                                      "why": render.verification_line(run.verification)})
             elif run.verification is not None and (
-                    # no request yet, one made when the PR opened (its policy kept), or
-                    # one that waits for the approval: a review is what it needs
-                    land is None or land.state in (LandState.QUEUED,
-                                                   LandState.AWAITING_APPROVAL)):
+                    land is None or land.state in AWAITING_REVIEW):
                 view.reviews.append({**where, "why": words.REVIEW_WAITS,
                                      "waiting": elapsed(now - (run.finished_at or now))})
     for name, usage in sorted(view.usage.items()):
