@@ -102,8 +102,15 @@ class Secrets:
     def pattern(self) -> re.Pattern[str] | None:
         pattern = self._pattern
         if pattern is None and self._values:
+            # Built with no lock held: building may log (the collector finalising an
+            # asyncio object does), and that log line is redacted with this very call, on
+            # the same thread; a lock held here would wait for itself forever.
             with self._lock:
-                pattern = self._pattern = _alternation(self._values)
+                values = frozenset(self._values)
+            pattern = _alternation(values)
+            with self._lock:
+                if self._values == values:
+                    self._pattern = pattern
         return pattern
 
 

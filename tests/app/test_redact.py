@@ -178,3 +178,28 @@ async def test_nothing_hangar_writes_to_github_carries_a_known_secret(installed)
                 "body": f"b64 {base64.b64encode(b'x' + SECRET.encode()).decode()}"})
     shown = json.dumps(hub.get_issue("acme/widgets", issue["number"]))
     assert leaked(shown, SECRET) is None and REDACTED in shown
+
+
+def test_building_the_pattern_may_redact_again_on_the_same_thread(monkeypatch):
+    """Building the pattern can log (the collector finalising an asyncio object does), and
+    the log line is redacted by the same call on the same thread: it must not wait for
+    itself. It once held a lock there, and a test run hung on it."""
+    import threading
+
+    known = redaction.Secrets()
+    known.add("s3cret-value-0123456789")
+    build = redaction._alternation
+    nested: list[str] = []
+
+    def building_logs(values):
+        if not nested:
+            nested.append("")
+            nested[0] = str(known.pattern().pattern[:1])  # what a log line's redaction does
+        return build(values)
+
+    monkeypatch.setattr(redaction, "_alternation", building_logs)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (known.pattern(), done.set()), daemon=True)
+    worker.start()
+    assert done.wait(10), "pattern() waited for itself"
+    assert known.pattern().search("x s3cret-value-0123456789 y")
