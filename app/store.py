@@ -250,14 +250,35 @@ class Store:
         """Write a row. `host`: the only host whose replica may step it (its sandbox lives
         there), or None for any."""
         with self._tx() as db:
-            db.execute(
-                "INSERT INTO rows (kind, id, active, updated_at, data, host)"
-                " VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(kind, id) DO UPDATE SET active = excluded.active,"
-                " updated_at = excluded.updated_at, data = excluded.data, host = excluded.host",
-                (kind, row_id, int(active), time.time(), model.model_dump_json(), host),
-            )
+            self._upsert(db, kind, row_id, model, active, host)
         self._changed(kind, row_id, model)
+
+    def put_if_version(self, kind: str, row_id: str, model: BaseModel, *, active: bool,
+                       expect: int) -> bool:
+        """Write a row only while the stored one is still at version `expect` (its JSON's
+        `version`), or there is none; False, and nothing written, when another writer came
+        first. The check and the write are one transaction: a step on one replica cannot
+        undo what another replica's intake wrote while it awaited GitHub."""
+        lock = " FOR UPDATE" if self.dialect == POSTGRESQL else ""  # SQLite's BEGIN locks
+        with self._tx() as db:
+            row = db.execute(f"SELECT data FROM rows WHERE kind = ? AND id = ?{lock}",
+                             (kind, row_id)).fetchone()
+            if row is not None and json.loads(row[0]).get("version", 0) != expect:
+                return False
+            self._upsert(db, kind, row_id, model, active, None)
+        self._changed(kind, row_id, model)
+        return True
+
+    @staticmethod
+    def _upsert(db: Any, kind: str, row_id: str, model: BaseModel, active: bool,
+                host: str | None) -> None:
+        db.execute(
+            "INSERT INTO rows (kind, id, active, updated_at, data, host)"
+            " VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(kind, id) DO UPDATE SET active = excluded.active,"
+            " updated_at = excluded.updated_at, data = excluded.data, host = excluded.host",
+            (kind, row_id, int(active), time.time(), model.model_dump_json(), host),
+        )
 
     def get(self, kind: str, row_id: str, model: type[M]) -> M | None:
         with self._read() as db:

@@ -13,6 +13,7 @@ from app.landing.rows import (
     LandState,
     ReviewRecord,
     ensure_request,
+    fresh,
     get,
     land_id,
     move,
@@ -20,7 +21,7 @@ from app.landing.rows import (
     wake_request,
 )
 from app.landing.rules import LAND_CHECK, LandReason, stopped_by_checks
-from app.models import Intent, Thread
+from app.models import Intent, Job, Thread
 from app.render.landing import RESOLVE_ACTION
 from app.render.reasons import Why
 
@@ -55,11 +56,11 @@ def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
         id=event.review.id, user=event.review.user.login, user_type=event.review.user.type,
         state=state, commit_id=event.review.commit_id, dismissed=event.action == "dismissed"))
     request.quiet = False
+    wake_request(request)  # before the move's write: the review and its wake are one write
     if state == "approved" and request.state in RESTARTABLE:
         if request.state == LandState.EXPIRED:
             request.policy = None  # a new request: the policy in force now is kept
         move(engine, request, LandState.QUEUED, Why(LandReason.NEW_APPROVAL))
-    wake_request(request)
     save(engine, request)
 
 
@@ -101,7 +102,11 @@ def after_run_step(engine: StepContext, run_id: str) -> None:
                   installation_id=job.thread.installation_id, clone_url=job.clone_url)
     if run.verification is None or run.verification.passed is not True:
         return
-    request = ensure_request(engine, job, run.pr_number, quiet=True)
+    fresh(wake_verified, engine, job, run.pr_number)
+
+
+def wake_verified(engine: StepContext, job: Job, pr_number: int) -> None:
+    request = ensure_request(engine, job, pr_number, quiet=True)
     if request.active:
         wake_request(request)
         save(engine, request)

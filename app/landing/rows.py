@@ -4,8 +4,9 @@ it is read and written (a step holding a stale copy stops; every move is in its 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +16,8 @@ from app.render.reasons import Why
 
 if TYPE_CHECKING:
     from app.engine import StepContext
+
+T = TypeVar("T")
 
 
 class LandState(StrEnum):
@@ -158,15 +161,34 @@ class RowChanged(Exception):
 def save(engine: StepContext, request: LandRequest) -> LandRequest:
     """Write the row, unless someone else wrote it since this copy was read.
 
-    Intake (events, commands) reads and writes without awaiting in between, so only a
-    step that awaited GitHub can hold a stale copy; it must not undo what arrived."""
-    stored = get(engine, request.id)
-    if stored is not None and stored.version != request.version:
-        raise RowChanged(request.id)
+    A step that awaited GitHub may hold a stale copy, and so may intake on one replica
+    while another replica's step or intake writes: none may undo what arrived. The check
+    and the write are one transaction in the store, across replicas."""
+    expect = request.version
     request.version += 1
     request.updated_at = time.time()
-    engine.store.put("land", request.id, request, active=request.active)
+    if not engine.store.put_if_version("land", request.id, request, active=request.active,
+                                       expect=expect):
+        request.version = expect
+        raise RowChanged(request.id)
     return request
+
+
+# How often an intake records an event again when another writer keeps coming first.
+FRESH_TRIES = 5
+
+
+def fresh(record: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """record(*args, **kwargs), done again from fresh reads while another replica's step
+    or intake writes the row between this one's read and its write (the store refuses the
+    stale write). Only for what reads and writes without awaiting: it is done whole again."""
+    for attempt in range(FRESH_TRIES):
+        try:
+            return record(*args, **kwargs)
+        except RowChanged:
+            if attempt == FRESH_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def get(engine: StepContext, request_id: str) -> LandRequest | None:

@@ -5,6 +5,7 @@ then shows where it stands in check run `hangar / land` and the status comment."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -112,22 +113,29 @@ async def advance_land(engine: StepContext, request_id: str) -> None:
     except RowChanged:
         pass
     finally:
-        request = get(engine, request_id)
-        if (request is not None and request.active
-                and request.state in (LandState.UPDATING, LandState.MERGING)
-                and request.enqueued != request.head_sha):  # in a queue: its events wake it
-            # GitHub is mid-change: look again when it has moved the head (its push wakes
-            # the row) or patience runs out; else at once (after a failure, its backoff).
-            due = request.updated_at_ask + UPDATE_PATIENCE_S if asked_update(request) else 0
-            if request.due_at > due:
-                request.due_at = due
-                save(engine, request)
-        if request is not None and request.active and request.policy is not None:
-            # An approved request is looked at when its approval would expire.
-            at = expires_at(request, LandPolicy.model_validate(request.policy))
-            if at is not None and request.due_at > at:
-                request.due_at = at
-                save(engine, request)
+        # Another replica's intake may write meanwhile: its wake is sooner than any due.
+        with contextlib.suppress(RowChanged):
+            reschedule(engine, request_id)
+
+
+def reschedule(engine: StepContext, request_id: str) -> None:
+    """After a step: when the request is looked at next, if sooner than its step said."""
+    request = get(engine, request_id)
+    if (request is not None and request.active
+            and request.state in (LandState.UPDATING, LandState.MERGING)
+            and request.enqueued != request.head_sha):  # in a queue: its events wake it
+        # GitHub is mid-change: look again when it has moved the head (its push wakes
+        # the row) or patience runs out; else at once (after a failure, its backoff).
+        due = request.updated_at_ask + UPDATE_PATIENCE_S if asked_update(request) else 0
+        if request.due_at > due:
+            request.due_at = due
+            save(engine, request)
+    if request is not None and request.active and request.policy is not None:
+        # An approved request is looked at when its approval would expire.
+        at = expires_at(request, LandPolicy.model_validate(request.policy))
+        if at is not None and request.due_at > at:
+            request.due_at = at
+            save(engine, request)
 
 
 # Reasons a request waits on for a person: the slow poll only reads the reviews then.

@@ -105,7 +105,6 @@ def test_merge_answers_are_classified(status, message, meaning):
     assert merge_answer(status, message) == meaning
 
 
-
 # -- a store that cannot be written (a full disk) -------------------------------------
 
 
@@ -115,8 +114,8 @@ def full_disk(engine: Engine, monkeypatch) -> None:
     def refuse(*_args, **_kwargs):
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(engine.store, "put", refuse)
-    monkeypatch.setattr(engine.store, "note", refuse)
+    for write in ("put", "put_if_version", "note"):
+        monkeypatch.setattr(engine.store, write, refuse)
 
 
 @pytest.mark.parametrize("kind", ["run", "intent", "land"])

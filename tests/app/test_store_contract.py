@@ -7,11 +7,14 @@ what the contract promises holds there too, though one process serves a SQLite f
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from app.database import DatabaseError, open_database
+from app.landing import LandRequest, ReviewRecord, RowChanged, get, save, wake_request
 from app.migrations import VERSION, current_version
 from app.models import Job, Thread
 from app.store import DELIVERY_LEASE_S, Store
@@ -277,3 +280,59 @@ def test_an_unreachable_postgresql_is_one_sentence_without_its_password(tmp_path
         open_database(url).connect()
     said = str(refused.value)
     assert "cannot reach" in said and "s3cret" not in said and "HANGAR_DATABASE_URL" in said
+
+
+def land_request() -> LandRequest:
+    return LandRequest(id="land-acme-widgets-2", job_id="job-1", repo="acme/widgets",
+                       installation_id=1, pr_number=2, base="main", branch="hangar/x",
+                       requested_by="mona", quiet=True)
+
+
+def test_a_step_holding_a_stale_copy_cannot_undo_another_replicas_write(replicas):
+    a, b = replicas
+    on_a, on_b = SimpleNamespace(store=a), SimpleNamespace(store=b)
+    save(on_a, land_request())
+    step_copy = get(on_a, "land-acme-widgets-2")  # a's step read it, then awaits GitHub
+    review = get(on_b, "land-acme-widgets-2")  # meanwhile b's intake records an approval
+    review.quiet = False
+    wake_request(review)
+    save(on_b, review)
+    step_copy.due_at = time.time() + 3600  # the step would park the quiet row for an hour
+    with pytest.raises(RowChanged):
+        save(on_a, step_copy)
+    stored = get(on_b, "land-acme-widgets-2")
+    assert (stored.quiet, stored.due_at, stored.version) == (False, 0, 2)
+
+
+def test_writes_racing_from_two_replicas_lose_nothing(replicas):
+    """Each replica's threads record reviews at once, each from its own fresh read: every
+    one is kept (the store's check and write are one transaction on either backend)."""
+    a, b = replicas
+    save(SimpleNamespace(store=a), land_request())
+    each = 15
+
+    def add_review(engine: SimpleNamespace, review_id: int) -> None:
+        request = get(engine, "land-acme-widgets-2")
+        request.reviews.append(ReviewRecord(id=review_id, user="mona", state="approved"))
+        save(engine, request)
+
+    def writer(store: Store, first: int) -> None:
+        engine = SimpleNamespace(store=store)
+        for review_id in range(first, first + each):
+            while True:  # as intake does, with no bound: the test counts what is kept
+                try:
+                    add_review(engine, review_id)
+                    break
+                except RowChanged:
+                    continue
+
+    threads = [threading.Thread(target=writer, args=(store, first))
+               for store, first in ((a, 0), (b, 100), (a, 200), (b, 300))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    stored = get(SimpleNamespace(store=a), "land-acme-widgets-2")
+    assert sorted(r.id for r in stored.reviews) == sorted(
+        n for first in (0, 100, 200, 300) for n in range(first, first + each))
+    assert stored.version == 1 + 4 * each

@@ -246,5 +246,6 @@ def test_a_replica_killed_while_its_merge_is_in_flight(cluster):
     killed.kill9()
     # The other replica takes the land request once the lease is over, sees the PR merged,
     # and says so: it does not merge again.
-    wait_until(lambda: "landed as" in world.status(issue), 60, "the landing said by the other")
+    wait_until(lambda: "landed by hangar as" in world.status(issue), 60,
+               "the landing said by the other")
     assert_nothing_twice(world, [issue], merge_calls=held.fired)
