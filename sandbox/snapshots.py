@@ -236,6 +236,10 @@ class SpareCopies:
         await asyncio.to_thread(spares.mkdir, exist_ok=True)
         for stale in spares.glob("part-*"):  # cut short by a stop: this is the only maker
             await asyncio.to_thread(shutil.rmtree, stale, True)
+        if any(spares.glob("copy-*")):
+            # One was made while the sandbox that asked copied the checkout itself: one
+            # spare is kept, not one per start.
+            return
         name = secrets.token_hex(6)
         part = spares / f"part-{name}"
         try:
