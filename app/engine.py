@@ -590,12 +590,12 @@ class Engine:
         return self.store.get("run", run_id, Run)
 
     def save_job(self, job: Job) -> Job:
-        active = job.state == JobState.ACTIVE or job.status_due_at > 0
-        self.store.put("job", job.id, job, active=active)
+        self.store.put("job", job.id, job, active=_job_placed(job)[0])
         return job
 
     def save_run(self, run: Run) -> Run:
-        self.store.put("run", run.id, run, active=not run.finished, host=host_of(run))
+        active, host = _run_placed(run)
+        self.store.put("run", run.id, run, active=active, host=host)
         return run
 
     def save_intent(self, intent: Intent) -> Intent:
@@ -603,15 +603,14 @@ class Engine:
         return intent
 
     def patch_run(self, run_id: str, **fields: Any) -> Run:
-        """Read the run fresh, change only these fields, write it back (no await between)."""
-        run = self.get_run(run_id)
-        assert run is not None, run_id
-        return self.save_run(changed(run, **fields))
+        """Read the run fresh, change only these fields, write it back: one transaction,
+        so another replica's write meanwhile is kept too."""
+        return self.store.update("run", run_id, Run, lambda run: changed(run, **fields),
+                                 placed=_run_placed)
 
     def patch_job(self, job_id: str, **fields: Any) -> Job:
-        job = self.get_job(job_id)
-        assert job is not None, job_id
-        return self.save_job(changed(job, **fields))
+        return self.store.update("job", job_id, Job, lambda job: changed(job, **fields),
+                                 placed=_job_placed)
 
     def runs_of(self, job_id: str) -> list[Run]:
         return self.store.find("run", Run, job_id=job_id)
@@ -719,6 +718,15 @@ class Engine:
                 return get_provider(name, proxy_port=self.settings.sandbox_port, **builds)
             return get_provider(name, **builds)
         return get_provider(name)
+
+
+def _run_placed(run: Run) -> tuple[bool, str | None]:
+    return not run.finished, host_of(run)
+
+
+def _job_placed(job: Job) -> tuple[bool, str | None]:
+    # A job keeps its row active while a folded status edit waits.
+    return job.state == JobState.ACTIVE or job.status_due_at > 0, None
 
 
 def host_of(run: Run) -> str | None:

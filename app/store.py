@@ -269,6 +269,23 @@ class Store:
         self._changed(kind, row_id, model)
         return True
 
+    def update(self, kind: str, row_id: str, model: type[M], change: Callable[[M], M], *,
+               placed: Callable[[M], tuple[bool, str | None]]) -> M:
+        """Read the row, change it, write it back, in one transaction: what another
+        replica writes meanwhile waits for it and is then changed in turn, never lost.
+        `placed`: the changed row's (active, host). Raises KeyError when there is none."""
+        lock = " FOR UPDATE" if self.dialect == POSTGRESQL else ""  # SQLite's BEGIN locks
+        with self._tx() as db:
+            row = db.execute(f"SELECT data FROM rows WHERE kind = ? AND id = ?{lock}",
+                             (kind, row_id)).fetchone()
+            if row is None:
+                raise KeyError(f"no {kind} row {row_id}")
+            new = change(model.model_validate_json(row[0]))
+            active, host = placed(new)
+            self._upsert(db, kind, row_id, new, active, host)
+        self._changed(kind, row_id, new)
+        return new
+
     @staticmethod
     def _upsert(db: Any, kind: str, row_id: str, model: BaseModel, active: bool,
                 host: str | None) -> None:

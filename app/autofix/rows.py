@@ -45,9 +45,11 @@ def read_again(engine: StepContext, autofix_id: str) -> AutofixRow:
 
 
 def patch(engine: StepContext, autofix_id: str, **fields: Any) -> AutofixRow:
-    """Read the row fresh, change only these fields, write it back (no await between):
-    events that arrived while a step awaited GitHub are kept."""
-    return save(engine, changed(read_again(engine, autofix_id), **fields))
+    """Read the row fresh, change only these fields, write it back (one transaction):
+    events that arrived while a step awaited GitHub, on any replica, are kept."""
+    return engine.store.update("autofix", autofix_id, AutofixRow,
+                               lambda row: changed(row, **fields),
+                               placed=lambda _row: (True, None))
 
 
 def judged(row: AutofixRow, key: str) -> list[str]:

@@ -114,7 +114,7 @@ def full_disk(engine: Engine, monkeypatch) -> None:
     def refuse(*_args, **_kwargs):
         raise sqlite3.OperationalError("database or disk is full")
 
-    for write in ("put", "put_if_version", "note"):
+    for write in ("put", "put_if_version", "update", "note"):
         monkeypatch.setattr(engine.store, write, refuse)
 
 

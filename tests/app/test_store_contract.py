@@ -336,3 +336,30 @@ def test_writes_racing_from_two_replicas_lose_nothing(replicas):
     assert sorted(r.id for r in stored.reviews) == sorted(
         n for first in (0, 100, 200, 300) for n in range(first, first + each))
     assert stored.version == 1 + 4 * each
+
+
+def test_a_row_changed_on_two_replicas_at_once_keeps_both_changes(replicas):
+    """`update` reads, changes and writes in one transaction: each replica's threads add a
+    status comment to one job at once, and every one is there at the end."""
+    a, b = replicas
+    a.put("job", "job-1", job(1), active=True)
+    each = 15
+
+    def add(store: Store, first: int) -> None:
+        for number in range(first, first + each):
+            store.update("job", "job-1", Job,
+                         lambda j, n=number: j.model_copy(update={
+                             "status_comments": {**j.status_comments, n: n}}),
+                         placed=lambda _j: (True, None))
+
+    threads = [threading.Thread(target=add, args=(store, first))
+               for store, first in ((a, 0), (b, 100), (a, 200), (b, 300))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    kept = b.get("job", "job-1", Job).status_comments
+    assert sorted(kept) == sorted(n for first in (0, 100, 200, 300)
+                                  for n in range(first, first + each))
+    with pytest.raises(KeyError):
+        a.update("job", "job-2", Job, lambda j: j, placed=lambda _j: (True, None))
