@@ -123,6 +123,10 @@ class Job(BaseModel):
     drafts: list[int] = []
     winner: int | None = None  # the attempt kept by `/hangar pick`
     ranking: list[dict[str, Any]] = []  # attempts best first, once all have finished
+    # While the ranking waits for the repository's CI (fan-out's grading): `until` (epoch
+    # seconds) and `waiting` (attempt -> head sha whose CI had not finished); once ranked,
+    # `unfinished` names the heads whose CI had still not finished after `waited` seconds.
+    grading: dict[str, Any] = {}
     created_at: float = Field(default_factory=now)
 
 

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     # Sandboxes hangar holds at once: agents, verifications and environment builds all
     # count; past it they wait (the seed's fleet cap).
     max_sandboxes: int = Field(50, ge=1)
+    # Once every attempt of `/hangar try N` has ended, the ranking waits at most this long
+    # for the repository's own CI on each attempt's head (the seed's grading state).
+    grading_wait_seconds: float = Field(1800.0, ge=0)
     run_watch_interval_seconds: float = Field(2.0, gt=0)
     poll_interval_seconds: float = Field(60.0, gt=0)
     # A PR that waits for a person (its land request for an approval, its CI green for

@@ -172,6 +172,10 @@ def register_concerns(engine: Engine) -> None:
         # A merge group waits for its verification run (a finished run step wakes it).
         RowKind("merge_group", "merge_group", landing.MergeGroup, landing.advance_group,
                 next_at=lambda row: row.due_at if row.state == "new" else NEVER),
+        # A fan-out's ranking waits for CI on its attempts' heads: CI's events wake it,
+        # else its deadline.
+        RowKind("fanout_grading", fanout.GRADING, fanout.Grading, fanout.advance_grading,
+                next_at=lambda row: row.due_at),
         RowKind("autofix", "autofix", autofix.AutofixRow, autofix.advance_autofix,
                 next_at=lambda row: row.due_at, give_up=autofix.give_up),
         # A verified PR's review request waits only for the wake of its verified head.

@@ -17,7 +17,7 @@ from typing import Any
 
 from gidgethub import routing, sansio
 
-from handlers import access, autofix, commands, landing, repositories, runs
+from handlers import access, autofix, commands, fanout, landing, repositories, runs
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ router = Handlers(
     runs.router,
     landing.router,
     autofix.router,
+    fanout.router,
     access.router,
     repositories.router,
 )

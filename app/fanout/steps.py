@@ -1,42 +1,103 @@
 """Fan-out's steps: once every attempt of `/hangar try N` has finished, they are ranked,
-with their CI read from GitHub; and the same ranking of runs an orchestrator started by
-hand (the API's rank)."""
+with their CI read from GitHub, after waiting (grading) for CI still running on their
+heads; and the same ranking of runs an orchestrator started by hand (the API's rank)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from app import render
+from app.fanout import grading
 from app.fanout.ranking import ci_verdict, rank
 from app.github.ops import read_ci
 from app.models import Job, Run
+from app.runs import refresh_status
 
 if TYPE_CHECKING:
     from app.engine import StepContext
 
 
 async def rank_attempts(engine: StepContext, job: Job) -> None:
-    """Rank the finished attempts of `/hangar try N`, with CI read from GitHub (the engine
-    calls it once every run of a job has finished, before the job ends)."""
-    if job.attempts < 2 or job.ranking:
+    """Rank the finished attempts of `/hangar try N` (the engine calls it once every run
+    of a job has finished, before the job ends): at once when no head's CI is running,
+    else once it has finished or HANGAR_GRADING_WAIT_SECONDS have passed (grading)."""
+    if job.attempts < 2 or job.ranking or grading.get_row(engine, job.id) is not None:
         return
     latest = render.latest_turns(engine.runs_of(job.id))
-    engine.patch_job(job.id, ranking=await ranking_of(engine, latest))
+    ci = await ci_of(engine, latest)
+    waiting = running_ci(latest, ci)
+    if waiting and engine.settings.grading_wait_seconds > 0:
+        grading.start(engine, job.id, job.thread.repo, heads_of(latest), waiting)
+        return
+    engine.patch_job(job.id, ranking=entries(latest, ci, unfinished=waiting),
+                     grading=said_unfinished(waiting, 0.0))
 
 
-async def ranking_of(engine: StepContext, runs: list[Run]) -> list[dict[str, Any]]:
-    """The runs ranked best first, each `attempt` a distinct number (the attempt of a
-    `try N`, or the place in the list given), with CI on each PR's head from GitHub."""
+async def advance_grading(engine: StepContext, job_id: str) -> None:
+    """Look at the CI of a grading's heads again: rank once none is running, or at the
+    deadline with what CI has said (naming the heads whose CI had not finished)."""
+    row = grading.get_row(engine, job_id)
+    job = engine.get_job(job_id)
+    if row is None or job is None:
+        return
+    if job.ranking:  # ranked already (a step repeated after a crash)
+        grading.finish(engine, row)
+        return
+    latest = [r for r in render.latest_turns(engine.runs_of(job_id)) if r.attempt in row.heads]
+    ci = await ci_of(engine, latest)
+    waiting = running_ci(latest, ci)
+    now = time.time()
+    if waiting and now < row.until:
+        grading.wait_again(engine, row, waiting)
+        await refresh_status(engine, job_id)
+        return
+    engine.patch_job(job_id, ranking=entries(latest, ci, unfinished=waiting),
+                     grading=said_unfinished(waiting, now - row.since))
+    grading.finish(engine, row)
+    await refresh_status(engine, job_id)
+
+
+def heads_of(runs: list[Run]) -> dict[int, str]:
+    return {r.attempt: r.head_sha for r in runs if r.pr_number and r.head_sha}
+
+
+def running_ci(runs: list[Run], ci: dict[int, str]) -> dict[int, str]:
+    """attempt -> head sha, of the attempts whose CI has not finished."""
+    return {a: sha for a, sha in heads_of(runs).items() if ci.get(a) == "pending"}
+
+
+def said_unfinished(waiting: dict[int, str], waited: float) -> dict[str, Any]:
+    return {"unfinished": grading.by_name(waiting), "waited": waited} if waiting else {}
+
+
+async def ci_of(engine: StepContext, runs: list[Run]) -> dict[int, str]:
+    """attempt -> the CI verdict on its PR's head, from GitHub."""
     ci = {}
     for run in runs:
         job = engine.get_job(run.job_id)
         if run.pr_number and run.head_sha and job is not None:
             ops = await engine.repo_ops(job.thread)
             ci[run.attempt] = ci_verdict(*await read_ci(ops, run.head_sha))
+    return ci
+
+
+async def ranking_of(engine: StepContext, runs: list[Run]) -> list[dict[str, Any]]:
+    """The runs ranked best first, each `attempt` a distinct number (the attempt of a
+    `try N`, or the place in the list given), with CI on each PR's head from GitHub."""
+    return entries(runs, await ci_of(engine, runs))
+
+
+def entries(runs: list[Run], ci: dict[int, str], *,
+            unfinished: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    """The ranking as the job keeps it; `unfinished`: attempts whose CI had not finished."""
+    unfinished = unfinished or {}
     return [{"place": r.place, "attempt": r.run.attempt, "run": r.run.id,
              "pr": r.run.pr_number, "why": r.why, "eligible": r.eligible,
              "gates": [str(g) for g in r.gates], "tie_with": list(r.tie_with),
-             "verified": verified(r.run)}
+             "verified": verified(r.run), "ci": r.ci,
+             **({"ci_unfinished": unfinished[r.run.attempt]}
+                if r.run.attempt in unfinished else {})}
             for r in rank(runs, ci)]
 
 

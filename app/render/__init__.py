@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
 from app.redact import redact
-from app.render import endings, pages
+from app.render import endings, fanout, pages
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
 from app.render.replies import fork_pr_reply, gate_words  # noqa: F401
@@ -281,6 +281,9 @@ def status_comment(
         rate = pass_rate(job.ranking)
         if rate:
             lines += ["", rate]
+    for said in (fanout.grading_line(job), fanout.unfinished_line(job)):
+        if said:
+            lines += ["", said]
     for note in notes:
         lines += ["", note]
     lines += ["", f"**Next:** {next_step(job, latest, landed)}"]
@@ -541,6 +544,9 @@ def next_step(job: Job, latest: list[Run], landed: Sequence[int] = ()) -> str:
     if landed:
         return (f"nothing: #{landed[0]} has landed. `/hangar <instruction>` on the issue "
                 "starts new work.")
+    if len(latest) > 1 and job.winner is None and prs and fanout.grading_line(job):
+        return ("the ranking, once CI has finished or at the time above; `/hangar pick N` "
+                "keeps attempt N meanwhile.")
     if len(latest) > 1 and job.winner is None and prs:
         return ("`/hangar pick N` keeps attempt N and closes the other pull requests; "
                 "the ranking above is only advice.")

@@ -348,7 +348,8 @@ def ranking_view(engine, job: Job) -> dict:
         "verified": None if r.verification is None else r.verification.passed,
     } for r in sorted(latest, key=lambda r: r.attempt)]
     return {"job": job.id, "attempts_asked": job.attempts, "final": bool(job.ranking),
-            "ranking": job.ranking, "winner": job.winner, "attempts": attempts}
+            "ranking": job.ranking, "winner": job.winner, "attempts": attempts,
+            "grading": job.grading or None}
 
 
 def land_view(request: LandRequest) -> dict:

@@ -50,7 +50,10 @@ def heard_by(event: str, action: str | None = None) -> set[str]:
     ("issue_comment", "edited", set()),  # a command runs once, when it is written
     ("pull_request", "synchronize", {"landing.pr_changed", "autofix.pr_changed"}),
     ("pull_request", "reopened", {"landing.pr_changed"}),
-    ("check_run", "completed", {"landing.finished_check", "autofix.finished_check"}),
+    # CI finishing: landing waits for it, auto-fix judges it, a fan-out's grading waits
+    ("check_run", "completed",
+     {"landing.finished_check", "autofix.finished_check", "fanout.finished_check"}),
+    ("status", None, {"landing.new_status", "autofix.new_status", "fanout.new_status"}),
     ("check_run", "rerequested", {"runs.pressed_button", "landing.land_rerun"}),
     ("check_run", "requested_action", {"runs.pressed_button", "landing.land_button"}),
     ("check_suite", "rerequested", {"runs.rerun_all_checks", "landing.rerun_all_checks"}),

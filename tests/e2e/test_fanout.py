@@ -81,3 +81,49 @@ def test_an_ineligible_attempt_gets_no_autofix_turn_and_is_picked_only_with_forc
     # picked, its failure is auto-fix's to work on now
     wait_until(lambda: "auto-fix turn 1 of 2: hangar / verify failed" in world.status(issue),
                60, "the picked attempt's auto-fix turn")
+
+
+# The repository's CI: quick on attempts 1 and 3, still running on attempt 2's head (its
+# notes) for far longer than the test waits for anything.
+SLOW_ON_ATTEMPT_2 = "if grep -q '# note' calc.py; then sleep 280; fi; true"
+
+
+def test_the_ranking_waits_for_ci_and_an_event_ends_the_wait(world):
+    world.hub.set_ci(world.repo, SLOW_ON_ATTEMPT_2, timeout=300)
+    world.start_hangar(THREE_WAYS, max_agents=3, settings={"grading_wait_seconds": 1800})
+    issue, _ = world.ask("/hangar try 3 fix the failing test")
+    heads = wait_until(lambda: (len(world.hangar_prs()) == 3 and
+                                {p["head"]["ref"][-1]: p["head"]["sha"]
+                                 for p in world.hub.list_prs(world.repo)}),
+                       120, "three attempts' PRs")
+    slow = heads["2"]
+    grading = wait_until(lambda: "**Grading:**" in world.status(issue) and world.status(issue),
+                         180, "the ranking said to wait for CI")
+    assert f"attempt 2's head `{slow[:7]}`" in grading
+    assert "**Ranking**" not in grading
+    assert "once CI has finished" in grading  # the next step says what it waits for
+
+    # CI finishing on the slow head (a re-run that passed) is the event that ends the wait,
+    # long before HANGAR_GRADING_WAIT_SECONDS.
+    world.hub.complete_check(world.repo, slow, "ci / test", "success")
+    status = wait_until(lambda: "**Ranking**" in world.status(issue) and world.status(issue),
+                        120, "the ranking after CI finished")
+    assert "**Grading:**" not in status and "had not finished" not in status
+    ranking = status[status.index("**Ranking**"):]
+    rows = [line for line in ranking.splitlines() if line.startswith("| ") and "#" in line]
+    assert [row.split("|")[2].strip() for row in rows] == ["3", "2", "1"]
+    assert "CI passed" in rows[1]
+
+
+def test_past_the_grading_wait_the_ranking_names_the_heads_whose_ci_had_not_finished(world):
+    world.hub.set_ci(world.repo, SLOW_ON_ATTEMPT_2, timeout=300)
+    world.start_hangar(THREE_WAYS, max_agents=3, settings={"grading_wait_seconds": 20})
+    issue, _ = world.ask("/hangar try 3 fix the failing test")
+    status = wait_until(lambda: "**Ranking**" in world.status(issue) and world.status(issue),
+                        240, "the ranking once the wait ran out")
+    slow = {p["head"]["ref"][-1]: p["head"]["sha"] for p in world.hub.list_prs(world.repo)}["2"]
+    assert "**CI had not finished** after " in status
+    assert f"on attempt 2's head `{slow[:7]}`; the ranking counts their CI as pending." in status
+    ranking = status[status.index("**Ranking**"):]
+    rows = [line for line in ranking.splitlines() if line.startswith("| ") and "#" in line]
+    assert "CI pending" in rows[[row.split("|")[2].strip() for row in rows].index("2")]

@@ -1,0 +1,71 @@
+"""Fan-out's grading: once every attempt of `/hangar try N` has ended, the ranking waits
+for the repository's own CI on each attempt's head (the seed's `grading` state), at most
+`HANGAR_GRADING_WAIT_SECONDS`. A check run, check suite or commit status finishing on a
+waited head wakes the row; the deadline wakes it otherwise. Nothing polls."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from app.models import changed
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+
+TABLE = "fanout_grading"
+
+
+class Grading(BaseModel):
+    """One job's wait for CI before its attempts are ranked; the row's id is the job's."""
+
+    id: str
+    repo: str
+    heads: dict[int, str]  # attempt -> the head sha its CI is read on
+    since: float
+    until: float  # past it, the attempts are ranked with whatever CI has said
+    due_at: float = 0.0  # the next look: at once when woken, else the deadline
+
+
+def get_row(engine: StepContext, job_id: str) -> Grading | None:
+    return engine.store.get(TABLE, job_id, Grading)
+
+
+def start(engine: StepContext, job_id: str, repo: str, heads: dict[int, str],
+          waiting: dict[int, str]) -> Grading:
+    """Wait for CI on `waiting` (of `heads`): the job says so, the row waits."""
+    now = time.time()
+    row = Grading(id=job_id, repo=repo, heads=heads, since=now,
+                  until=now + engine.settings.grading_wait_seconds,
+                  due_at=now + engine.settings.grading_wait_seconds)
+    engine.patch_job(job_id, grading={"until": row.until, "waiting": by_name(waiting)})
+    engine.store.put(TABLE, job_id, row, active=True)
+    return row
+
+
+def wait_again(engine: StepContext, row: Grading, waiting: dict[int, str]) -> None:
+    """CI is still running on `waiting`: sleep until an event or the deadline."""
+    engine.patch_job(row.id, grading={"until": row.until, "waiting": by_name(waiting)})
+    engine.store.put(TABLE, row.id, changed(row, due_at=row.until), active=True)
+
+
+def by_name(heads: dict[int, str]) -> dict[str, str]:
+    """Attempt numbers as the job's JSON keeps them: text."""
+    return {str(a): sha for a, sha in heads.items()}
+
+
+def finish(engine: StepContext, row: Grading) -> None:
+    engine.store.put(TABLE, row.id, row, active=False)
+
+
+def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = None,
+          ours: bool = False) -> None:
+    """CI finished something on head_sha: a grading that waits on it looks again now.
+    hangar's own checks are not the repository's CI."""
+    if ours:
+        return
+    for row in engine.store.all(TABLE, Grading, active=True):
+        if row.repo == repo and head_sha in row.heads.values():
+            engine.store.put(TABLE, row.id, changed(row, due_at=0.0), active=True)
