@@ -5,9 +5,12 @@ verification that restores the files a change may not touch."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.e2e.conftest import FIX_AGENT, wait_until
+from tests.e2e.test_api import TOKEN, call, make_token
 from tests.e2e.test_landing import (
     approve,
     land_check,
@@ -306,3 +309,46 @@ def test_a_test_the_change_rewrote_is_restored_from_the_base_before_verification
     assert check["conclusion"] == "failure"  # the base's test, against the unfixed add()
     assert "restored from the base (`" in check["output"]["summary"]
     assert "before the command ran: `test_calc.py`" in check["output"]["summary"]
+
+
+def test_the_api_resolves_a_conflicting_pr_and_answers_bad_input_with_4xx(world):
+    """`POST /api/jobs/{id}/resolve`: the turn `/hangar resolve` starts, asked by a script."""
+    protect(world, checks=())
+    world.api_token = TOKEN
+    world.start_hangar(TWO_WAYS)
+    first_issue, _ = world.ask("/hangar fix it with plus", title="fix one way")
+    second_issue, _ = world.ask("/hangar fix it with sum", title="fix another way")
+    first, second = verified_pr(world, first_issue), verified_pr(world, second_issue)
+    a, b = first["number"], second["number"]
+    approve(world, a)
+    wait_until(lambda: landed(world, a), 90, "the first to land")
+    approve(world, b)
+    wait_until(lambda: says(world, b, "conflicts with main"), 60, "the conflict")
+    job = re.search(r"`(job-[0-9a-f]+)`", world.status(second_issue)).group(1)
+    path = f"/api/jobs/{job}/resolve"
+
+    # Bad input is answered, and starts nothing.
+    reader = make_token(world, "reader", ["read"])
+    for body, token, status, reason in [
+        ({}, None, 401, "Bearer"),
+        ({}, reader, 403, "operate"),
+        ({"pr": a}, TOKEN, 422, f"#{a} is not a pull request of {job}; its PRs: #{b}"),
+        ({"pr": 0}, TOKEN, 422, "pr"),
+        ({"pr": b, "force": True}, TOKEN, 422, "force"),
+    ]:
+        got, answer = call(world, "POST", path, body, token=token)
+        assert (got, reason in str(answer)) == (status, True), (body, got, answer)
+    got, answer = call(world, "POST", "/api/jobs/job-0000000000/resolve", {})
+    assert got == 404 and "no job with this id" in answer["error"]
+    assert pr_now(world, b)["head"]["sha"] == second["head"]["sha"]
+
+    got, answer = call(world, "POST", path, {})  # the job's one PR is the one meant
+    assert got == 202 and answer["pr"] == b and answer["job"] == job
+    resolved = wait_until(lambda: (p := pr_now(world, b))["head"]["sha"] != second["head"]["sha"]
+                          and world.checks(p["head"]["sha"]).get("hangar / verify", {}).get(
+                              "conclusion") == "success" and p, 120, "the resolved, verified head")
+    wait_until(lambda: says(world, b, "waiting for 1 approval(s) of `"
+                            + resolved["head"]["sha"][:7]), 60, "the wait for the new head")
+    approve(world, b)
+    wait_until(lambda: landed(world, b), 90, "the resolved PR to land")
+    assert world.hub.read_file(world.repo, "calc.py") == b"def add(a, b):\n    return a + b\n"
