@@ -70,10 +70,23 @@ class TriggerPolicy(_Strict):
     label: str | None = Field(None, min_length=1, max_length=50)
 
 
+class RankWeights(_Strict):
+    """The seed's weights, its alternative to the fixed order: each eligible attempt
+    scores the sum of weight times value, and the higher score ranks first."""
+
+    ci: float = 0  # value 1 when the repository's CI passed on the head, else 0
+    verification: float = 0  # 1 when hangar's verification passed, 0.5 on a retry, else 0
+    diff_lines: float = 0  # lines added plus deleted (a negative weight prefers fewer)
+    files: float = 0  # files changed
+    duration: float = 0  # the run's minutes
+
+
 class FanoutPolicy(_Strict):
     # Which attempts of `/hangar try N` auto-fix may work on: only the picked one, or also
     # the one ranked first once the ranking is final.
     autofix: Literal["picked", "ranked_first"] = "picked"
+    # Rank the eligible attempts by a weighted score instead of the fixed order.
+    weights: RankWeights | None = None
 
 
 class RepoConfig(_Strict):

@@ -33,6 +33,7 @@ DEFAULTS = [
     ("autofix.enabled", True),
     ("autofix.max_turns", 2),
     ("fanout.autofix", "picked"),
+    ("fanout.weights", None),  # the fixed order
 ]
 
 
@@ -73,6 +74,9 @@ ACCEPTED = [
     ("land:\n  auto_land:\n    when:\n      only_paths: [docs/**]\n",
      "land.auto_land.when.only_paths", ["docs/**"]),
     ("fanout:\n  autofix: ranked_first\n", "fanout.autofix", "ranked_first"),
+    ("fanout:\n  weights: {ci: 2, diff_lines: -0.01}\n", "fanout.weights.diff_lines", -0.01),
+    ("fanout:\n  weights: {ci: 2}\n", "fanout.weights.verification", 0),
+    ("fanout:\n  weights: {}\n", "fanout.weights.duration", 0),
 ]
 
 
@@ -128,6 +132,10 @@ REFUSED = [
     ("fanout:\n  autofix: all\n", 2, "fanout.autofix",
      "Input should be 'picked' or 'ranked_first'"),
     ("fanout:\n  attempts: 3\n", 2, "fanout.attempts", "remove it, or check its spelling"),
+    ("fanout:\n  weights:\n    size: 1\n", 3, "fanout.weights.size",
+     "remove it, or check its spelling"),
+    ("fanout:\n  weights:\n    ci: high\n", 3, "fanout.weights.ci", "write a number"),
+    ("fanout:\n  weights: [ci]\n", 2, "fanout.weights", "write a mapping of its keys"),
 ]
 
 

@@ -9,6 +9,10 @@ eligible attempt ranks above every ineligible one. Then, in order:
 4. the shorter run; then the attempt number, so the order is always the same.
 Attempts equal on all but the last rule are ties, and called so. The agent's words play
 no part.
+
+A repository may ask instead for the seed's weights (`fanout.weights`): the gates stand,
+and the eligible attempts are ordered by their score, the sum of each weight times its
+value (`score_terms`), higher first; equal scores are ties, in attempt order.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ class Ranked:
     eligible: bool = True
     gates: tuple[Gate, ...] = ()  # the gates it failed
     tie_with: tuple[int, ...] = ()  # attempts equal to it on everything but time
+    # With weights: the score, and what it is the sum of: (value's name, value, weight).
+    score: float | None = None
+    terms: tuple[tuple[str, float, float], ...] = ()
 
 
 def verification_rank(run: Run) -> int:
@@ -83,23 +90,58 @@ def duration(run: Run) -> float:
     return run.finished_at - start
 
 
-def rank(runs: list[Run], ci: dict[int, str]) -> list[Ranked]:
-    """`ci` maps an attempt number to its CI verdict on the PR head."""
+def rank(runs: list[Run], ci: dict[int, str],
+         weights: dict[str, float] | None = None) -> list[Ranked]:
+    """`ci` maps an attempt number to its CI verdict on the PR head; `weights` (the
+    repository's `fanout.weights`), when given, orders the eligible by score instead."""
+    def terms(run: Run) -> tuple[tuple[str, float, float], ...]:
+        return score_terms(run, ci.get(run.attempt, "none"), weights or {})
+
     def grade(run: Run) -> tuple:
         verdict = ci.get(run.attempt, "none")
-        return (bool(failed_gates(run, verdict)), run.pr_number is None, CI_RANK[verdict],
-                verification_rank(run), diff_lines(run), diff_files(run))
+        gated = (bool(failed_gates(run, verdict)), run.pr_number is None)
+        if weights is not None:
+            return (*gated, -score_of(terms(run)))
+        return (*gated, CI_RANK[verdict], verification_rank(run), diff_lines(run),
+                diff_files(run))
 
-    ordered = sorted(runs, key=lambda r: (grade(r), duration(r), r.attempt))
+    def then(run: Run) -> float:
+        return 0.0 if weights is not None else duration(run)
+
+    ordered = sorted(runs, key=lambda r: (grade(r), then(r), r.attempt))
     ranked = []
     for i, r in enumerate(ordered):
         verdict = ci.get(r.attempt, "none")
         gates = failed_gates(r, verdict)
         ties = tuple(o.attempt for o in ordered if o is not r and grade(o) == grade(r))
+        weighed = terms(r) if weights is not None else ()
         ranked.append(Ranked(place=i + 1, run=r, ci=verdict, diff_lines=diff_lines(r),
                              why=_why(r, verdict), eligible=not gates, gates=gates,
-                             tie_with=ties))
+                             tie_with=ties, terms=weighed,
+                             score=score_of(weighed) if weights is not None else None))
     return ranked
+
+
+WEIGHED = ("ci", "verification", "diff_lines", "files", "duration")
+
+
+def score_terms(run: Run, ci: str, weights: dict[str, float]) -> tuple[tuple[str, float,
+                                                                             float], ...]:
+    """(name, value, weight) of each value a nonzero weight counts, in the seed's order."""
+    v = run.verification
+    values = {
+        "ci": 1.0 if ci == "passed" else 0.0,
+        "verification": (0.5 if v.flaky else 1.0) if v is not None and v.passed else 0.0,
+        "diff_lines": float(diff_lines(run)),
+        "files": float(diff_files(run)),
+        "duration": round(duration(run) / 60, 2) if run.finished_at is not None else 0.0,
+    }
+    return tuple((name, values[name], weights[name]) for name in WEIGHED
+                 if weights.get(name))
+
+
+def score_of(terms: tuple[tuple[str, float, float], ...]) -> float:
+    return round(sum(value * weight for _, value, weight in terms), 4)
 
 
 def pass_rate(runs: list[Run]) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from app.fanout import grading
 from app.fanout.ranking import ci_verdict, rank
 from app.github.ops import read_ci
 from app.models import Job, Run
+from app.repoconfig import CONFIG_PATH, parse_repo_config
 from app.runs import refresh_status
 
 if TYPE_CHECKING:
@@ -30,7 +31,8 @@ async def rank_attempts(engine: StepContext, job: Job) -> None:
     if waiting and engine.settings.grading_wait_seconds > 0:
         grading.start(engine, job.id, job.thread.repo, heads_of(latest), waiting)
         return
-    engine.patch_job(job.id, ranking=entries(latest, ci, unfinished=waiting),
+    engine.patch_job(job.id, ranking=entries(latest, ci, unfinished=waiting,
+                                             weights=await weights_of(engine, job)),
                      grading=said_unfinished(waiting, 0.0))
 
 
@@ -52,10 +54,20 @@ async def advance_grading(engine: StepContext, job_id: str) -> None:
         grading.wait_again(engine, row, waiting)
         await refresh_status(engine, job_id)
         return
-    engine.patch_job(job_id, ranking=entries(latest, ci, unfinished=waiting),
+    engine.patch_job(job_id, ranking=entries(latest, ci, unfinished=waiting,
+                                             weights=await weights_of(engine, job)),
                      grading=said_unfinished(waiting, now - row.since))
     grading.finish(engine, row)
     await refresh_status(engine, job_id)
+
+
+async def weights_of(engine: StepContext, job: Job) -> dict[str, float] | None:
+    """The repository's `fanout.weights` on the job's base, or None for the fixed order
+    (a malformed file's defaults stand: the fixed order)."""
+    ops = await engine.repo_ops(job.thread)
+    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=job.base_branch))
+    weights = config.fanout.weights
+    return None if weights is None else weights.model_dump()
 
 
 def heads_of(runs: list[Run]) -> dict[int, str]:
@@ -88,17 +100,20 @@ async def ranking_of(engine: StepContext, runs: list[Run]) -> list[dict[str, Any
     return entries(runs, await ci_of(engine, runs))
 
 
-def entries(runs: list[Run], ci: dict[int, str], *,
-            unfinished: dict[int, str] | None = None) -> list[dict[str, Any]]:
-    """The ranking as the job keeps it; `unfinished`: attempts whose CI had not finished."""
+def entries(runs: list[Run], ci: dict[int, str], *, unfinished: dict[int, str] | None = None,
+            weights: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """The ranking as the job keeps it; `unfinished`: attempts whose CI had not finished;
+    `weights`: the repository's, which order the eligible by score."""
     unfinished = unfinished or {}
     return [{"place": r.place, "attempt": r.run.attempt, "run": r.run.id,
              "pr": r.run.pr_number, "why": r.why, "eligible": r.eligible,
              "gates": [str(g) for g in r.gates], "tie_with": list(r.tie_with),
              "verified": verified(r.run), "ci": r.ci,
              **({"ci_unfinished": unfinished[r.run.attempt]}
-                if r.run.attempt in unfinished else {})}
-            for r in rank(runs, ci)]
+                if r.run.attempt in unfinished else {}),
+            **({"score": r.score, "score_terms": [list(t) for t in r.terms]}
+               if r.score is not None else {})}
+            for r in rank(runs, ci, weights)]
 
 
 def verified(run: Run) -> str | None:

@@ -271,7 +271,8 @@ def status_comment(
             # a label may quote others' words (a check's name): shown as data
             lines.append(f"- {code_span(run.label or 'turn ' + str(run.turn))}: {line(run)}")
     if job.ranking:
-        lines += ["", RANKING_HEAD, "",
+        head = fanout.WEIGHED_HEAD if fanout.weighed(job.ranking) else RANKING_HEAD
+        lines += ["", head, "",
                   "| place | attempt | PR | eligible | why |", "|---|---|---|---|---|"]
         for entry in job.ranking:
             pr = f"#{entry['pr']}" if entry.get("pr") else "—"
@@ -301,11 +302,13 @@ def eligible_cell(entry: dict) -> str:
 
 
 def ranking_why(entry: dict) -> str:
+    why = entry["why"] + fanout.score_words(entry)
     ties = entry.get("tie_with") or []
     if not ties:
-        return entry["why"]
+        return why
     others = ", ".join(str(t) for t in ties)
-    return f"{entry['why']}; a tie with attempt {others}, ordered by run time"
+    order = "by attempt number" if "score" in entry else "by run time"
+    return f"{why}; a tie with attempt {others}, ordered {order}"
 
 
 def pass_rate(ranking: list[dict]) -> str | None:

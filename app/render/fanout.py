@@ -1,5 +1,5 @@
-"""Fan-out's words in the status comment: a ranking that waits for CI (grading), and the
-heads whose CI had not finished when the wait ran out."""
+"""Fan-out's words in the status comment: a ranking that waits for CI (grading), the
+heads whose CI had not finished when the wait ran out, and a weighted ranking's scores."""
 
 from __future__ import annotations
 
@@ -33,3 +33,25 @@ def _heads(heads: dict) -> str:
 
 def _span(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+WEIGHED_HEAD = ("**Ranking** (eligible first: a pull request, verification and CI not "
+                "failed; then the score this repository's `fanout.weights` give, higher "
+                "first):")
+
+# What each weighed value is, as the score line names it (app.fanout.ranking.WEIGHED).
+VALUE_NAMES = {"ci": "CI passed", "verification": "verified", "diff_lines": "changed lines",
+               "files": "files", "duration": "minutes"}
+
+
+def weighed(ranking: list[dict]) -> bool:
+    return any("score" in entry for entry in ranking)
+
+
+def score_words(entry: dict) -> str:
+    """The score as the sum it is, each value times its weight; '' unweighted."""
+    if "score" not in entry:
+        return ""
+    terms = " + ".join(f"{VALUE_NAMES.get(name, name)} {value:g} × {weight:g}"
+                       for name, value, weight in entry.get("score_terms", []))
+    return f"; score {entry['score']:g}" + (f" = {terms}" if terms else " (every weight 0)")

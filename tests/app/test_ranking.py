@@ -123,3 +123,45 @@ def test_rank_says_why():
 )
 def test_ci_verdict(checks, statuses, verdict):
     assert ci_verdict(checks, statuses) == verdict
+
+
+# -- the repository's weights (`fanout.weights`) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runs", "ci", "weights", "order", "scores"),
+    [
+        # a larger change may be wanted: weights can prefer it, the fixed order never does
+        ([attempt(1, lines=5), attempt(2, lines=50)], {}, {"diff_lines": 0.01}, [2, 1],
+         [0.5, 0.05]),
+        ([attempt(1, lines=5), attempt(2, lines=50)], {}, {"diff_lines": -0.01}, [1, 2],
+         [-0.05, -0.5]),
+        # CI passed is worth what its weight says
+        ([attempt(1), attempt(2)], {2: "passed"}, {"ci": 2, "verification": 1}, [2, 1],
+         [3, 1]),
+        # a flaky pass counts half
+        ([attempt(1, flaky=True), attempt(2)], {}, {"verification": 1}, [2, 1], [1, 0.5]),
+        # the gates stand: a failed verification ranks last whatever it scores
+        ([attempt(1, passed=False, lines=900), attempt(2, lines=1)], {},
+         {"diff_lines": 1}, [2, 1], [1, 900]),
+        ([attempt(1, files=3), attempt(2, files=1)], {}, {"files": -1}, [2, 1], [-1, -3]),
+        ([attempt(1, finished=600), attempt(2, finished=60)], {}, {"duration": -1}, [2, 1],
+         [-1, -10]),
+    ],
+)
+def test_weights_order_the_eligible_by_score(runs, ci, weights, order, scores):
+    ranked = rank(runs, ci, weights)
+    assert [r.run.attempt for r in ranked] == order
+    assert [r.score for r in ranked] == scores
+    assert all(name in weights and weights[name] == w for r in ranked for name, _, w in r.terms)
+
+
+def test_equal_scores_are_ties_in_attempt_order_and_no_weights_is_the_fixed_order():
+    runs = [attempt(1, lines=50, finished=10), attempt(2, lines=5, finished=900)]
+    weighed = rank(runs, {}, {"verification": 1})
+    assert [(r.run.attempt, r.score, r.tie_with) for r in weighed] == [
+        (1, 1, (2,)), (2, 1, (1,))]
+    assert [r.terms for r in weighed] == [(("verification", 1.0, 1),)] * 2
+    fixed = rank(runs, {})
+    assert [r.run.attempt for r in fixed] == [2, 1]
+    assert all(r.score is None and r.terms == () for r in fixed)

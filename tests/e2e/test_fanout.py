@@ -127,3 +127,24 @@ def test_past_the_grading_wait_the_ranking_names_the_heads_whose_ci_had_not_fini
     ranking = status[status.index("**Ranking**"):]
     rows = [line for line in ranking.splitlines() if line.startswith("| ") and "#" in line]
     assert "CI pending" in rows[[row.split("|")[2].strip() for row in rows].index("2")]
+
+
+def test_the_repositorys_weights_rank_by_score_and_say_what_each_scored(world):
+    # This repository wants the larger change (its notes), and a passing verification most.
+    world.hub.push_files(world.repo, "main", {".github/hangar.yml": (
+        "fanout:\n  weights: {verification: 10, diff_lines: 0.1}\n")}, "Rank by weights",
+        as_user=world.maintainer, bypass_rules=True)
+    world.start_hangar(THREE_WAYS, max_agents=3)
+    issue, _ = world.ask("/hangar try 3 fix the failing test")
+    status = wait_until(lambda: "**Ranking**" in world.status(issue) and world.status(issue),
+                        120, "the ranking")
+    ranking = status[status.index("**Ranking**"):]
+    assert "the score this repository's `fanout.weights` give, higher first" in ranking
+    rows = [line for line in ranking.splitlines() if line.startswith("| ") and "#" in line]
+    # by score 2 (the larger fix) comes first; the fixed order would put 3 first
+    assert [row.split("|")[2].strip() for row in rows] == ["2", "3", "1"]
+    assert "; score 14.2 = verified 1 × 10 + changed lines 42 × 0.1 |" in rows[0]
+    assert "; score 10.2 = verified 1 × 10 + changed lines 2 × 0.1 |" in rows[1]
+    # a failed verification is a gate: last, whatever it scores
+    assert rows[2].split("|")[4].strip() == "no: verification failed"
+    assert "; score " in rows[2] and "verified 0 × 10" in rows[2]
