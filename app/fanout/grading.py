@@ -6,6 +6,7 @@ waited head wakes the row; the deadline wakes it otherwise. Nothing polls."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -27,6 +28,8 @@ class Grading(BaseModel):
     since: float
     until: float  # past it, the attempts are ranked with whatever CI has said
     due_at: float = 0.0  # the next look: at once when woken, else the deadline
+    wakes: int = 0  # CI events heard: a look that read CI before the last one looks again
+    done: bool = False  # ranked
 
 
 def get_row(engine: StepContext, job_id: str) -> Grading | None:
@@ -46,9 +49,11 @@ def start(engine: StepContext, job_id: str, repo: str, heads: dict[int, str],
 
 
 def wait_again(engine: StepContext, row: Grading, waiting: dict[int, str]) -> None:
-    """CI is still running on `waiting`: sleep until an event or the deadline."""
+    """CI was still running on `waiting` when `row` was read: sleep until an event or the
+    deadline, unless an event came since (then the row stays due, to look again)."""
     engine.patch_job(row.id, grading={"until": row.until, "waiting": by_name(waiting)})
-    engine.store.put(TABLE, row.id, changed(row, due_at=row.until), active=True)
+    _update(engine, row.id, lambda now: changed(now, due_at=now.until)
+            if now.wakes == row.wakes else now)
 
 
 def by_name(heads: dict[int, str]) -> dict[str, str]:
@@ -57,7 +62,7 @@ def by_name(heads: dict[int, str]) -> dict[str, str]:
 
 
 def finish(engine: StepContext, row: Grading) -> None:
-    engine.store.put(TABLE, row.id, row, active=False)
+    _update(engine, row.id, lambda now: changed(now, done=True))
 
 
 def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = None,
@@ -68,4 +73,11 @@ def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = 
         return
     for row in engine.store.all(TABLE, Grading, active=True):
         if row.repo == repo and head_sha in row.heads.values():
-            engine.store.put(TABLE, row.id, changed(row, due_at=0.0), active=True)
+            _update(engine, row.id, lambda now: now if now.done else changed(
+                now, due_at=0.0, wakes=now.wakes + 1))
+
+
+def _update(engine: StepContext, job_id: str, change: Callable[[Grading], Grading]) -> None:
+    """Change the row in one transaction: an event's wake and a step's write never undo
+    each other, on one replica or several."""
+    engine.store.update(TABLE, job_id, Grading, change, placed=lambda row: (not row.done, None))

@@ -41,7 +41,7 @@ async def advance_grading(engine: StepContext, job_id: str) -> None:
     deadline with what CI has said (naming the heads whose CI had not finished)."""
     row = grading.get_row(engine, job_id)
     job = engine.get_job(job_id)
-    if row is None or job is None:
+    if row is None or job is None or row.done:
         return
     if job.ranking:  # ranked already (a step repeated after a crash)
         grading.finish(engine, row)

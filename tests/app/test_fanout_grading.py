@@ -116,3 +116,18 @@ async def test_no_wait_configured_ranks_at_once_and_says_what_had_not_finished(s
     ranked = engine.get_job(job.id)
     assert len(ranked.ranking) == 2 and grading.get_row(engine, job.id) is None
     assert ranked.grading["unfinished"] == {"1": HEAD, "2": HEAD}
+
+
+async def test_an_event_while_a_look_reads_ci_is_not_lost(step_engine):
+    gh = RecordingGitHub(check_runs=[check("ci / test", None)])
+    engine = step_engine(gh, grading_wait_seconds=600)
+    job = fan_out(engine)
+    await fanout.rank_attempts(engine, job)
+    read = grading.get_row(engine, job.id)  # a look read the row, then CI, still running
+    fanout.on_ci(engine, REPO, HEAD, check="ci / test")  # CI finished meanwhile
+    grading.wait_again(engine, read, {1: HEAD, 2: HEAD})
+    assert grading.get_row(engine, job.id).due_at == 0.0  # it looks again at once
+    # with no event since its read, a look sleeps until the deadline
+    fresh = grading.get_row(engine, job.id)
+    grading.wait_again(engine, fresh, {1: HEAD, 2: HEAD})
+    assert grading.get_row(engine, job.id).due_at == fresh.until
