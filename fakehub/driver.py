@@ -231,6 +231,26 @@ class Driver:
 
         self._call(resolve)
 
+    def review_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """The PR's line comments and replies, oldest first, as the REST API lists them."""
+        def listed() -> list[dict[str, Any]]:
+            target = self._repo(repo)
+            return [self._hub.shapes.review_comment(target, review, i, c)
+                    for review in self._hub.store.reviews_for(target, number)
+                    for i, c in enumerate(review.comments)]
+
+        return self._call(listed)
+
+    def reply_in_thread(self, repo: str, number: int, comment_id: int, body: str,
+                        as_user: str) -> int:
+        """A person's reply in the review thread `comment_id` started; the reply's id."""
+        def post() -> int:
+            target = self._repo(repo)
+            return self._hub.reply_to_review_comment(
+                target, self._hub.pull(target, number), comment_id, body, self._as(as_user))["id"]
+
+        return self._call(post)
+
     def deploy(self, repo: str, sha: str, environment: str, state: str = "success") -> None:
         """A deployment of `sha` to `environment` whose latest status is `state`."""
         def record() -> None:

@@ -566,7 +566,7 @@ class Shapes:
             "user": h.user(review.user),
             "body": comment.get("body", ""),
             "created_at": iso(review.submitted_at),
-            "updated_at": iso(review.submitted_at),
+            "updated_at": iso(comment.get("updated_at") or review.submitted_at),
             "html_url": html,
             "pull_request_url": f"{api}/{review.pr_number}",
             "author_association": h.author_association(repo, review.user),
@@ -580,6 +580,8 @@ class Shapes:
             "original_start_line": None,
             "start_side": None,
             "reactions": self.reactions(f"{api}/comments/{comment_id}/reactions", []),
+            # Only a reply has it: the id of the thread's first comment.
+            **({"in_reply_to_id": comment["in_reply_to"]} if comment.get("in_reply_to") else {}),
         }
 
     def review(self, review: Review, *, webhook: bool = False) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from fakehub.hub.issues import IssueOps
 from fakehub.hub.pulls import PullOps
 from fakehub.hub.pushes import PushOps
 from fakehub.hub.queue import QueueEntry, QueueOps
+from fakehub.hub.threads import ThreadOps
 from fakehub.limits import RateCounter
 from fakehub.payloads import Shapes
 from fakehub.state import (
@@ -45,7 +46,7 @@ __all__ = ["Hub", "HubError"]
 log = logging.getLogger("fakehub")
 
 
-class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps):
+class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
         self.repos_dir = self.data_dir / "repos"

@@ -271,6 +271,51 @@ async def list_pull_comments(request: web.Request) -> web.Response:
     return reply(chunk, headers=headers)
 
 
+@routes.post("/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies")
+async def reply_to_review_comment(request: web.Request) -> web.Response:
+    """A reply in a review thread (to its top-level comment only, as GitHub says)."""
+    repo = repo_for(request, "pull_requests", "write")
+    ident = require_identity(request)
+    h = hub(request)
+    issue = _pull(request, repo)
+    body = await body_json(request)
+    if not isinstance(body.get("body"), str):
+        raise validation_failed("PullRequestReviewComment", "body")
+    try:
+        shaped = h.reply_to_review_comment(repo, issue, int_param(request, "comment_id"),
+                                           body["body"], ident)
+    except HubError as exc:
+        raise from_hub_error(exc) from exc
+    return reply(shaped, status=201)
+
+
+@routes.get("/repos/{owner}/{repo}/pulls/comments/{comment_id}")
+async def get_review_comment(request: web.Request) -> web.Response:
+    repo = repo_for(request, "pull_requests", "read")
+    h = hub(request)
+    try:
+        review, index = h.review_comment_at(repo, int_param(request, "comment_id"))
+    except HubError as exc:
+        raise from_hub_error(exc) from exc
+    return reply(h.shapes.review_comment(repo, review, index, review.comments[index]))
+
+
+@routes.patch("/repos/{owner}/{repo}/pulls/comments/{comment_id}")
+async def edit_review_comment(request: web.Request) -> web.Response:
+    repo = repo_for(request, "pull_requests", "write")
+    ident = require_identity(request)
+    h = hub(request)
+    body = await body_json(request)
+    if not isinstance(body.get("body"), str):
+        raise validation_failed("PullRequestReviewComment", "body")
+    try:
+        shaped = h.edit_review_comment(repo, int_param(request, "comment_id"), body["body"],
+                                       ident)
+    except HubError as exc:
+        raise from_hub_error(exc) from exc
+    return reply(shaped)
+
+
 @routes.post("/repos/{owner}/{repo}/pulls/{pull_number}/reviews")
 async def create_review(request: web.Request) -> web.Response:
     repo = repo_for(request, "pull_requests", "write")

@@ -209,7 +209,12 @@ def exercise_every_route(world, tmp_path: Path) -> None:
         "event": "COMMENT", "body": "noted",
         "comments": [{"path": "widgets.py", "line": 2, "body": "why 42?"}]})
     ok("GET", f"/repos/{repo}/pulls/{number}/reviews/{commented['id']}/comments")
-    ok("GET", f"/repos/{repo}/pulls/{number}/comments")
+    root = ok("GET", f"/repos/{repo}/pulls/{number}/comments")[0]["id"]
+    answer = ok("POST", f"/repos/{repo}/pulls/{number}/comments/{root}/replies",
+                {"body": "done"}, status=201)
+    assert answer["in_reply_to_id"] == root
+    ok("PATCH", f"/repos/{repo}/pulls/comments/{answer['id']}", {"body": "done again"})
+    assert ok("GET", f"/repos/{repo}/pulls/comments/{answer['id']}")["body"] == "done again"
     assert call(api, "PUT", f"/repos/{repo}/pulls/{number}/merge", token,
                 {"sha": "f" * 40}).status == 409
     hub.push_files(repo, "main", {"CHANGES.md": "main moved\n"}, "main moves", as_user="acme",
