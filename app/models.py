@@ -239,6 +239,8 @@ class Run(BaseModel):
     verification: Verification | None = None
     held: HeldWork | None = None
     label: str | None = None  # what started a later turn, for the status comment
+    # The review threads (each by its first comment's id) this turn reads and answers in.
+    review_threads: list[int] = []
     requested_by: str | None = None  # who asked for this turn ("hangar": auto-fix itself)
     check_ids: dict[str, int] = {}  # "<check name>@<head sha>" → check run id on GitHub
     # The head GitHub said the branch took when hangar pushed it (collect starts there).

@@ -26,6 +26,7 @@ from app import (
     landing,
     notify,
     repositories,
+    review_threads,
     reviewers,
     runs,
 )
@@ -180,6 +181,9 @@ def register_concerns(engine: Engine) -> None:
                 next_at=lambda row: row.due_at, give_up=autofix.give_up),
         # A verified PR's review request waits only for the wake of its verified head.
         RowKind("review_ask", reviewers.TABLE, reviewers.ReviewAsk, reviewers.advance_ask),
+        # A review thread's reply waits only for the wake of the turn that answers it.
+        RowKind("thread_reply", review_threads.TABLE, review_threads.ThreadReply,
+                review_threads.advance_reply),
         # An operator's notification is due at its next attempt (backoff after a failure).
         RowKind("notification", notify.TABLE, notify.NotificationDelivery,
                 notify.advance_delivery, next_at=lambda row: row.next_at),
@@ -202,6 +206,9 @@ def register_concerns(engine: Engine) -> None:
     engine.after_step("run", autofix.after_run_step)
     # A verified head waits for a person: hangar asks its reviewers.
     engine.after_step("run", reviewers.after_run_step)
+    # A finished turn asked in review threads answers in each of them.
+    engine.after_step("run", review_threads.after_run_step)
+    engine.after_step("job", review_threads.after_job_step)
     # A finished run may be its job's last: the job looks at its runs.
     engine.after_step("run", runs.wake_job)
     # Once every attempt of `/hangar try N` has finished, fan-out ranks them.

@@ -218,7 +218,7 @@ Followup = Started | Busy | NoRunOnPr
 
 async def start_followup(
     engine: StepContext, job: Job, pr_number: int, prompt: str, *, kind: RunKind, requested_by: str,
-    label: str | None = None,
+    label: str | None = None, review_threads: list[int] | None = None,
 ) -> Followup:
     runs = engine.runs_of(job.id)
     pr_runs = [r for r in runs if r.pr_number == pr_number and r.kind != RunKind.VERIFY]
@@ -231,7 +231,7 @@ async def start_followup(
         job_id=job.id, attempt=last.attempt, turn=last.turn + 1, kind=kind, prompt=prompt,
         base_branch=last.base_branch, base_sha=last.base_sha, branch=last.branch,
         pr_number=pr_number, label=label or replies.followup_label(last.turn, requested_by),
-        requested_by=requested_by,
+        requested_by=requested_by, review_threads=review_threads or [],
     )
     engine.save_run(run)
     if job.state != JobState.ACTIVE:
@@ -354,24 +354,28 @@ def record_review_body(engine: StepContext, event: PullRequestReviewEvent) -> No
 
 
 def record_review_comment(engine: StepContext, event: ReviewCommentEvent) -> None:
-    """`/hangar …` in a line comment of a review (no 👀: GitHub's reactions for those
-    live elsewhere; the reply says it was heard)."""
+    """`/hangar …` in a line comment of a review, or a reply in its thread (no 👀:
+    GitHub's reactions for those live elsewhere; the reply in the thread says it was
+    heard). A turn it starts reads the thread and answers in it."""
     if event.installation is None:
         return
     thread = Thread(repo=event.repository.full_name, number=event.pull_request.number,
                     installation_id=event.installation.id, is_pr=True)
+    # The thread is named by its first comment: the turn reads it, and replies there.
+    root = event.comment.in_reply_to_id or event.comment.id
     record_commands(
         engine, f"review-comment-{event.comment.id}", thread, event.comment.body or "",
         event.comment.user, event.repository, title=event.pull_request.title,
-        body=event.pull_request.body or "")
+        body=event.pull_request.body or "", context={"review_thread": root})
 
 
 def record_commands(
     engine: StepContext, source: str, thread: Thread, text: str, user: Account,
     repository: Repository, *, title: str, body: str, comment_id: int = 0,
-    issue_author: str = "",
+    issue_author: str = "", context: dict | None = None,
 ) -> None:
-    """Record each `/hangar` command in `text` as an intent, once per source."""
+    """Record each `/hangar` command in `text` as an intent, once per source. `context`:
+    where it was written, beside the command's own arguments (a review thread)."""
     if user.is_bot or user.login in engine.settings.ignored_logins:
         return  # bots, hangar included, never trigger
     parsed = grammar.parse(text)
@@ -389,7 +393,7 @@ def record_commands(
                 author=user.login,
                 author_type=user.type,
                 command=command.name if command else "usage",
-                args=dict(command.args) if command else {},
+                args={**(context or {}), **(command.args if command else {})},
                 usage_message=usage.message if usage else None,
                 title=title,
                 body=body,

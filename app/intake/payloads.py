@@ -127,6 +127,7 @@ class ReviewComment(_Part):
     id: int
     body: str | None = None
     user: Account
+    in_reply_to_id: int | None = None  # a reply: the id of its thread's first comment
 
 
 class ReviewCommentEvent(_Part):

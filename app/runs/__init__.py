@@ -12,6 +12,7 @@ Which file holds what:
 - queue.py: who runs next (per model credential), and a credential's pause at its usage
   threshold; pause.py: the pause's pure rule; costs.py: a turn's own cost and tokens;
 - agent.py: the agent's turn: its sandbox, prompt, model route and session; watching it;
+- review_thread.py: the review threads a turn answers (file, lines, hunk, who said what);
 - thread.py: a first turn's issue thread (every post, who may write, untrusted text
   fenced, bounded) and its attached images, downloaded by hangar into the sandbox;
 - publishing.py: hangar pushes the branch itself; what GitHub refuses is held, not lost;
@@ -81,6 +82,7 @@ from app.runs.queue import (
     usage_windows,
     wake_queued,
 )
+from app.runs.review_thread import REVIEW_THREAD_MARKER, is_hangar_reply
 from app.runs.sandbox import (
     must_each,
     prepare_sandbox,
@@ -109,6 +111,7 @@ __all__ = [
     "AGENT_PREAMBLE",
     "FANOUT_WARN_PCT",
     "PROVIDER_CALL_TIMEOUT_S",
+    "REVIEW_THREAD_MARKER",
     "SESSION_ARCHIVE",
     "SESSION_MAX_BYTES",
     "VERIFY_CHECK",
@@ -130,6 +133,7 @@ __all__ = [
     "credential_pause",
     "find_or_open_pr",
     "highest",
+    "is_hangar_reply",
     "model_facts",
     "model_pause",
     "model_pauses",

@@ -27,6 +27,7 @@ from app.runs.queue import (
     usage_windows,
     wake_queued,
 )
+from app.runs.review_thread import read_review_threads, review_threads_prompt
 from app.runs.sandbox import AGENT_CHECK, REPO, must, prepare_sandbox, upsert_check
 from app.runs.thread import attach_images, read_thread, thread_prompt
 from sandbox.provider import SandboxError
@@ -109,6 +110,9 @@ async def start_agent(engine: StepContext, run: Run) -> None:
 
     harness = harness_for(spec)
     review = await review_context(ops, run) if run.kind == RunKind.FOLLOWUP else ""
+    # Asked in a review thread (or by a review's comments): the turn reads those threads.
+    threads = (review_threads_prompt(await read_review_threads(engine, ops, run))
+               if run.review_threads else "")
     thread = ""
     if run.turn == 1:
         # The first turn reads the whole issue thread; its images are copied in by hangar,
@@ -125,7 +129,8 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     run = engine.patch_run(run.id, instructions=told)
     # The agent gets a gateway URL and a token for this sandbox, never the model key.
     route = model_route(engine, run, sb, spec)
-    prompt = build_prompt(job, run, spec, review, thread, instructions_prompt(told))
+    prompt = build_prompt(job, run, spec, review, thread, instructions_prompt(told),
+                          review_threads=threads)
     argv, env = harness.command(prompt, turn=run.turn,
                                 session_id=previous_session(engine, run), model=route)
     env.update(egress_env(engine, run.id, sb, spec))  # everything else: the egress proxy
@@ -210,10 +215,11 @@ def checkout_for(run: Run) -> list[str]:
 
 
 def build_prompt(job: Job, run: Run, spec: Any, review: str = "", thread: str = "",
-                 instructions: str = "") -> str:
+                 instructions: str = "", *, review_threads: str = "") -> str:
     """`thread`: the issue's whole thread as app.runs.thread words it (the first turn);
     without it, the issue's title and body as the command found them. `instructions`: the
-    operator's and the repository's (app.runs.instructions)."""
+    operator's and the repository's (app.runs.instructions). `review_threads`: the
+    threads this turn answers (app.runs.review_thread)."""
     verify_cmd = spec.verify.command if spec.verify else "the repository's tests"
     parts = [
         AGENT_PREAMBLE.format(repo=job.thread.repo, branch=run.branch, verify=verify_cmd),
@@ -225,6 +231,8 @@ def build_prompt(job: Job, run: Run, spec: Any, review: str = "", thread: str = 
         parts.append(instructions)
     if review:
         parts += ["Review comments on the pull request so far:", review, ""]
+    if review_threads:
+        parts += [review_threads]
     parts += ["Request:" if run.turn == 1 else f"Request for turn {run.turn} (on the open PR):",
               run.prompt]
     return "\n".join(parts)

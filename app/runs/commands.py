@@ -38,9 +38,12 @@ async def run_agent(engine: StepContext, ops: RepoOps, intent: Intent) -> str | 
         job = await hangar_pr_job(engine, ops, intent)
         if job is None:
             return "not a hangar PR"
+        # Written in a review thread: the turn reads that thread and answers in it.
+        thread = intent.args.get("review_thread")
         started = await start_followup(engine, job, intent.thread.number,
                                        intent.args["prompt"], kind=RunKind.FOLLOWUP,
-                                       requested_by=intent.author)
+                                       requested_by=intent.author,
+                                       review_threads=[thread] if thread else None)
         if isinstance(started, Busy):
             # Said once, and kept: the turn starts when the running one ends.
             if not intent.waiting:

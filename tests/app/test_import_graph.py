@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("concern: repositories", ("app.repositories",)),  # renamed, removed, rebuilt
     ("concern: notifications", ("app.notify",)),
     ("concern: review requests", ("app.reviewers",)),
+    ("concern: review threads", ("app.review_threads",)),  # replies in a turn's threads
     ("concern: auto-fix", ("app.autofix",)),
     ("concern: landing", ("app.landing",)),
     ("concern: fan-out", ("app.fanout",)),

@@ -1,0 +1,151 @@
+"""Answering in review threads: a turn asked for in a review thread (a `/hangar` line in a
+line comment or a reply) ends with hangar's reply in that thread, saying what changed —
+the turn's commits and files as GitHub compares them, its verification, the agent's
+words only in the labelled block — or, when the turn failed or made no commits, how it
+ended (render's words).
+
+One reply per thread, edited in place: a row per thread records the comment hangar made
+there, so a repeated step, a redelivered event or a later turn on the same thread edits
+that comment and never posts a second. The turn's prompt reads the thread
+(app.runs.review_thread).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from gidgethub import HTTPException
+from pydantic import BaseModel, Field
+
+from app.github.ops import PAGE
+from app.models import Run, now
+from app.render import threads as words
+from app.runs import REVIEW_THREAD_MARKER, is_hangar_reply
+
+if TYPE_CHECKING:
+    from app.engine import StepContext
+    from app.github.ops import RepoOps
+
+TABLE = "thread_reply"
+
+
+class ThreadReply(BaseModel):
+    id: str
+    job_id: str
+    repo: str
+    pr_number: int
+    root: int  # the id of the thread's first comment
+    run_id: str  # the latest finished turn that answers the thread
+    replied_run: str | None = None  # the turn the reply says now
+    comment_id: int | None = None  # hangar's reply in the thread
+    # A reply was being posted: after a crash it may exist, so it is looked for first.
+    posting: bool = False
+    updated_at: float = Field(default_factory=now)
+
+
+def reply_id(repo: str, pr_number: int, root: int) -> str:
+    return f"thread-{repo.replace('/', '-')}-{pr_number}-{root}"
+
+
+def after_run_step(engine: StepContext, run_id: str) -> None:
+    """A turn that answers review threads has finished: each thread's reply is due."""
+    run = engine.get_run(run_id)
+    if run is not None:
+        reply_due(engine, run)
+
+
+def after_job_step(engine: StepContext, job_id: str) -> None:
+    """A turn whose step failed until hangar gave up ends without a run step after it:
+    its job's step is woken, and looks."""
+    for run in engine.runs_of(job_id):
+        reply_due(engine, run)
+
+
+def reply_due(engine: StepContext, run: Run) -> None:
+    if not run.review_threads or not run.finished or run.pr_number is None:
+        return
+    job = engine.get_job(run.job_id)
+    if job is None:
+        return
+    for root in run.review_threads:
+        row_id = reply_id(job.thread.repo, run.pr_number, root)
+        row = engine.store.get(TABLE, row_id, ThreadReply)
+        if row is not None and (row.run_id == run.id or later_turn(engine, row.run_id, run)):
+            continue
+        row = (row.model_copy(update={"run_id": run.id}) if row is not None else
+               ThreadReply(id=row_id, job_id=job.id, repo=job.thread.repo,
+                           pr_number=run.pr_number, root=root, run_id=run.id))
+        engine.store.put(TABLE, row_id, row, active=True)
+        engine.wake(row_id)
+
+
+def later_turn(engine: StepContext, recorded: str, run: Run) -> bool:
+    """Whether the turn the row names came after `run` (an older turn never overwrites)."""
+    other = engine.get_run(recorded)
+    return other is not None and (other.attempt, other.turn) > (run.attempt, run.turn)
+
+
+async def advance_reply(engine: StepContext, row_id: str) -> None:
+    row = engine.store.get(TABLE, row_id, ThreadReply)
+    job = engine.get_job(row.job_id) if row else None
+    run = engine.get_run(row.run_id) if row else None
+    if row is None or job is None or run is None or row.replied_run == row.run_id:
+        if row is not None:
+            engine.store.put(TABLE, row_id, row, active=False)
+        return
+    ops = await engine.repo_ops(job.thread)
+    # This turn's own commits: from where the agent began to the head it left.
+    turn = (await ops.compare(run.start_sha, run.head_sha)
+            if run.start_sha and run.head_sha and run.head_sha != run.start_sha else None)
+    marker = REVIEW_THREAD_MARKER.format(root=row.root)
+    text = f"{marker}\n{words.thread_reply(run, turn)}"
+    comment_id = row.comment_id
+    if comment_id is None and row.posting:
+        comment_id = await find_reply(ops, row, marker)
+    if comment_id is not None and not await edited(ops, comment_id, text):
+        comment_id = None  # deleted since (or not hangar's): a new reply
+    if comment_id is None:
+        row = save(engine, row, posting=True)
+        made = await ops.gh.post(
+            f"{ops.base}/pulls/{row.pr_number}/comments/{row.root}/replies",
+            data={"body": text})
+        comment_id = made["id"]
+    finish(engine, row, comment_id)
+
+
+async def find_reply(ops: RepoOps, row: ThreadReply, marker: str) -> int | None:
+    url = f"{ops.base}/pulls/{row.pr_number}/comments?per_page={PAGE}"
+    async for comment in ops.gh.getiter(url):
+        if (comment.get("in_reply_to_id") == row.root and is_hangar_reply(comment)
+                and marker in (comment.get("body") or "")):
+            return comment["id"]
+    return None
+
+
+async def edited(ops: RepoOps, comment_id: int, text: str) -> bool:
+    try:
+        await ops.gh.patch(f"{ops.base}/pulls/comments/{comment_id}", data={"body": text})
+    except HTTPException as exc:
+        if int(exc.status_code) in (403, 404):
+            return False
+        raise
+    return True
+
+
+def save(engine: StepContext, row: ThreadReply, **fields: object) -> ThreadReply:
+    row = row.model_copy(update={**fields, "updated_at": time.time()})
+    engine.store.put(TABLE, row.id, row, active=True)
+    return row
+
+
+def finish(engine: StepContext, row: ThreadReply, comment_id: int) -> None:
+    """Record the reply for the turn this step said, on the row as it is now: a later turn
+    that finished while the step awaited GitHub keeps the row going."""
+    fresh = engine.store.get(TABLE, row.id, ThreadReply) or row
+    newer = fresh.run_id != row.run_id
+    engine.store.put(TABLE, row.id, fresh.model_copy(update={
+        "comment_id": comment_id, "replied_run": row.run_id, "posting": False,
+        "updated_at": time.time()}), active=newer)
+    if newer:
+        engine.wake(row.id)
