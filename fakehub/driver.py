@@ -214,22 +214,20 @@ class Driver:
         pull_request_review_thread resolved (unresolved)."""
         def resolve() -> None:
             target = self._repo(repo)
-            issue = self._hub.pull(target, number)
-            pr = issue.pull
-            thread = f"{review_id}-{index}"
-            if resolved:
-                pr.resolved_threads.add(thread)
-            else:
-                pr.resolved_threads.discard(thread)
             review = self._hub.store.reviews[review_id]
-            self._hub._emit_repo(target, "pull_request_review_thread", {
-                "action": "resolved" if resolved else "unresolved",
-                "thread": {"node_id": thread, "comments": [self._hub.shapes.review_comment(
-                    target, review, index, review.comments[index])]},
-                "pull_request": self._hub.shapes.pull_simple(issue)},
-                self._user(as_user) if as_user else review.user)
+            self._hub.resolve_review_thread(
+                target, self._hub.pull(target, number), f"{review_id}-{index}", resolved,
+                self._as(as_user or review.user))
 
         self._call(resolve)
+
+    def thread_resolved(self, repo: str, number: int, comment_id: int) -> bool:
+        """Whether the thread the line comment `comment_id` started is resolved."""
+        def read() -> bool:
+            pr = self._hub.pull(self._repo(repo), number).pull
+            return f"{comment_id // 1000}-{comment_id % 1000 - 1}" in pr.resolved_threads
+
+        return self._call(read)
 
     def review_comments(self, repo: str, number: int) -> list[dict[str, Any]]:
         """The PR's line comments and replies, oldest first, as the REST API lists them."""

@@ -1,5 +1,6 @@
-"""GitHub's GraphQL API, the part hangar uses: a pull request's review threads and its
-merge queue entry, `enqueuePullRequest` and `markPullRequestReadyForReview`.
+"""GitHub's GraphQL API, the part hangar uses: a pull request's review threads (and their
+comments) and its merge queue entry, `enqueuePullRequest`, `markPullRequestReadyForReview`
+and `resolveReviewThread`.
 
 Queries are parsed and validated by graphql-core against a subset of GitHub's own schema
 (the types and fields below are spelled as in GitHub's public schema), so a query GitHub
@@ -59,6 +60,7 @@ type Mutation {
   enqueuePullRequest(input: EnqueuePullRequestInput!): EnqueuePullRequestPayload
   markPullRequestReadyForReview(input: MarkPullRequestReadyForReviewInput!):
     MarkPullRequestReadyForReviewPayload
+  resolveReviewThread(input: ResolveReviewThreadInput!): ResolveReviewThreadPayload
 }
 
 input MarkPullRequestReadyForReviewInput {
@@ -94,6 +96,31 @@ type PullRequestReviewThread implements Node {
   isResolved: Boolean!
   isOutdated: Boolean!
   path: String!
+  comments(after: String, before: String, first: Int, last: Int, skip: Int):
+    PullRequestReviewCommentConnection!
+}
+
+type PullRequestReviewCommentConnection {
+  nodes: [PullRequestReviewComment]
+  pageInfo: PageInfo!
+  totalCount: Int!
+}
+
+type PullRequestReviewComment implements Node {
+  id: ID!
+  databaseId: Int
+  body: String!
+  path: String!
+}
+
+input ResolveReviewThreadInput {
+  clientMutationId: String
+  threadId: ID!
+}
+
+type ResolveReviewThreadPayload {
+  clientMutationId: String
+  thread: PullRequestReviewThread
 }
 
 type PageInfo {
@@ -115,14 +142,33 @@ def _threads(hub, repo: Repo, issue, first: int | None, after: str | None) -> di
     threads = hub.review_threads(repo, issue)
     start = int(base64.b64decode(after).decode()) if after else 0
     chunk = threads[start:start + first]
-    nodes = [{"id": node_id("PullRequestReviewThread", thread_id),
-              "isResolved": thread_id in issue.pull.resolved_threads, "isOutdated": False,
-              "path": comment.get("path", "")} for thread_id, _, comment in chunk]
-    end = start + len(chunk)
-    return {"nodes": nodes, "totalCount": len(threads), "pageInfo": {
-        "hasNextPage": end < len(threads), "hasPreviousPage": start > 0,
-        "startCursor": base64.b64encode(str(start).encode()).decode() if chunk else None,
-        "endCursor": base64.b64encode(str(end).encode()).decode() if chunk else None}}
+    nodes = [_thread(hub, repo, issue, thread_id) for thread_id, _, _ in chunk]
+    return _page(nodes, start, len(threads))
+
+
+def _page(nodes: list, start: int, total: int) -> dict:
+    end = start + len(nodes)
+    return {"nodes": nodes, "totalCount": total, "pageInfo": {
+        "hasNextPage": end < total, "hasPreviousPage": start > 0,
+        "startCursor": base64.b64encode(str(start).encode()).decode() if nodes else None,
+        "endCursor": base64.b64encode(str(end).encode()).decode() if nodes else None}}
+
+
+def _thread(hub, repo: Repo, issue, thread_id: str) -> dict:
+    comments = hub.thread_comments(repo, issue, thread_id)
+
+    def page_of(_info, first=None, after=None, **_):
+        if first is None or not 1 <= first <= 100:
+            raise ValueError("You must provide a `first` or `last` value to properly paginate "
+                             "the `comments` connection.")
+        start = int(base64.b64decode(after).decode()) if after else 0
+        chunk = comments[start:start + first]
+        return _page([{"id": c["node_id"], "databaseId": c["id"], "body": c["body"],
+                       "path": c["path"]} for c in chunk], start, len(comments))
+
+    return {"id": node_id("PullRequestReviewThread", thread_id),
+            "isResolved": thread_id in issue.pull.resolved_threads, "isOutdated": False,
+            "path": comments[0].get("path", ""), "comments": page_of}
 
 
 def _root(hub, ident) -> dict:
@@ -200,7 +246,29 @@ def _mutations(hub, ident) -> dict:
         return {"clientMutationId": input.get("clientMutationId"),
                 "pullRequest": _pull(hub, repo, issue)}
 
-    return {"enqueuePullRequest": enqueue, "markPullRequestReadyForReview": mark_ready}
+    def resolve_thread(_info, input: dict):
+        wanted = input["threadId"]
+        for repo in hub.store.repos.values():
+            for issue in hub.store.pulls(repo):
+                for thread_id, _, _ in hub.review_threads(repo, issue):
+                    if node_id("PullRequestReviewThread", thread_id) != wanted:
+                        continue
+                    if ident.kind == "installation" and not (
+                            auth.installation_covers(hub.store, ident, repo)
+                            and auth.installation_permission(ident, "pull_requests") == "write"):
+                        raise PermissionError("Resource not accessible by integration")
+                    if ident.kind == "user" and not permission_at_least(
+                            hub.store.permission(repo, ident.user), "write") and \
+                            ident.user.id != issue.user.id:  # the PR's author may [unconfirmed]
+                        raise PermissionError(f"{ident.user.login} does not have permission "
+                                              "to resolve this thread")  # [unconfirmed]
+                    hub.resolve_review_thread(repo, issue, thread_id, True, ident)
+                    return {"clientMutationId": input.get("clientMutationId"),
+                            "thread": _thread(hub, repo, issue, thread_id)}
+        raise LookupError(f"Could not resolve to a node with the global id of '{wanted}'")
+
+    return {"enqueuePullRequest": enqueue, "markPullRequestReadyForReview": mark_ready,
+            "resolveReviewThread": resolve_thread}
 
 
 def _pull_by_node(hub, wanted: str) -> tuple[Repo, Any]:

@@ -68,7 +68,7 @@ _FULL_PULL_ONLY = (
 )
 
 
-def node_id(kind: str, ident: int) -> str:
+def node_id(kind: str, ident: int | str) -> str:
     return base64.b64encode(f"0{kind}{ident}".encode()).decode().rstrip("=")
 
 

@@ -369,10 +369,12 @@ class PullOps:
         return found
 
     def review_threads(self, repo: Repo, issue: Issue) -> list[tuple[str, Any, dict]]:
-        """(thread id, review, comment) for each line comment: each starts a thread."""
+        """(thread id, review, comment) for each line comment that starts a thread (a reply
+        joins its thread)."""
         return [(f"{review.id}-{index}", review, comment)
                 for review in self.store.reviews_for(repo, issue.number)
-                for index, comment in enumerate(review.comments)]
+                for index, comment in enumerate(review.comments)
+                if not comment.get("in_reply_to")]
 
     def unresolved_threads(self, repo: Repo, issue: Issue) -> int:
         assert issue.pull is not None

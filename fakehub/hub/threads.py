@@ -20,6 +20,8 @@ class ThreadOps:
 
         def pull(self, repo: Repo, number: int) -> Issue: ...
 
+        def review_threads(self, repo: Repo, issue: Issue) -> list[tuple[str, Any, dict]]: ...
+
         def _emit_repo(self, repo: Repo, event: str, payload: dict[str, Any], sender: User,
                        only_app_id: int | None = None) -> None: ...
 
@@ -80,3 +82,33 @@ class ThreadOps:
                 "pull_request": self.shapes.pull_simple(self.pull(repo, review.pr_number))},
                 actor.user)
         return shaped
+
+    def thread_comments(self, repo: Repo, issue: Issue, thread_id: str) -> list[dict[str, Any]]:
+        """A thread's comments as the REST API shapes them: its first, then its replies."""
+        review_id, _, index = thread_id.partition("-")
+        review = self.store.reviews[int(review_id)]
+        first = self.shapes.review_comment(repo, review, int(index), review.comments[int(index)])
+        replies = [self.shapes.review_comment(repo, other, i, c)
+                   for other in self.store.reviews_for(repo, issue.number)
+                   for i, c in enumerate(other.comments) if c.get("in_reply_to") == first["id"]]
+        return [first, *replies]
+
+    def resolve_review_thread(self, repo: Repo, issue: Issue, thread_id: str, resolved: bool,
+                              actor: Identity) -> None:
+        """"Resolve conversation" (or unresolve): `pull_request_review_thread` is sent when
+        the state changes."""
+        pr = issue.pull
+        assert pr is not None
+        if thread_id not in {t for t, _, _ in self.review_threads(repo, issue)}:
+            raise HubError(404, "Not Found")
+        if (thread_id in pr.resolved_threads) == resolved:
+            return
+        if resolved:
+            pr.resolved_threads.add(thread_id)
+        else:
+            pr.resolved_threads.discard(thread_id)
+        self._emit_repo(repo, "pull_request_review_thread", {
+            "action": "resolved" if resolved else "unresolved",
+            "thread": {"node_id": thread_id,
+                       "comments": self.thread_comments(repo, issue, thread_id)},
+            "pull_request": self.shapes.pull_simple(issue)}, actor.user)

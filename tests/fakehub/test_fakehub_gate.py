@@ -89,6 +89,32 @@ def test_an_unresolved_conversation_holds_the_merge_until_resolved(world):
     assert _merge(world, pr["number"]).status == 200
 
 
+def test_a_thread_is_resolved_through_graphql_and_a_reply_is_no_thread_of_its_own(world):
+    _ruleset(world, {"type": "pull_request",
+                     "parameters": {**PR_RULE, "required_review_thread_resolution": True}})
+    pr = _pr(world)
+    world.hub.review(world.repo, pr["number"], "reviewer", "COMMENT",
+                     comments=[{"path": "widgets.py", "line": 1, "body": "why?"}])
+    root = world.hub.review_comments(world.repo, pr["number"])[0]["id"]
+    world.hub.reply_in_thread(world.repo, pr["number"], root, "because", as_user="dev")
+    graphql = world.hub.base_url + "/api/graphql"
+    query = ("query($o: String!, $n: String!, $pr: Int!) { repository(owner: $o, name: $n) "
+             "{ pullRequest(number: $pr) { reviewThreads(first: 10) { nodes { id isResolved "
+             "comments(first: 5) { totalCount nodes { databaseId body } } } } } } }")
+    answer = call(graphql, "POST", "", _token(world), {"query": query, "variables": {
+        "o": "acme", "n": "widgets", "pr": pr["number"]}})
+    [thread] = answer.body["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"]
+    assert thread["isResolved"] is False and thread["comments"]["totalCount"] == 2
+    assert thread["comments"]["nodes"][0] == {"databaseId": root, "body": "why?"}
+    resolve = ("mutation($id: ID!) { resolveReviewThread(input: {threadId: $id}) "
+               "{ thread { isResolved } } }")
+    answer = call(graphql, "POST", "", _token(world), {"query": resolve,
+                                                       "variables": {"id": thread["id"]}})
+    assert answer.body["data"]["resolveReviewThread"]["thread"] == {"isResolved": True}
+    assert world.hub.thread_resolved(world.repo, pr["number"], root)
+    assert _merge(world, pr["number"]).status == 200
+
+
 def test_graphql_refuses_what_githubs_schema_does_not_have(world):
     answer = call(world.hub.base_url + "/api/graphql", "POST", "", _token(world),
                   {"query": "{ repository(owner: \"acme\", name: \"widgets\") { nonsense } }"})
