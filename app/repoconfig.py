@@ -89,6 +89,13 @@ class FanoutPolicy(_Strict):
     weights: RankWeights | None = None
 
 
+class ReviewPolicy(_Strict):
+    # Resolve a review thread once hangar's reply says the turn asked there was verified.
+    resolve_threads: bool = False
+    # A writer's "changes requested" review on a hangar PR starts one turn for its comments.
+    act_on_changes_requested: bool = False
+
+
 class RepoConfig(_Strict):
     environment: str | dict[str, Any] | None = None
     # Added to every prompt for this repository: a short text, or the path of a file in it
@@ -98,6 +105,7 @@ class RepoConfig(_Strict):
     autofix: AutofixPolicy = AutofixPolicy()
     trigger: TriggerPolicy = TriggerPolicy()
     fanout: FanoutPolicy = FanoutPolicy()
+    review: ReviewPolicy = ReviewPolicy()
 
 
 _FIXES = {

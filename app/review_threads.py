@@ -2,7 +2,9 @@
 line comment or a reply) ends with hangar's reply in that thread, saying what changed —
 the turn's commits and files as GitHub compares them, its verification, the agent's
 words only in the labelled block — or, when the turn failed or made no commits, how it
-ended (render's words).
+ended (render's words). With `.github/hangar.yml` `review: {resolve_threads: true}`, a
+reply saying the turn's commits passed verification also resolves the thread (GraphQL
+`resolveReviewThread`: REST cannot).
 
 One reply per thread, edited in place: a row per thread records the comment hangar made
 there, so a repeated step, a redelivered event or a later turn on the same thread edits
@@ -21,6 +23,7 @@ from pydantic import BaseModel, Field
 from app.github.ops import PAGE
 from app.models import Run, now
 from app.render import threads as words
+from app.repoconfig import parse_repo_config
 from app.runs import REVIEW_THREAD_MARKER, is_hangar_reply
 
 if TYPE_CHECKING:
@@ -111,7 +114,18 @@ async def advance_reply(engine: StepContext, row_id: str) -> None:
             f"{ops.base}/pulls/{row.pr_number}/comments/{row.root}/replies",
             data={"body": text})
         comment_id = made["id"]
+    if verified(run, turn):
+        # Only a reply saying the turn's commits passed verification may close the thread.
+        config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch))
+        if config.review.resolve_threads:
+            await ops.resolve_thread(row.pr_number, row.root)
     finish(engine, row, comment_id)
+
+
+def verified(run: Run, turn: dict | None) -> bool:
+    """The turn pushed commits and its head passed verification."""
+    v = run.verification
+    return bool((turn or {}).get("commits") and v and v.passed and v.head_sha == run.head_sha)
 
 
 async def find_reply(ops: RepoOps, row: ThreadReply, marker: str) -> int | None:

@@ -34,6 +34,8 @@ DEFAULTS = [
     ("autofix.max_turns", 2),
     ("fanout.autofix", "picked"),
     ("fanout.weights", None),  # the fixed order
+    ("review.resolve_threads", False),
+    ("review.act_on_changes_requested", False),
 ]
 
 
@@ -77,6 +79,8 @@ ACCEPTED = [
     ("fanout:\n  weights: {ci: 2, diff_lines: -0.01}\n", "fanout.weights.diff_lines", -0.01),
     ("fanout:\n  weights: {ci: 2}\n", "fanout.weights.verification", 0),
     ("fanout:\n  weights: {}\n", "fanout.weights.duration", 0),
+    ("review: {resolve_threads: true}\n", "review.resolve_threads", True),
+    ("review:\n  act_on_changes_requested: true\n", "review.act_on_changes_requested", True),
 ]
 
 

@@ -43,6 +43,24 @@ query($owner: String!, $name: String!, $number: Int!, $after: String) {
 }"""
 
 
+THREAD_ROOTS = """
+query($owner: String!, $name: String!, $number: Int!, $after: String) {
+  repository(owner: $owner, name: $name) {
+    pullRequest(number: $number) {
+      reviewThreads(first: 100, after: $after) {
+        nodes { id isResolved comments(first: 1) { nodes { databaseId } } }
+        pageInfo { hasNextPage endCursor }
+      }
+    }
+  }
+}"""
+
+RESOLVE_THREAD = """
+mutation($id: ID!) {
+  resolveReviewThread(input: {threadId: $id}) { thread { isResolved } }
+}"""
+
+
 ENQUEUE = """
 mutation($id: ID!, $head: GitObjectID) {
   enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $head}) {
@@ -168,6 +186,29 @@ class RepoOps:
                 after = threads["pageInfo"]["endCursor"]
         except (GitHubException, KeyError, TypeError):
             return None
+
+    async def resolve_thread(self, number: int, root_comment_id: int) -> bool:
+        """Resolve the review thread whose first comment is `root_comment_id` (GraphQL
+        only: REST cannot); whether GitHub has it resolved now (False: no such thread).
+        GitHub's refusal raises (gidgethub's GraphQL errors)."""
+        after = None
+        while True:
+            data = await self.gh.graphql(
+                THREAD_ROOTS, endpoint=graphql_url(self.gh), owner=self.owner, name=self.name,
+                number=number, after=after)
+            threads = data["repository"]["pullRequest"]["reviewThreads"]
+            for thread in threads["nodes"]:
+                first = (thread["comments"]["nodes"] or [{}])[0]
+                if first.get("databaseId") != root_comment_id:
+                    continue
+                if thread["isResolved"]:
+                    return True
+                done = await self.gh.graphql(RESOLVE_THREAD, endpoint=graphql_url(self.gh),
+                                             id=thread["id"])
+                return bool(done["resolveReviewThread"]["thread"]["isResolved"])
+            if not threads["pageInfo"]["hasNextPage"]:
+                return False
+            after = threads["pageInfo"]["endCursor"]
 
     async def enqueue(self, node_id: str, head_sha: str) -> dict:
         """Add the PR to its base's merge queue, the head pinned (GraphQL only); its entry

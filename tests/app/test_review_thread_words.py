@@ -89,3 +89,15 @@ def test_a_turn_with_no_commits_says_how_it_ended_never_blaming_the_request():
     assert "no commits" in broken and "rephrase" not in broken
     nothing = thread_reply(run(ending={"code": "no_changes", "on_pr": True}), {"commits": []})
     assert "made no commits, so the pull request did not change" in nothing
+
+
+def test_only_a_turn_whose_commits_passed_verification_may_resolve_its_thread():
+    from app.review_threads import verified
+
+    assert verified(run(), TURN)
+    assert not verified(run(), {"commits": []})  # nothing pushed for the thread
+    failed = Verification(command="make test", head_sha="b" * 40, passed=False, attempts=1)
+    assert not verified(run(verification=failed), TURN)
+    stale = Verification(command="make test", head_sha="c" * 40, passed=True, attempts=1)
+    assert not verified(run(verification=stale), TURN)  # another head's pass
+    assert not verified(run(verification=None), TURN)

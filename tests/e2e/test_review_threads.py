@@ -76,6 +76,7 @@ def test_inline_hangar_starts_a_turn_that_reads_the_thread_and_replies_in_it(wor
     assert "`calc.py`" not in body  # the first turn's change is not this turn's
     assert f"✅ `python3 -m unittest -q` passed on `{head[:7]}`" in body
     assert "Agent says (unverified)" in body and "Did turn 2." in body
+    assert not world.hub.thread_resolved(world.repo, number, root)  # resolving is opt-in
 
     # A later turn on the same thread edits the same reply: one per thread, never a flood.
     world.hub.reply_in_thread(world.repo, number, root, "/hangar also add a docstring",
@@ -83,3 +84,21 @@ def test_inline_hangar_starts_a_turn_that_reads_the_thread_and_replies_in_it(wor
     edited = wait_until(lambda: replied(3), 90, "the reply edited for the next turn")
     assert [c["id"] for c in edited] == [reply["id"]]
     assert "`turn 3`" in edited[0]["body"] and "`turn 2`" not in edited[0]["body"]
+
+
+def test_a_verified_reply_resolves_the_thread_when_the_repository_says_so(world):
+    world.hub.push_files(world.repo, "main", {".github/hangar.yml": (
+        "review: {resolve_threads: true}\n")}, "configure hangar", as_user="acme",
+        bypass_rules=True)
+    world.start_hangar(ECHO_PROMPT)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first turn's verified PR")
+    number = pr["number"]
+    world.hub.review(world.repo, number, as_user=world.reviewer, event="COMMENT",
+                     comments=[{"path": "calc.py", "line": 2, "diff_hunk": HUNK,
+                                "body": "/hangar name the operands x and y"}])
+    root = world.hub.review_comments(world.repo, number)[0]["id"]
+    wait_until(lambda: world.hub.thread_resolved(world.repo, number, root), 90,
+               "the thread resolved after hangar's verified reply")
+    [reply] = hangar_replies(world, number, root)
+    assert "Pushed 1 commit(s)" in reply["body"] and "✅" in reply["body"]
