@@ -182,12 +182,14 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
 
 
 async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, prompt: str, *,
-                             requested_by: str, label: str) -> bool:
+                             requested_by: str, label: str,
+                             review_threads: list[int] | None = None) -> bool:
     """Start the turn and count it, with no await between the two (start_followup has
     none): two steps deciding at once start one turn and count one."""
 
     started = await start_followup(engine, job, row.pr_number, prompt, kind=RunKind.AUTOFIX,
-                                   requested_by=requested_by, label=label)
+                                   requested_by=requested_by, label=label,
+                                   review_threads=review_threads)
     if not isinstance(started, Started):
         return False
     patch(engine, row.id, turns=read_again(engine, row.id).turns + 1, stopped=None)
@@ -298,10 +300,14 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
         await show(engine, job)
         return "review turn not started"
     turn = row.turns + 1
+    # `review.act_on_changes_requested`: the turn reads each of the review's threads and
+    # answers in each (app.review_threads).
+    threads = (list(dict.fromkeys(c.get("in_reply_to_id") or c["id"] for c in comments))
+               if config.review.act_on_changes_requested else [])
     started = await start_followup_now(
         engine, job, row, prompt_for_review(author, review.get("body") or "", comments),
         requested_by=author,
-        label=words.review_turn_label(turn, policy.max_turns, author))
+        label=words.review_turn_label(turn, policy.max_turns, author), review_threads=threads)
     if started:
         patch(engine, row.id, pending_review=None)
         return f"review turn {turn}"

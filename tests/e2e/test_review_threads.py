@@ -102,3 +102,35 @@ def test_a_verified_reply_resolves_the_thread_when_the_repository_says_so(world)
                "the thread resolved after hangar's verified reply")
     [reply] = hangar_replies(world, number, root)
     assert "Pushed 1 commit(s)" in reply["body"] and "✅" in reply["body"]
+
+
+def test_changes_requested_with_two_comments_is_one_turn_and_a_reply_in_each_thread(world):
+    world.hub.push_files(world.repo, "main", {".github/hangar.yml": (
+        "review: {act_on_changes_requested: true}\n")}, "configure hangar", as_user="acme",
+        bypass_rules=True)
+    world.start_hangar(ECHO_PROMPT)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first turn's verified PR")
+    number = pr["number"]
+    world.hub.review(world.repo, number, as_user=world.reviewer, event="REQUEST_CHANGES",
+                     body="Two things.", comments=[
+                         {"path": "calc.py", "line": 2, "diff_hunk": HUNK,
+                          "body": "name the operands"},
+                         {"path": "test_calc.py", "line": 1, "body": "test subtraction too"}])
+    roots = [c["id"] for c in world.hub.review_comments(world.repo, number)]
+    assert len(roots) == 2
+
+    def answered():
+        found = [hangar_replies(world, number, root) for root in roots]
+        return found if all(f and "Pushed" in f[0]["body"] for f in found) else None
+
+    replies = wait_until(answered, 90, "hangar's reply in each of the review's threads")
+    assert [len(r) for r in replies] == [1, 1]
+    head = world.hub.get_pr(world.repo, number)["head"]["sha"]
+    # one turn for the whole review: both replies name the same one commit
+    for [reply] in replies:
+        assert "Pushed 1 commit(s)" in reply["body"] and f"`{head[:7]}` `turn 2`" in reply["body"]
+        assert f"turn 2 asked by @{world.reviewer}" in reply["body"]
+    prompt = prompt_of(world, world.hub.get_pr(world.repo, number))
+    assert "Thread 1: `calc.py`, line 2" in prompt and "Thread 2: `test_calc.py`, line 1" in prompt
+    assert "name the operands" in prompt and "test subtraction too" in prompt
