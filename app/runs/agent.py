@@ -27,7 +27,7 @@ from app.runs.queue import (
     usage_windows,
     wake_queued,
 )
-from app.runs.review_thread import read_review_threads, review_threads_prompt
+from app.runs.review_thread import is_hangar_reply, read_review_threads, review_threads_prompt
 from app.runs.sandbox import AGENT_CHECK, REPO, must, prepare_sandbox, upsert_check
 from app.runs.thread import attach_images, read_thread, thread_prompt
 from sandbox.provider import SandboxError
@@ -246,6 +246,8 @@ async def review_context(ops: RepoOps, run: Run, limit: int = 6000) -> str:
             lines.append(f"- @{review['user']['login']} ({review['state'].lower()}): "
                          f"{review['body'].strip()}")
     async for comment in ops.gh.getiter(f"{ops.base}/pulls/{run.pr_number}/comments"):
+        if is_hangar_reply(comment):
+            continue  # hangar's own reply in a thread: its words, not the review's
         where = f"{comment.get('path')}:{comment.get('line') or comment.get('original_line')}"
         lines.append(f"- @{comment['user']['login']} on {where}: {comment['body'].strip()}")
     return redact("\n".join(lines))[:limit]

@@ -84,6 +84,10 @@ def test_inline_hangar_starts_a_turn_that_reads_the_thread_and_replies_in_it(wor
     edited = wait_until(lambda: replied(3), 90, "the reply edited for the next turn")
     assert [c["id"] for c in edited] == [reply["id"]]
     assert "`turn 3`" in edited[0]["body"] and "`turn 2`" not in edited[0]["body"]
+    # hangar's own reply is its words, not the review's: the next prompt leaves it out
+    later = prompt_of(world, world.hub.get_pr(world.repo, number))
+    assert "also add a docstring" in later and "rename the operands to x and y" in later
+    assert "Pushed 1 commit(s)" not in later and "Did turn 2." not in later
 
 
 def test_a_verified_reply_resolves_the_thread_when_the_repository_says_so(world):
