@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from fakehub.server import API_PREFIX
 from tests.e2e.conftest import wait_until
+from tests.github_reference import OPENAPI, check_exchange, find_operation, openapi
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +42,7 @@ def hangar_replies(world, number: int, root: int) -> list[dict]:
 
 
 def test_inline_hangar_starts_a_turn_that_reads_the_thread_and_replies_in_it(world):
+    world.hub.record_exchanges(True)
     world.start_hangar(ECHO_PROMPT)
     issue, _ = world.ask("/hangar fix the failing test")
     pr = wait_until(lambda: world.verified(issue), 60, "the first turn's verified PR")
@@ -88,6 +91,19 @@ def test_inline_hangar_starts_a_turn_that_reads_the_thread_and_replies_in_it(wor
     later = prompt_of(world, world.hub.get_pr(world.repo, number))
     assert "also add a docstring" in later and "rename the operands to x and y" in later
     assert "Pushed 1 commit(s)" not in later and "Did turn 2." not in later
+
+    # Every call hangar made is in GitHub's description, its body valid against it.
+    if not OPENAPI.exists():
+        return
+    spec = openapi()
+    exchanges = [e for e in world.hub.exchanges() if e["route"]]
+    called = {(find_operation(spec, e["route"].removeprefix(API_PREFIX), e["method"])
+               or ("",))[0] for e in exchanges if e["method"] in ("POST", "PATCH")}
+    assert "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies" in called
+    assert "/repos/{owner}/{repo}/pulls/comments/{comment_id}" in called
+    problems = [p for e in exchanges
+                for p in check_exchange(spec, e["route"].removeprefix(API_PREFIX), e)]
+    assert problems == [], "\n".join(problems[:40])
 
 
 def test_a_verified_reply_resolves_the_thread_when_the_repository_says_so(world):
