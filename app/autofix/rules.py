@@ -39,6 +39,7 @@ class Stop(StrEnum):
     QUIET = "quiet"
     REVIEW_WAITS = "review_waits"
     REVIEW_NOT_STARTED = "review_not_started"
+    REVIEW_OPT_IN = "review_opt_in"  # `review.act_on_changes_requested` is not set
     GAVE_UP = "gave_up"
     NOT_PICKED = "not_picked"  # an attempt of `/hangar try N` nobody picked
 

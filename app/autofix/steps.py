@@ -280,6 +280,12 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     author = review["author"]
     config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=job.base_branch))
     policy = config.autofix
+    if not config.review.act_on_changes_requested:  # the repository's choice, off by default
+        opt_in = review_not_started(author, Why(Stop.REVIEW_OPT_IN))
+        patch(engine, row.id, stopped=kept(opt_in), pending_review=None)
+        engine.note(job.id, words.stopped(opt_in))
+        await show(engine, job)
+        return "review turn not started"
     comments = [c async for c in ops.gh.getiter(  # every page: a review may leave many
         f"{ops.base}/pulls/{row.pr_number}/reviews/{review['review_id']}/comments"
         "?per_page=100")]
@@ -300,10 +306,8 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
         await show(engine, job)
         return "review turn not started"
     turn = row.turns + 1
-    # `review.act_on_changes_requested`: the turn reads each of the review's threads and
-    # answers in each (app.review_threads).
-    threads = (list(dict.fromkeys(c.get("in_reply_to_id") or c["id"] for c in comments))
-               if config.review.act_on_changes_requested else [])
+    # The turn reads each of the review's threads and answers in each (app.review_threads).
+    threads = list(dict.fromkeys(c.get("in_reply_to_id") or c["id"] for c in comments))
     started = await start_followup_now(
         engine, job, row, prompt_for_review(author, review.get("body") or "", comments),
         requested_by=author,

@@ -36,6 +36,9 @@ STOPPED: Sentences = {
     "quiet": lambda: (
         "someone pushed to the branch recently; hangar leaves it to them (the **Fix with "
         "hangar** button on `hangar / verify` or `/hangar <instruction>` asks for a turn)"),
+    "review_opt_in": lambda: (
+        "a change request starts a turn only where `.github/hangar.yml` says "
+        "`review: {act_on_changes_requested: true}`; `/hangar <instruction>` asks for one"),
     "review_waits": lambda author: (
         f"a review by @{author} asked for changes; hangar starts that turn when the running "
         "one ends"),

@@ -227,6 +227,9 @@ def test_fix_with_hangar_button_starts_a_turn_on_request(world):
 
 def test_changes_requested_review_starts_a_turn_for_that_review_only(world):
     # The review comes while a follow-up turn runs: its turn starts when that one ends.
+    world.hub.push_files(world.repo, "main", {".github/hangar.yml": (
+        "review: {act_on_changes_requested: true}\n")}, "configure hangar", as_user="acme",
+        bypass_rules=True)
     world.start_hangar(agent(t1=RIGHT, t2="sleep 6; printf '# more\\n' >> calc.py",
                              t3="printf '# documented\\n' >> calc.py"))
     issue, _ = world.ask("/hangar fix the failing test")
@@ -309,3 +312,19 @@ def test_ci_on_a_human_push_heard_before_the_push_itself_starts_no_turn(world):
     wait_until(lambda: "someone pushed to the branch recently" in world.status(issue), 30,
                "the reason in the status comment")
     assert autofix_labels(world, issue) == [] and head(world, number) == human
+
+
+def test_a_change_request_starts_no_turn_unless_the_repository_opts_in(world):
+    world.start_hangar(agent(t1=RIGHT, t2="printf '# documented\\n' >> calc.py"))
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
+    number = pr["number"]
+    wait_until(lambda: idle(world, issue), 30, "the first turn to finish")
+    world.hub.review(world.repo, number, "rita", "REQUEST_CHANGES",
+                     body="Please document add().",
+                     comments=[{"path": "calc.py", "line": 2, "body": "ADD-A-COMMENT-HERE"}])
+    status = wait_until(lambda: "act_on_changes_requested: true" in world.status(issue)
+                        and world.status(issue), 60, "the reason no turn started")
+    assert "@rita requested changes, but hangar did not start a turn" in status
+    assert world.hub.get_pr(world.repo, number)["head"]["sha"] == pr["head"]["sha"]
+    assert autofix_labels(world, issue) == []
