@@ -95,6 +95,19 @@ class Secrets:
             self._values |= fresh
             self._pattern = None
 
+    def known(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._values)
+
+    def keep_only(self, values: frozenset[str]) -> None:
+        """Forget every value but these (a process that hosts one hangar after another,
+        as the tests do: each hangar's own key would otherwise make every later pattern
+        larger, and every start and every log line slower)."""
+        with self._lock:
+            if self._values != values:
+                self._values = set(values)
+                self._pattern = None
+
     def unknown(self, values: Iterable[str]) -> set[str]:
         """Those of `values` long enough to mask and not registered."""
         return {v for v in values if v and len(v) >= MIN_SECRET_CHARS} - self._values

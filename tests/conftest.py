@@ -25,3 +25,15 @@ def nothing_left_running(tmp_path_factory):
     end(leaked)
     assert not leaked, "left running by the tests (a test that starts it must end it):\n" + \
         "\n".join(f"  {leak}" for leak in leaked)
+
+
+@pytest.fixture(autouse=True)
+def secrets_of_this_test_only():
+    """The secrets a test's hangars remember (each its own App key, webhook secret, API
+    token) are forgotten after it: in one process the registry would otherwise grow test
+    by test, and with it the time each later hangar takes to start and to log."""
+    from app.redact import KNOWN
+
+    before = KNOWN.known()
+    yield
+    KNOWN.keep_only(before)
