@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
 from app.redact import redact
-from app.render import endings, fanout, pages
+from app.render import endings, fanout, pages, progress
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
 from app.render.replies import fork_pr_reply, gate_words  # noqa: F401
@@ -372,6 +372,11 @@ def _facts(run: Run) -> list[str]:
         lines.append(f"- ⚠️ {code_span(warning)}")
     if run.finished and run.ending and run.ending["code"] in SHOW_TAIL:
         block = output_tail_block(run)
+        if block:
+            lines += ["", block]
+    if run.state == RunState.RUNNING and not run.finished and run.agent.get("progress"):
+        lines += progress.progress_facts(run)  # no running clock: it would edit each time
+        block = progress.steps_block(run.agent["progress"].get("steps") or [])
         if block:
             lines += ["", block]
     return lines
@@ -726,6 +731,7 @@ def _ending_check_output(run: Run) -> dict:
     text = "\n\n".join(part for part in (
         "The agent's last lines of output (secrets redacted):\n\n" + fenced(tail)
         if tail else "The agent printed nothing.",
+        progress.steps_block(run.agent.get("steps") or []),
         agent_says(run.agent.get("summary"))) if part)
     see = "the pull request's Files changed tab and hangar's status comment"
     return {"title": f"{cause[:1].upper()}{cause[1:]}"[:200],

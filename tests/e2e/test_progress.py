@@ -1,0 +1,88 @@
+"""A running agent's progress, end to end: the `hangar / agent` check run and the status
+comment show its latest steps while it works, read from its output at most once an
+interval; the check run keeps them when the turn ends. Through fakehub over real HTTP,
+real git and a bubblewrap sandbox; the agent waits for the test's word, never a clock."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+
+from app.models import Job
+from app.web.keys import STORE
+from tests.e2e.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+INTERVAL_S = 4
+TOKEN = "progress-token-0123456789"
+# Fixes add() in steps, waits for the test's word (a file in its workspace), then prints a
+# burst of steps quicker than the interval, with the times it began and ended.
+STEPPING_AGENT = """\
+echo "reading calc.py"
+sed -i 's/return a - b/return a + b/' calc.py
+echo "edited calc.py"
+n=0
+until [ -e /workspace/.hangar/go ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 7; sleep 0.2; done
+echo "burst from $(date +%s.%N)"
+for i in $(seq 1 20); do echo "step $i"; sleep 0.3; done
+echo "burst to $(date +%s.%N)"
+git commit -qam "Fix add()"
+echo "committed"
+"""
+
+
+def agent_check(world) -> dict | None:
+    return world.checks(world.hub.ref_sha(world.repo, "main")).get("hangar / agent")
+
+
+def job_page(world, issue: int) -> str:
+    """hangar's page of the issue's job, as an operator's token reads it."""
+    job = next(j for j in world.hangar.app[STORE].all("job", Job) if j.thread.number == issue)
+    request = urllib.request.Request(f"{world.hangar.url}/jobs/{job.id}",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return answer.read().decode()
+
+
+def test_the_agents_latest_steps_show_while_it_works_and_stay_when_it_ends(world):
+    world.api_token = TOKEN
+    world.start_hangar(STEPPING_AGENT, settings={"status_edit_interval_seconds": INTERVAL_S})
+    issue, _ = world.ask("/hangar fix the failing test")
+    working = wait_until(lambda: (c := agent_check(world)) and "edited calc.py" in (
+        c["output"].get("text") or "") and c, 60, "the agent's steps in its check run")
+    assert working["status"] == "in_progress"
+    assert working["output"]["title"] == "The agent is working"
+    summary, text = working["output"]["summary"], working["output"]["text"]
+    assert "- turn 1, working since" in summary and "calc.py" not in summary  # facts only
+    assert "<summary>The agent's latest steps (unverified)</summary>" in text
+    assert "printed reading calc.py\nprinted edited calc.py\n" in text
+    status = wait_until(lambda: "printed edited calc.py" in world.status(issue)
+                        and world.status(issue), 60, "the steps in the status comment")
+    assert "**Now:** 🛠️ the agent is working in a sandbox" in status
+    assert "The agent's latest steps (unverified)" in status
+    page = job_page(world, issue)
+    assert "The agent&#x27;s latest steps (unverified" in page  # escaped as HTML
+    assert "printed edited calc.py" in page
+
+    # The agent prints twenty steps quicker than the interval: the check run is edited
+    # about once an interval, not once a step.
+    [log] = wait_until(lambda: list((world.tmp / "hangar").glob(
+        "**/workspace/.hangar/agent.log")), 30, "the agent's log")
+    check_id = working["id"]
+    world.hub.reset_api_calls()
+    (log.parent / "go").touch()
+    done = wait_until(lambda: (c := agent_check(world)) and c["status"] == "completed" and c,
+                      90, "the agent's check run completed")
+    edits = [call for call in world.hub.api_calls(world.app.id)
+             if call[:2] == ("PATCH", f"/repos/{world.repo}/check-runs/{check_id}")]
+    steps, tail = done["output"]["text"], done["output"]["text"]
+    assert "<summary>The agent's latest steps (unverified)</summary>" in steps
+    assert "printed step 20\nprinted burst to" in steps and "printed committed" in steps
+    assert "printed committed" in job_page(world, issue)
+    # The burst's times, from the agent's last lines of output (the text shows them too).
+    began = float(tail.split("burst from ")[1].split()[0])
+    ended = float(tail.split("burst to ")[1].split()[0])
+    # One edit an interval while it worked (and one on either side), and the completion.
+    assert 2 <= len(edits) <= (ended - began) / INTERVAL_S + 3, (edits, ended - began)
