@@ -52,7 +52,8 @@ def job(text: str) -> Job:
 def runs(text: str) -> list[Run]:
     """Runs whose every field from the agent or the repository holds text."""
     verification = Verification(command=text, head_sha="a" * 40, passed=None, error=text,
-                                fix="press **Verify again**", output_tail=text)
+                                fix="press **Verify again**", output_tail=text,
+                                steps=[{"code": "command", "seconds": 1.0, "exit_code": 1}])
     done = Run(
         id="run-1", job_id="job-1", attempt=1, branch="hangar/7-ab", base_branch="main",
         state=RunState.EXITED, stage=RunStage.DONE, exit_code=0, head_sha="b" * 40,

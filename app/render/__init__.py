@@ -44,6 +44,7 @@ from app.render.text import (  # noqa: F401 (callers know them as render.code_sp
     visible,
 )
 from app.render.usage import cost_text, pause_line, percent, reading_note, when, window_name
+from app.render.verify import step_lines as verify_steps
 
 
 def quote_prompt(prompt: str, limit: int = 300) -> str:
@@ -637,6 +638,8 @@ def verify_check_output(v: Verification) -> dict:
     blocked = blocked_line(v.egress_blocked, None)  # every one: the status comment points here
     if blocked:
         summary += f"\n- {blocked}"
+    if v.steps:
+        summary += "\n\n**Steps, in order:**\n" + "\n".join(verify_steps(v.steps, v.command))
     if v.fix:
         summary += f"\n\n**To fix:** {v.fix}"
     text = "Output (last lines, secrets redacted):\n\n" + fenced(v.output_tail or "(no output)")

@@ -1,6 +1,7 @@
 """A running agent's progress, end to end: the `hangar / agent` check run and the status
 comment show its latest steps while it works, read from its output at most once an
-interval; the check run keeps them when the turn ends. Through fakehub over real HTTP,
+interval; the check run keeps them when the turn ends; `hangar / verify` says how long
+each of its steps took. Through fakehub over real HTTP,
 real git and a bubblewrap sandbox; the agent waits for the test's word, never a clock."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 from app.models import Job
 from app.web.keys import STORE
-from tests.e2e.conftest import wait_until
+from tests.e2e.conftest import VERIFY, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +49,8 @@ def job_page(world, issue: int) -> str:
 
 def test_the_agents_latest_steps_show_while_it_works_and_stay_when_it_ends(world):
     world.api_token = TOKEN
-    world.start_hangar(STEPPING_AGENT, settings={"status_edit_interval_seconds": INTERVAL_S})
+    world.start_hangar(STEPPING_AGENT, settings={"status_edit_interval_seconds": INTERVAL_S},
+                       verify=f"sleep 1 && {VERIFY}")
     issue, _ = world.ask("/hangar fix the failing test")
     working = wait_until(lambda: (c := agent_check(world)) and "edited calc.py" in (
         c["output"].get("text") or "") and c, 60, "the agent's steps in its check run")
@@ -86,3 +88,16 @@ def test_the_agents_latest_steps_show_while_it_works_and_stay_when_it_ends(world
     ended = float(tail.split("burst to ")[1].split()[0])
     # One edit an interval while it worked (and one on either side), and the completion.
     assert 2 <= len(edits) <= (ended - began) / INTERVAL_S + 3, (edits, ended - began)
+
+    # Verification says each step it took and how long it took, as facts.
+    pr = wait_until(lambda: world.verified(issue), 120, "the verified PR")
+    verify = world.checks(pr["head"]["sha"])["hangar / verify"]
+    assert verify["conclusion"] == "success"
+    steps = verify["output"]["summary"].split("**Steps, in order:**\n")[1].splitlines()
+    assert [line.rpartition(": ")[0] for line in steps] == [
+        "- clean sandbox started, head checked out", f"- `sleep 1 && {VERIFY}` (attempt 1)"
+    ], steps
+    seconds = [float(line.rpartition(": ")[2].removesuffix("s")) for line in steps]
+    assert seconds[0] > 0 and seconds[1] >= 1.0  # the command sleeps a second
+    assert sum(seconds) <= float(verify["output"]["summary"].split("- duration: ")[1]
+                                 .split("s")[0]) + 0.2
