@@ -1,18 +1,23 @@
 """A running agent's progress, end to end: the `hangar / agent` check run and the status
 comment show its latest steps while it works, read from its output at most once an
 interval; the check run keeps them when the turn ends; `hangar / verify` says how long
-each of its steps took. Through fakehub over real HTTP,
+each of its steps took; `hangar env build-repo --wait` prints install's output as it
+comes. Through fakehub over real HTTP,
 real git and a bubblewrap sandbox; the agent waits for the test's word, never a clock."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 import urllib.request
 
 import pytest
 
 from app.models import Job
 from app.web.keys import STORE
-from tests.e2e.conftest import VERIFY, wait_until
+from tests.e2e.conftest import ROOT, VERIFY, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -101,3 +106,40 @@ def test_the_agents_latest_steps_show_while_it_works_and_stay_when_it_ends(world
     assert seconds[0] > 0 and seconds[1] >= 1.0  # the command sleeps a second
     assert sum(seconds) <= float(verify["output"]["summary"].split("- duration: ")[1]
                                  .split("s")[0]) + 0.2
+
+
+# Prints a line, waits for the test's word (a file beside its log), prints another.
+STEPPING_INSTALL = """\
+echo "fetching widgets-dep"
+n=0
+until [ -e /workspace/.hangar/go ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 7; sleep 0.2; done
+echo "widgets-dep installed"
+"""
+
+
+def test_build_repo_wait_prints_install_output_as_it_comes(world):
+    world.api_token = TOKEN
+    world.start_hangar(env={"install": STEPPING_INSTALL})
+    env = {**os.environ, "HANGAR_API_URL": world.hangar.url, "HANGAR_API_TOKEN": TOKEN,
+           "PYTHONPATH": str(ROOT)}
+    asked = subprocess.Popen([sys.executable, "-m", "app.cli", "env", "build-repo", world.repo,
+                              "--wait", "--timeout", "300"], env=env, cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(iter(asked.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+    try:
+        # The first line shows while install still waits: it came as it was written.
+        wait_until(lambda: "fetching widgets-dep\n" in printed, 60, "install's first line")
+        [log] = list((world.tmp / "hangar").glob("**/workspace/.hangar/install.log"))
+        assert "widgets-dep installed\n" not in printed
+        (log.parent / "go").touch()
+        assert asked.wait(timeout=180) == 0, asked.stderr.read()
+    finally:
+        if asked.poll() is None:
+            asked.kill()
+    reader.join(timeout=30)
+    assert printed[0].endswith("queued\n")
+    assert printed[1:3] == ["fetching widgets-dep\n", "widgets-dep installed\n"], printed
+    assert "succeeded" in printed[-1] and len(printed) == 4  # each line once
