@@ -182,6 +182,9 @@ class Verification(BaseModel):
     # verify.restore_paths, put back as the base has them before the command ran
     restored: list[str] = []
     restored_from: str | None = None  # the base's commit they came from
+    # Each step it took, in order, timed: {"code": app.runs.VerifyStep, "seconds": s,
+    # "exit_code": n or None, "skipped": bool}.
+    steps: list[dict] = Field(default_factory=list)
     at: float = Field(default_factory=now)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import json
 import re
+import shlex
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +92,26 @@ class AgentFacts(BaseModel):
     error_message: str | None = None
 
 
+class AgentStep(BaseModel):
+    """One thing the agent did, as its own event stream says: `verb` is hangar's word
+    ("ran", "edited", "read", ...), `subject` the agent's (a command, a path): data.
+    `exit_code` where the stream gives one; `failed` where it says the tool failed."""
+
+    verb: str
+    subject: str = ""
+    exit_code: int | None = None
+    failed: bool = False
+    running: bool = False
+
+
+STEP_SUBJECT_CHARS = 200
+
+
+def _step(verb: str, subject: Any, **facts: Any) -> AgentStep:
+    text = " ".join(subject.split()) if isinstance(subject, str) else ""
+    return AgentStep(verb=verb, subject=text[:STEP_SUBJECT_CHARS], **facts)
+
+
 class Harness(abc.ABC):
     name: str
 
@@ -114,6 +135,11 @@ class Harness(abc.ABC):
         """Files to copy into the sandbox before `start` (absolute paths)."""
         return {}
 
+    def steps(self, log_text: str) -> list[AgentStep]:
+        """The agent's steps so far, oldest first, from (the tail of) its log while it
+        runs. Never raises; a line it cannot read is skipped."""
+        return []
+
 
 class ScriptHarness(Harness):
     """Runs a shell script: tests, the demo, and teams that drive their own tools."""
@@ -133,6 +159,10 @@ class ScriptHarness(Harness):
 
     def files(self, model: ModelRoute | None = None) -> dict[str, bytes]:
         return {AGENT_SCRIPT_PATH: self.script.encode()}
+
+    def steps(self, log_text: str) -> list[AgentStep]:
+        # A script has no event stream: each line it printed is a step.
+        return [_step("printed", line) for line in log_text.splitlines() if line.strip()]
 
     def parse(self, log_text: str, *, at: float | None = None) -> AgentFacts:
         lines = log_text.rstrip("\n").splitlines()
@@ -260,6 +290,28 @@ class ClaudeHarness(Harness):
             return {}
         settings = {"env": {**self._model_env(model), **CLAUDE_QUIET_ENV}}
         return {CLAUDE_SETTINGS_PATH: json.dumps(settings, indent=1).encode()}
+
+    def steps(self, log_text: str) -> list[AgentStep]:
+        """`assistant` messages' `tool_use` blocks; the `user` message's `tool_result` with
+        `is_error` marks its step failed."""
+        steps: list[AgentStep] = []
+        by_id: dict[str, int] = {}
+        for event in _JsonLines(log_text, AgentFacts()).events():
+            message = event.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(content, list):
+                continue
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                if event.get("type") == "assistant" and block.get("type") == "tool_use":
+                    if isinstance(block.get("id"), str):
+                        by_id[block["id"]] = len(steps)
+                    steps.append(_claude_step(block.get("name"), block.get("input")))
+                elif (event.get("type") == "user" and block.get("type") == "tool_result"
+                      and block.get("is_error") is True and block.get("tool_use_id") in by_id):
+                    steps[by_id[block["tool_use_id"]]].failed = True
+        return steps
 
     def parse(self, log_text: str, *, at: float | None = None) -> AgentFacts:
         facts = AgentFacts()
@@ -397,6 +449,29 @@ class CodexHarness(Harness):
         lines = [f"{key} = {_toml(value)}" for key, value in self._provider(model).items()]
         return {f"{CODEX_HOME}/config.toml": ("\n".join(lines) + "\n").encode()}
 
+    def steps(self, log_text: str) -> list[AgentStep]:
+        """`command_execution` items (started: running; completed: with the exit code),
+        `file_change` items (one step a path), MCP tool calls and web searches."""
+        steps: list[AgentStep] = []
+        started: dict[str, int] = {}
+        for event in _JsonLines(log_text, AgentFacts()).events():
+            item = event.get("item")
+            if event.get("type") not in ("item.started", "item.completed") or not isinstance(
+                    item, dict):
+                continue
+            done = event["type"] == "item.completed"
+            found = _codex_steps(item, done)
+            key = item.get("id") if isinstance(item.get("id"), str) else None
+            if key in started:  # a started command ends: its step is replaced
+                index = started.pop(key)
+                if found:
+                    steps[index] = found[0]
+                continue
+            if key and not done and found:
+                started[key] = len(steps)
+            steps += found
+        return steps
+
     def parse(self, log_text: str, *, at: float | None = None) -> AgentFacts:
         facts = AgentFacts()
         reader = _JsonLines(log_text, facts)
@@ -471,6 +546,53 @@ class CodexHarness(Harness):
         if facts.failure == "rate_limit":
             facts.rate_limit = {"status": "rejected", "message": facts.error_message}
         return facts
+
+
+# Claude Code's tools, by the verb hangar says and the input field that names the subject.
+_CLAUDE_TOOLS = {
+    "Bash": ("ran", "command"), "Read": ("read", "file_path"), "Edit": ("edited", "file_path"),
+    "MultiEdit": ("edited", "file_path"), "Write": ("wrote", "file_path"),
+    "NotebookEdit": ("edited", "notebook_path"), "Grep": ("searched for", "pattern"),
+    "Glob": ("looked for", "pattern"), "WebFetch": ("fetched", "url"),
+    "WebSearch": ("searched the web for", "query"), "Task": ("started a subagent", "description"),
+}
+
+
+def _claude_step(name: Any, given: Any) -> AgentStep:
+    name = name if isinstance(name, str) else "a tool"
+    verb, field = _CLAUDE_TOOLS.get(name, ("used", ""))
+    given = given if isinstance(given, dict) else {}
+    return _step(verb, given.get(field) if field else name)
+
+
+def _codex_steps(item: dict, done: bool) -> list[AgentStep]:
+    kind = item.get("type")
+    if kind == "command_execution":
+        return [_step("ran", _unwrapped(item.get("command")), exit_code=_int(item.get("exit_code")),
+                      running=not done)]
+    if kind == "file_change" and done:
+        changes = item.get("changes")
+        verbs = {"add": "added", "delete": "deleted", "update": "edited"}
+        return [_step(verbs.get(str(c.get("kind")), "changed"), c.get("path"))
+                for c in (changes if isinstance(changes, list) else []) if isinstance(c, dict)]
+    if kind == "mcp_tool_call" and done:
+        return [_step("used", f"{item.get('server')}.{item.get('tool')}")]
+    if kind == "web_search" and done:
+        return [_step("searched the web for", item.get("query"))]
+    return []
+
+
+def _unwrapped(command: Any) -> Any:
+    """codex runs each command as `/bin/bash -lc '<command>'`: the command is the script."""
+    if not isinstance(command, str):
+        return command
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    if len(words) == 3 and words[0].endswith("sh") and words[1] in ("-lc", "-c"):
+        return words[2]
+    return command
 
 
 def _tokens(inputs: Any, outputs: Any) -> dict[str, int] | None:

@@ -52,7 +52,8 @@ def job(text: str) -> Job:
 def runs(text: str) -> list[Run]:
     """Runs whose every field from the agent or the repository holds text."""
     verification = Verification(command=text, head_sha="a" * 40, passed=None, error=text,
-                                fix="press **Verify again**", output_tail=text)
+                                fix="press **Verify again**", output_tail=text,
+                                steps=[{"code": "command", "seconds": 1.0, "exit_code": 1}])
     done = Run(
         id="run-1", job_id="job-1", attempt=1, branch="hangar/7-ab", base_branch="main",
         state=RunState.EXITED, stage=RunStage.DONE, exit_code=0, head_sha="b" * 40,
@@ -72,6 +73,16 @@ def runs(text: str) -> list[Run]:
     return [done, failed, held, later]
 
 
+def running(text: str) -> Run:
+    """An agent at work whose steps (its own account) hold text."""
+    steps = [{"verb": "ran", "subject": text, "exit_code": 1}, {"verb": "edited",
+                                                               "subject": text}]
+    return Run(id="run-5", job_id="job-1", attempt=1, branch="hangar/7-ab", base_branch="main",
+               state=RunState.RUNNING, started_at=1_800_000_000.0, start_sha="a" * 40,
+               agent={"progress": {"at": 1_800_000_060.0, "steps": steps, "steps_seen": 2,
+                                   "edited": [text]}})
+
+
 def renders(text: str) -> dict[str, str]:
     """Every render function, fed text wherever the agent or the repository speaks."""
     the_job, all_runs = job(text), runs(text)
@@ -89,6 +100,11 @@ def renders(text: str) -> dict[str, str]:
                                            "first_at": 1.0}], 2)]
     verify = render.verify_check_output(done.verification)
     agent = render.agent_check_output(done)
+    ended = render.agent_check_output(done.model_copy(update={
+        "ending": {"code": "changes"}, "agent": {**done.agent, "steps": [
+            {"verb": "ran", "subject": text}]}}))
+    working = running(text)
+    progress = render.progress.agent_check_progress(working, 1_800_000_090.0)
     return {
         "status, one attempt": render.status_comment(the_job, [done, all_runs[3]], notes=notes),
         "status, attempts": render.status_comment(the_job, all_runs, notes=notes),
@@ -97,6 +113,9 @@ def renders(text: str) -> dict[str, str]:
         "verify summary": verify["summary"], "verify text": verify["text"],
         "agent summary": agent["summary"], "agent text": agent["text"],
         "held summary": render.held_check_output(held)["summary"],
+        "status, running": render.status_comment(the_job, [working]),
+        "progress summary": progress["summary"], "progress text": progress["text"],
+        "ended text": ended["text"],
     }
 
 

@@ -328,8 +328,15 @@ def build_repo_command(args: argparse.Namespace, settings: Settings) -> int:
     if not args.wait:
         return 0
     deadline = time.monotonic() + args.timeout
+    shown = ""
     while time.monotonic() < deadline:
         _, row = call("GET", f"/api/envs/builds/{build_id}")
+        # install's output as it grows (its end once the build is over), each line once
+        tail = row.get("log_tail") or ""
+        fresh = new_output(shown, tail)
+        if fresh:
+            print(fresh, end="" if fresh.endswith("\n") else "\n", flush=True)
+            shown = tail
         if row.get("state") in (BuildState.succeeded, BuildState.failed):
             print(f"{args.repo}: {build_id} {row['state']}"
                   + (f": {row.get('error')}" if row.get("error") else ""))
@@ -337,6 +344,17 @@ def build_repo_command(args: argparse.Namespace, settings: Settings) -> int:
         time.sleep(1)
     print(f"hangar: {build_id} did not finish within {args.timeout:.0f} s", file=sys.stderr)
     return 1
+
+
+def new_output(shown: str, tail: str) -> str:
+    """What `tail` (the last bytes of install's output) holds after `shown`, the tail
+    printed before: the text past their longest overlap; all of it when none."""
+    if tail.startswith(shown):
+        return tail[len(shown):]
+    for start in range(1, len(shown)):  # the tail has moved on past shown's start
+        if tail.startswith(shown[start:]):
+            return tail[len(shown) - start:]
+    return tail
 
 
 def build_image_command(name: str, settings: Settings) -> int:

@@ -34,7 +34,7 @@ from sandbox.envbuild import (
     rebuild_reason,
     start_plan,
 )
-from sandbox.provider import HOME_DIR, REPO_DIR, WORKSPACE
+from sandbox.provider import HANGAR_DIR, HOME_DIR, REPO_DIR, WORKSPACE
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -333,9 +333,19 @@ async def run_build(engine: StepContext, row: EnvBuildRow) -> tuple[str, str, st
         timeout = engine.settings.env_build_timeout_minutes * 60
         # Package registries through the egress proxy; refusals are kept under the build.
         egress = egress_env(engine, row.id, sb, spec, step="install")
-        result = await provider.run(sb, ["sh", "-c", row.install or "true"], cwd=REPO_DIR,
-                                    env={**egress, **secrets}, timeout=timeout)
-        output = _redacted(result.output, secrets)
+        # install writes to a file hangar follows while it runs (the build's log_tail, which
+        # `hangar env build-repo --wait` prints as it grows); the file is its output after.
+        following = asyncio.ensure_future(_follow_install(engine, provider, sb, row, secrets))
+        try:
+            result = await provider.run(sb, ["sh", "-c", INSTALL_WRAPPER, "sh",
+                                             row.install or "true", INSTALL_LOG],
+                                        cwd=REPO_DIR, env={**egress, **secrets},
+                                        timeout=timeout)
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        output = _redacted(result.output if not result.timed_out
+                           else await _install_log(provider, sb), secrets)
         if result.timed_out:
             raise BuildFailed(f"install ran longer than the build timeout of {timeout:g} s "
                               "(HANGAR_ENV_BUILD_TIMEOUT_MINUTES)", output, commit)
@@ -356,6 +366,35 @@ async def run_build(engine: StepContext, row: EnvBuildRow) -> tuple[str, str, st
         engine.tokens.revoke(sb.id)
         end_egress(engine, sb, "install")
         await provider.destroy(sb)
+
+
+INSTALL_LOG = f"{HANGAR_DIR}/install.log"
+# $1: the install step, $2: its log. Its output goes to the log, then out as before; the
+# log goes away, so nothing in the sandbox keeps it.
+INSTALL_WRAPPER = ('mkdir -p "${2%/*}"; sh -c "$1" >"$2" 2>&1; rc=$?; cat "$2"; '
+                   'rm -f "$2"; exit $rc')
+
+
+async def _install_log(provider: Any, sb: Any) -> str:
+    """What install wrote so far (its output when it was stopped), or "" if unreadable."""
+    try:
+        data = await asyncio.wait_for(
+            provider.copy_out(sb, INSTALL_LOG, max_bytes=builds.LOG_TAIL_BYTES), 60)
+    except (TimeoutError, OSError, snapshots.SandboxError):
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+async def _follow_install(engine: StepContext, provider: Any, sb: Any, row: EnvBuildRow,
+                          secrets: dict[str, str]) -> None:
+    """While install runs: its output's tail, masked, kept on the build row as it grows."""
+    shown = ""
+    while True:
+        await asyncio.sleep(engine.settings.run_watch_interval_seconds)
+        tail = _redacted(await _install_log(provider, sb), secrets)
+        if tail and tail != shown:
+            shown = tail
+            builds.save(engine.store, changed(row, **{"log_tail": tail}))
 
 
 def _redacted(text: str, secrets: dict[str, str]) -> str:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, Verification
 from app.redact import redact
-from app.render import endings, fanout, pages
+from app.render import endings, fanout, pages, progress
 from app.render.landing import impostors_note, land_line, land_title  # noqa: F401
 from app.render.reasons import Sentences, Why, word
 from app.render.replies import fork_pr_reply, gate_words  # noqa: F401
@@ -44,6 +44,7 @@ from app.render.text import (  # noqa: F401 (callers know them as render.code_sp
     visible,
 )
 from app.render.usage import cost_text, pause_line, percent, reading_note, when, window_name
+from app.render.verify import step_lines as verify_steps
 
 
 def quote_prompt(prompt: str, limit: int = 300) -> str:
@@ -374,6 +375,11 @@ def _facts(run: Run) -> list[str]:
         block = output_tail_block(run)
         if block:
             lines += ["", block]
+    if run.state == RunState.RUNNING and not run.finished and run.agent.get("progress"):
+        lines += progress.progress_facts(run)  # no running clock: it would edit each time
+        block = progress.steps_block(run.agent["progress"].get("steps") or [])
+        if block:
+            lines += ["", block]
     return lines
 
 
@@ -632,6 +638,8 @@ def verify_check_output(v: Verification) -> dict:
     blocked = blocked_line(v.egress_blocked, None)  # every one: the status comment points here
     if blocked:
         summary += f"\n- {blocked}"
+    if v.steps:
+        summary += "\n\n**Steps, in order:**\n" + "\n".join(verify_steps(v.steps, v.command))
     if v.fix:
         summary += f"\n\n**To fix:** {v.fix}"
     text = "Output (last lines, secrets redacted):\n\n" + fenced(v.output_tail or "(no output)")
@@ -726,6 +734,7 @@ def _ending_check_output(run: Run) -> dict:
     text = "\n\n".join(part for part in (
         "The agent's last lines of output (secrets redacted):\n\n" + fenced(tail)
         if tail else "The agent printed nothing.",
+        progress.steps_block(run.agent.get("steps") or []),
         agent_says(run.agent.get("summary"))) if part)
     see = "the pull request's Files changed tab and hangar's status comment"
     return {"title": f"{cause[:1].upper()}{cause[1:]}"[:200],

@@ -64,6 +64,7 @@ RUN_FACTS = {
     "cost": "Cost",
     "prompt": "Prompt",
     "tail": "The agent's last lines of output (secrets redacted)",
+    "steps": "The agent's latest steps (unverified, from its event stream)",
     "says": "Agent says (unverified)",
 }
 NO_RUNS = "No run has started yet."

@@ -9,7 +9,7 @@ text): the status comment and the check run show `error` as data.
 from __future__ import annotations
 
 from app.render.reasons import Sentences, Why, word
-from app.render.text import short
+from app.render.text import code_span, short
 
 VERIFY_AGAIN = "**Verify again**"
 
@@ -47,6 +47,33 @@ def error(why: Why) -> str:
 
 def fix(why: Why) -> str | None:
     return word(FIXES, why) or None
+
+
+# Verification's timed steps, by `app.runs.VerifyStep` code.
+STEP_NAMES = {
+    "sandbox": "clean sandbox started, head checked out",
+    "install": "the environment's install step",
+    "restore": "verify.restore_paths put back from the base",
+    "command": "the verify command",
+}
+
+
+def step_lines(steps: list[dict], command: str) -> list[str]:
+    """One line a step, in order: what it was, how long it took, how it ended."""
+    lines, attempt = [], 0
+    for step in steps:
+        name = STEP_NAMES.get(step.get("code", ""), str(step.get("code")))
+        if step.get("code") == "command":
+            attempt += 1
+            name = f"{code_span(command)} (attempt {attempt})" if command else name
+        if step.get("skipped"):
+            lines.append(f"- {name}: skipped, the sandbox started from a current "
+                         "environment build")
+            continue
+        ended = ("" if step.get("exit_code") in (None, 0)
+                 else f", exit {step['exit_code']}")
+        lines.append(f"- {name}: {float(step.get('seconds') or 0):.1f}s{ended}")
+    return lines
 
 
 def verifying_output(command: str, head: str) -> dict:

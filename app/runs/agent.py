@@ -18,6 +18,7 @@ from app.render.reasons import Why
 from app.runs.costs import turn_usage
 from app.runs.ending import Ending, trouble_of
 from app.runs.instructions import instructions_prompt, read_instructions
+from app.runs.progress import last_steps, show_progress
 from app.runs.queue import (
     Wait,
     credential_key,
@@ -282,6 +283,9 @@ async def watch_agent(engine: StepContext, run: Run) -> None:
             state = watch.fail(now, f"hangar could not observe the agent: {exc or 'timed out'}")
     engine.patch_run(run.id, watch=watch.model_dump(mode="json"))
     if state is None:
+        # Still working: its latest steps, read at most once an interval (app.runs.progress).
+        await show_progress(engine, run, sb, AGENT_LOG, now,
+                            timeout=PROVIDER_CALL_TIMEOUT_S)
         engine.patch_run(run.id, retry_at=now + engine.settings.run_watch_interval_seconds)
         return
     if watch.needs_stop:
@@ -320,6 +324,7 @@ async def agent_stopped(
     record_stream_usage(engine, run, agent)
     before = previous_turn(engine, run)
     agent["output_tail"] = output_tail(log_text)
+    agent["steps"] = last_steps(harness, log_text)  # the agent's account: shown as data
     agent.update(turn_usage(agent, before.agent if before else None, usage))
     agent.update(model_facts(engine, run, agent))
     agent["usage_windows"] = usage_windows(engine, credential_key(run))

@@ -171,6 +171,34 @@ class VerifyTrouble(StrEnum):
     RESTORE_FAILED = "restore_failed"
 
 
+class VerifyStep(StrEnum):
+    """A timed step of verification (worded by render.verify)."""
+
+    SANDBOX = "sandbox"  # the sandbox started, the head checked out
+    INSTALL = "install"  # the environment's install step
+    RESTORE = "restore"  # verify.restore_paths put back as the base has them
+    COMMAND = "command"  # the verify command, once an attempt
+
+
+@dataclass
+class StepClock:
+    """Times verification's steps as they end, in order."""
+
+    steps: list[dict] = field(default_factory=list)
+    mark: float = field(default_factory=time.monotonic)
+
+    def start(self) -> None:
+        self.mark = time.monotonic()
+
+    def ended(self, code: VerifyStep, exit_code: int | None = None, *,
+              skipped: bool = False) -> list[dict]:
+        seconds = 0.0 if skipped else round(time.monotonic() - self.mark, 2)
+        self.steps.append({"code": code.value, "seconds": seconds, "exit_code": exit_code,
+                           "skipped": skipped})
+        self.mark = time.monotonic()
+        return self.steps
+
+
 def restore_script(paths: list[str], base_sha: str) -> str:
     """verify.restore_paths as the base has them: each path's content from the base's
     commit, and nothing the change added under it; a path the base lacks goes away."""
@@ -206,6 +234,7 @@ async def _verify(
     provider = engine.provider(spec.provider)
     started = time.time()
     command = spec.verify.command
+    clock = StepClock()
     try:
         sb = await prepare_sandbox(engine, run, job, spec, role="verify",
                                    checkout=["git", "checkout", "-q", "--detach", head_sha])
@@ -214,7 +243,8 @@ async def _verify(
                     extra={"run": run.id})
         engine.note(job.id, f"{run.id}: could not prepare the verify sandbox: {exc!r}")
         return Verification(command=command, head_sha=head_sha, passed=None,
-                            **trouble(Why(VerifyTrouble.SANDBOX_FAILED)))
+                            **trouble(Why(VerifyTrouble.SANDBOX_FAILED)),
+                            steps=clock.ended(VerifyStep.SANDBOX))
     try:
         # The verify command runs the agent's code: it gets no git credential at all, and
         # the web only through the egress proxy, as the agent did.
@@ -222,36 +252,42 @@ async def _verify(
         await provider.run(sb, ["rm", "-f", f"{HOME}/.git-credentials", f"{HOME}/.gitconfig"],
                            offline=True)
         egress = egress_env(engine, verify_key(run.id), sb, spec, step="verify")
-        if spec.install and sb.labels.get("hangar.env_current") != "yes":
+        clock.ended(VerifyStep.SANDBOX)
+        if spec.install and sb.labels.get("hangar.env_current") == "yes":
+            clock.ended(VerifyStep.INSTALL, skipped=True)  # the build holds it already
+        elif spec.install:
             setup = await provider.run(sb, ["sh", "-c", spec.install], cwd=REPO, env=egress,
                                        timeout=spec.verify.timeout_minutes * 60)
+            clock.ended(VerifyStep.INSTALL, setup.exit_code)
             if setup.exit_code != 0:
                 return Verification(
                     command=command, head_sha=head_sha, passed=None, attempts=0,
                     exit_code=setup.exit_code, output_tail=redact(tail(setup.output)),
                     **trouble(Why(VerifyTrouble.INSTALL_FAILED)),
-                    duration_s=time.time() - started)
+                    duration_s=time.time() - started, steps=clock.steps)
         restored, base_sha = [], (run.compare or {}).get("base_sha") or run.base_sha
         if spec.verify.restore_paths:
             if not base_sha:
                 return Verification(command=command, head_sha=head_sha, passed=None,
                                     **trouble(Why(VerifyTrouble.RESTORE_FAILED)),
-                                    duration_s=time.time() - started)
+                                    duration_s=time.time() - started, steps=clock.steps)
             put_back = await provider.run(
                 sb, ["sh", "-c", restore_script(spec.verify.restore_paths, base_sha)],
                 cwd=REPO, timeout=120)
+            clock.ended(VerifyStep.RESTORE, put_back.exit_code)
             if put_back.exit_code != 0:
                 return Verification(
                     command=command, head_sha=head_sha, passed=None, attempts=0,
                     exit_code=put_back.exit_code, output_tail=redact(tail(put_back.output)),
                     **trouble(Why(VerifyTrouble.RESTORE_FAILED)),
-                    duration_s=time.time() - started)
+                    duration_s=time.time() - started, steps=clock.steps)
             restored = list(spec.verify.restore_paths)
         attempts, outputs, result = 0, [], None
         for _ in range(1 + spec.verify.retries):
             attempts += 1
             result = await provider.run(sb, ["sh", "-c", command], cwd=REPO, env=egress,
                                         timeout=spec.verify.timeout_minutes * 60)
+            clock.ended(VerifyStep.COMMAND, result.exit_code)
             outputs.append(result.output)
             if result.exit_code == 0:
                 break
@@ -264,6 +300,7 @@ async def _verify(
             attempts=attempts, flaky=passed and attempts > 1, error=error,
             output_tail=redact(tail(outputs[-1])), duration_s=time.time() - started,
             restored=restored, restored_from=base_sha if restored else None,
+            steps=clock.steps,
         )
     finally:
         end_egress(engine, sb, "verify")

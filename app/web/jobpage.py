@@ -19,6 +19,7 @@ from app.landing import LandRequest, land_id
 from app.models import Job, Run
 from app.redact import redact
 from app.render import pages as words
+from app.render.progress import STEPS_SHOWN, step_line
 from app.web import signin
 from app.web.keys import ENGINE, SETTINGS
 from app.web.pages import escape, link, page, table
@@ -125,6 +126,10 @@ def _run(job: Job, run: Run, repo_url: str) -> str:
         rows.append((words.RUN_FACTS["prompt"], _pre(run.prompt)))
     if agent.get("output_tail"):  # redacted when the run kept it (app/runs/agent.py)
         rows.append((words.RUN_FACTS["tail"], _pre(str(agent["output_tail"])[-TAIL_CHARS:])))
+    steps = agent.get("steps") or (agent.get("progress") or {}).get("steps") or []
+    if steps:  # redacted when the run kept them (app/runs/progress.py)
+        rows.append((words.RUN_FACTS["steps"], _pre("\n".join(
+            step_line(s) for s in steps[-STEPS_SHOWN:]))))
     if agent.get("summary"):
         rows.append((words.RUN_FACTS["says"], _pre(str(agent["summary"])[-TAIL_CHARS:])))
     return f"<div class=run id=run-{escape(run.id)}>{_facts(rows)}</div>"

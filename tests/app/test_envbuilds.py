@@ -109,3 +109,14 @@ def test_the_env_commands_on_the_store(tmp_path, monkeypatch, capsys):
     assert main(["env", "unpin", "acme/app"]) == 0
     assert main(["env", "build-show", "bld-missing"]) == 1
     assert "no environment build 'bld-missing'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("shown", "tail", "fresh"), [
+    ("", "a\nb\n", "a\nb\n"),  # nothing printed yet
+    ("a\n", "a\nb\n", "b\n"),  # it grew
+    ("a\nb\n", "a\nb\n", ""),  # nothing new
+    ("a\nb\nc\n", "b\nc\nd\n", "d\n"),  # the tail moved on: past the overlap only
+    ("x\n", "y\n", "y\n"),  # moved past all of it
+])
+def test_build_repo_wait_prints_what_the_tail_holds_after_what_it_printed(shown, tail, fresh):
+    assert envbuilds.new_output(shown, tail) == fresh

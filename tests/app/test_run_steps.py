@@ -254,24 +254,29 @@ class Verify:
     flaky: bool = False
     says: str = ""  # a fragment of the verification's error
     runs_verify: int = 1  # times the verify command ran
+    # the timed steps it says it took, (code, exit code), in order
+    steps: list[tuple[str, int | None]] = field(default_factory=lambda: [
+        ("sandbox", None), ("command", 0)])
 
 
 VERIFY_CASES = [
     Verify("the verify command passes: success"),
     Verify("it fails twice (one retry): failure", answers={VERIFY: [1]}, conclusion="failure",
-           passed=False, runs_verify=2),
+           passed=False, runs_verify=2,
+           steps=[("sandbox", None), ("command", 1), ("command", 1)]),
     Verify("it fails, then passes on the retry: success, and flaky",
-           answers={VERIFY: [1, 0]}, flaky=True, runs_verify=2),
+           answers={VERIFY: [1, 0]}, flaky=True, runs_verify=2,
+           steps=[("sandbox", None), ("command", 1), ("command", 0)]),
     Verify("no verify command: no pass, a person must act", spec={},
            conclusion="action_required", passed=None, says="has no verify command",
-           runs_verify=0),
+           runs_verify=0, steps=[]),
     Verify("the install step fails: no pass", answers={"make deps": [2]},
            spec={"install": "make deps", "verify": {"command": VERIFY}},
            conclusion="action_required", passed=None, says="the install step failed",
-           runs_verify=0),
+           runs_verify=0, steps=[("sandbox", None), ("install", 2)]),
     Verify("the sandbox cannot be made: no pass", broken=True,
            conclusion="action_required", passed=None, says="could not prepare the sandbox",
-           runs_verify=0),
+           runs_verify=0, steps=[("sandbox", None)]),
 ]
 
 
@@ -298,6 +303,8 @@ async def test_verify(step_engine, tmp_path, case: Verify):
     assert (v.passed, v.flaky, v.head_sha) == (case.passed, case.flaky, HEAD)
     assert case.says in (v.error or ""), v.error
     assert provider.commands.count(VERIFY) == case.runs_verify
+    assert [(step["code"], step["exit_code"]) for step in v.steps] == case.steps
+    assert all(step["seconds"] >= 0 for step in v.steps)
     assert sorted(provider.destroyed) == sorted(provider.created)  # nothing left behind
     check = checks_named(gh, "hangar / verify")
     assert [(c["head_sha"], c["status"], c.get("conclusion")) for c in check] == [

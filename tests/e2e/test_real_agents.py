@@ -101,6 +101,10 @@ def test_two_turns_land_with_the_real_cli_through_the_gateway(world, model, cli,
     head = pr["head"]["sha"]
     assert world.checks(head)["hangar / verify"]["conclusion"] == "success"
     assert world.checks(head)["hangar / agent"]["conclusion"] == "success"
+    # The CLI's own event stream gave the turn's steps; the check run keeps the last ones.
+    steps = world.checks(head)["hangar / agent"]["output"]["text"]
+    assert "<summary>The agent's latest steps (unverified)</summary>" in steps
+    assert "ran python3 -m unittest -q" in steps, steps
     world.hub.comment(world.repo, pr["number"], "/hangar document add()",
                       as_user=world.maintainer)
     pr2 = wait_showing_status(world, issue, lambda: second_head(world, pr, head),
