@@ -72,12 +72,13 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
     body = render.pr_body(job, run)
     if not (pr and pr.get("body") == body):
         pr = await ops.update_pr(run.pr_number, body=body) if run.pr_number else None
-    if pr is not None and verification.passed:
-        pr = await ready_for_review(engine, ops, job, pr)
     await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
                        conclusion=verify_conclusion(verification),
                        output=render.verify_check_output(verification),
                        actions=verify_actions(verification))
+    # Marked ready only now: the reviewers GitHub then tells find the verification there.
+    if pr is not None and verification.passed:
+        pr = await ready_for_review(engine, ops, job, pr)
     # GitHub's answer to the body edit is the PR as the turn ends: auto-fix starts there.
     engine.patch_run(run.id, stage=RunStage.DONE, outcome=RunOutcome.PR,
                      pr_seen=ghops.pr_facts(pr) if pr else None)
