@@ -27,7 +27,7 @@ def test_each_command_is_in_the_help():
 
 def _recorded_commands() -> set[str]:
     """The command names hangar's own code records intents with: `Intent(command=…)`
-    and the API's `_ask(call, job, "…")`."""
+    and the API's `record_ask(call, job, "…")`."""
     found = set()
     for path in APP.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -40,8 +40,9 @@ def _recorded_commands() -> set[str]:
                 if kw.arg == "command" and isinstance(kw.value, ast.IfExp):
                     found |= {v.value for v in (kw.value.body, kw.value.orelse)
                               if isinstance(v, ast.Constant)}
-            if name == "_ask" and len(node.args) >= 3 and isinstance(node.args[2], ast.Constant):
-                found.add(node.args[2].value)
+            asked = node.args[2] if name == "record_ask" and len(node.args) >= 3 else None
+            if isinstance(asked, ast.Constant):
+                found.add(asked.value)
     return found
 
 
