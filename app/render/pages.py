@@ -41,6 +41,7 @@ JOB_SECTIONS = {
     "facts": "The job",
     "runs": "Runs",
     "verification": "Verification",
+    "ranking": "Ranking of the attempts",
     "land": "Landing",
     "timeline": "Timeline",
 }
@@ -71,6 +72,8 @@ NO_RUNS = "No run has started yet."
 NO_TIMELINE = "Nothing has happened yet."
 NO_LAND = "No land request: hangar lands a PR once a person with write access approves it."
 NO_VERIFICATION = "Verification has not run yet."
+NO_RANKING = "The attempts are ranked once every one of them has ended."
+RANKING_COLUMNS = ["place", "attempt", "PR", "eligible", "why"]
 PICKED = "picked"
 DISCARDED = "not picked"
 LAND_AWAITS = {

@@ -3,8 +3,9 @@ and for operators (a token with `read`); for anyone else the job does not exist 
 that a private repository's work is not confirmed).
 
 The timeline, each run (prompt, turn, harness, how it ended, the agent's redacted output
-tail, model usage and cost), verification, the land request and what it waits for, and
-links to the issue, the PR and the check runs. Server-rendered, every value escaped;
+tail, model usage and cost), verification with the time of each step, a fan-out's ranking
+(or what it still waits for), the land request and what it waits for, and links to the
+issue, the PR and the check runs. Server-rendered, every value escaped;
 the words are app/render's.
 """
 
@@ -18,6 +19,7 @@ from app import render
 from app.landing import LandRequest, land_id
 from app.models import Job, Run
 from app.redact import redact
+from app.render import fanout
 from app.render import pages as words
 from app.render.progress import STEPS_SHOWN, step_line
 from app.web import signin
@@ -76,10 +78,15 @@ def render_job(job: Job, runs: list[Run], lands: list[LandRequest],
                  "</h2>" + ("".join(
                      f"<h3>{escape(f'{r.attempt}.{r.turn}')}</h3>"
                      f"<p>{escape(render.verification_line(r.verification))}</p>"
+                     + (_pre("\n".join(render.verify_steps(r.verification.steps,
+                                                           r.verification.command)))
+                        if r.verification and r.verification.steps else "")
                      + (_pre(r.verification.output_tail[-TAIL_CHARS:])
                         if r.verification and r.verification.output_tail else "")
                      for r in verified)
                      or f"<p class=muted>{escape(words.NO_VERIFICATION)}</p>") + "</section>")
+    if job.attempts > 1:
+        parts.append(_ranking(job))
     parts.append(f"<section id=land><h2>{escape(words.JOB_SECTIONS['land'])}</h2>" + ("".join(
         _facts([(words.RUN_FACTS["pr"], link(f"{repo_url}/pull/{land.pr_number}",
                                              f"#{land.pr_number}")),
@@ -94,6 +101,22 @@ def render_job(job: Job, runs: list[Run], lands: list[LandRequest],
                     if notes else f"<p class=muted>{escape(words.NO_TIMELINE)}</p>")
                  + "</section>")
     return "".join(parts)
+
+
+def _ranking(job: Job) -> str:
+    """A fan-out's ranking as the status comment has it, or what it still waits for."""
+    said = [line for line in (fanout.grading_line(job), fanout.unfinished_line(job)) if line]
+    rows = [[escape(str(entry["place"])),
+             escape(str(entry["attempt"])
+                    + (f" ({words.PICKED})" if job.winner == entry["attempt"] else "")),
+             escape(f"#{entry['pr']}" if entry.get("pr") else "—"),
+             escape(render.eligible_cell(entry)), escape(render.ranking_why(entry))]
+            for entry in job.ranking]
+    return (f"<section id=ranking><h2>{escape(words.JOB_SECTIONS['ranking'])}</h2>"
+            + "".join(f"<p>{escape(line.replace('**', ''))}</p>" for line in said)
+            + (table(words.RANKING_COLUMNS, rows) if rows
+               else "" if said else f"<p class=muted>{escape(words.NO_RANKING)}</p>")
+            + "</section>")
 
 
 def _run(job: Job, run: Run, repo_url: str) -> str:
