@@ -87,6 +87,10 @@ class FanoutPolicy(_Strict):
     autofix: Literal["picked", "ranked_first"] = "picked"
     # Rank the eligible attempts by a weighted score instead of the fixed order.
     weights: RankWeights | None = None
+    # Once every attempt has ended, wait at most this long for the repository's own CI on
+    # their heads before ranking (the seed's ci_wait_minutes); 0 ranks at once. The
+    # operator's HANGAR_GRADING_WAIT_SECONDS bounds it: a repository may only shorten it.
+    ci_wait_minutes: int | None = Field(None, ge=0, le=1440)
 
 
 class ReviewPolicy(_Strict):

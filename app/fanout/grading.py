@@ -37,12 +37,12 @@ def get_row(engine: StepContext, job_id: str) -> Grading | None:
 
 
 def start(engine: StepContext, job_id: str, repo: str, heads: dict[int, str],
-          waiting: dict[int, str]) -> Grading:
-    """Wait for CI on `waiting` (of `heads`): the job says so, the row waits."""
+          waiting: dict[int, str], wait: float) -> Grading:
+    """Wait for CI on `waiting` (of `heads`) at most `wait` seconds: the job says so, the
+    row waits."""
     now = time.time()
-    row = Grading(id=job_id, repo=repo, heads=heads, since=now,
-                  until=now + engine.settings.grading_wait_seconds,
-                  due_at=now + engine.settings.grading_wait_seconds)
+    row = Grading(id=job_id, repo=repo, heads=heads, since=now, until=now + wait,
+                  due_at=now + wait)
     engine.patch_job(job_id, grading={"until": row.until, "waiting": by_name(waiting)})
     engine.store.put(TABLE, job_id, row, active=True)
     return row

@@ -12,7 +12,7 @@ from app.fanout import grading
 from app.fanout.ranking import ci_verdict, rank
 from app.github.ops import read_ci
 from app.models import Job, Run
-from app.repoconfig import CONFIG_PATH, parse_repo_config
+from app.repoconfig import FanoutPolicy, parse_repo_config
 from app.runs import refresh_status
 
 if TYPE_CHECKING:
@@ -28,11 +28,13 @@ async def rank_attempts(engine: StepContext, job: Job) -> None:
     latest = render.latest_turns(engine.runs_of(job.id))
     ci = await ci_of(engine, latest)
     waiting = running_ci(latest, ci)
-    if waiting and engine.settings.grading_wait_seconds > 0:
-        grading.start(engine, job.id, job.thread.repo, heads_of(latest), waiting)
+    policy = await policy_of(engine, job)
+    wait = grading_wait(engine, policy)
+    if waiting and wait > 0:
+        grading.start(engine, job.id, job.thread.repo, heads_of(latest), waiting, wait)
         return
     engine.patch_job(job.id, ranking=entries(latest, ci, unfinished=waiting,
-                                             weights=await weights_of(engine, job)),
+                                             weights=weights(policy)),
                      grading=said_unfinished(waiting, 0.0))
 
 
@@ -55,19 +57,31 @@ async def advance_grading(engine: StepContext, job_id: str) -> None:
         await refresh_status(engine, job_id)
         return
     engine.patch_job(job_id, ranking=entries(latest, ci, unfinished=waiting,
-                                             weights=await weights_of(engine, job)),
+                                             weights=weights(await policy_of(engine, job))),
                      grading=said_unfinished(waiting, now - row.since))
     grading.finish(engine, row)
     await refresh_status(engine, job_id)
 
 
-async def weights_of(engine: StepContext, job: Job) -> dict[str, float] | None:
-    """The repository's `fanout.weights` on the job's base, or None for the fixed order
-    (a malformed file's defaults stand: the fixed order)."""
+async def policy_of(engine: StepContext, job: Job) -> FanoutPolicy:
+    """The repository's `fanout:` on the job's base (a malformed file's defaults stand)."""
     ops = await engine.repo_ops(job.thread)
-    config, _ = parse_repo_config(await ops.get_text(CONFIG_PATH, ref=job.base_branch))
-    weights = config.fanout.weights
-    return None if weights is None else weights.model_dump()
+    config, _ = parse_repo_config(await engine.config_text(ops, job.base_branch))
+    return config.fanout
+
+
+def weights(policy: FanoutPolicy) -> dict[str, float] | None:
+    """`fanout.weights`, or None for the fixed order."""
+    return None if policy.weights is None else policy.weights.model_dump()
+
+
+def grading_wait(engine: StepContext, policy: FanoutPolicy) -> float:
+    """How long the ranking may wait for CI: the repository's `fanout.ci_wait_minutes`,
+    never past the operator's HANGAR_GRADING_WAIT_SECONDS."""
+    bound = engine.settings.grading_wait_seconds
+    if policy.ci_wait_minutes is None:
+        return bound
+    return min(bound, policy.ci_wait_minutes * 60.0)
 
 
 def heads_of(runs: list[Run]) -> dict[int, str]:
@@ -96,8 +110,13 @@ async def ci_of(engine: StepContext, runs: list[Run]) -> dict[int, str]:
 
 async def ranking_of(engine: StepContext, runs: list[Run]) -> list[dict[str, Any]]:
     """The runs ranked best first, each `attempt` a distinct number (the attempt of a
-    `try N`, or the place in the list given), with CI on each PR's head from GitHub."""
-    return entries(runs, await ci_of(engine, runs))
+    `try N`, or the place in the list given), with CI on each PR's head from GitHub; by
+    the repository's `fanout.weights` when every run is of one repository and base."""
+    jobs = {job.id: job for run in runs if (job := engine.get_job(run.job_id)) is not None}
+    places = {(job.thread.repo, job.base_branch) for job in jobs.values()}
+    policy = (await policy_of(engine, next(iter(jobs.values())))
+              if len(places) == 1 else FanoutPolicy())
+    return entries(runs, await ci_of(engine, runs), weights=weights(policy))
 
 
 def entries(runs: list[Run], ci: dict[int, str], *, unfinished: dict[int, str] | None = None,

@@ -131,3 +131,50 @@ async def test_an_event_while_a_look_reads_ci_is_not_lost(step_engine):
     fresh = grading.get_row(engine, job.id)
     grading.wait_again(engine, fresh, {1: HEAD, 2: HEAD})
     assert grading.get_row(engine, job.id).due_at == fresh.until
+
+
+async def test_a_repository_shortens_the_wait_and_never_lengthens_it(step_engine):
+    # fanout.ci_wait_minutes: 5 under the operator's 30 minutes waits 5 minutes
+    gh = RecordingGitHub(check_runs=[check("ci / test", None)],
+                         contents={".github/hangar.yml": "fanout: {ci_wait_minutes: 5}\n"})
+    engine = step_engine(gh, grading_wait_seconds=1800)
+    job = fan_out(engine)
+    await fanout.rank_attempts(engine, job)
+    row = grading.get_row(engine, job.id)
+    assert 290 <= row.until - row.since <= 300
+
+    # 120 minutes asked under the operator's 10: the operator's bound stands
+    gh = RecordingGitHub(check_runs=[check("ci / test", None)],
+                         contents={".github/hangar.yml": "fanout: {ci_wait_minutes: 120}\n"})
+    engine = step_engine(gh, grading_wait_seconds=600)
+    job = fan_out(engine)
+    await fanout.rank_attempts(engine, job)
+    row = grading.get_row(engine, job.id)
+    assert row.until - row.since == 600
+
+
+async def test_a_repository_that_asks_for_no_wait_is_ranked_at_once(step_engine):
+    gh = RecordingGitHub(check_runs=[check("ci / test", None)],
+                         contents={".github/hangar.yml": "fanout: {ci_wait_minutes: 0}\n"})
+    engine = step_engine(gh, grading_wait_seconds=1800)
+    job = fan_out(engine)
+    await fanout.rank_attempts(engine, job)
+    ranked = engine.get_job(job.id)
+    assert len(ranked.ranking) == 2 and grading.get_row(engine, job.id) is None
+    assert ranked.grading["unfinished"] == {"1": HEAD, "2": HEAD}
+
+
+async def test_runs_ranked_by_hand_in_one_repository_use_its_weights(step_engine):
+    # attempt 2 changed more lines; weights that prefer more lines put it first
+    gh = RecordingGitHub(check_runs=[check("ci / test", "success")], contents={
+        ".github/hangar.yml": "fanout: {weights: {diff_lines: 1}}\n"})
+    engine = step_engine(gh)
+    runs = engine.runs_of(fan_out(engine).id)
+    ranked = await fanout.ranking_of(engine, runs)
+    assert [e["attempt"] for e in ranked] == [2, 1]
+    assert [e["score"] for e in ranked] == [2.0, 1.0]
+
+    # without weights: the fixed order (the smaller diff first), and no score
+    engine = step_engine(RecordingGitHub(check_runs=[check("ci / test", "success")]))
+    ranked = await fanout.ranking_of(engine, engine.runs_of(fan_out(engine).id))
+    assert [e["attempt"] for e in ranked] == [1, 2] and "score" not in ranked[0]
