@@ -64,6 +64,8 @@ RUN_FACTS = {
     "usage": "Model usage",
     "cost": "Cost",
     "prompt": "Prompt",
+    "told_environment": "Instructions from hangar's operator (in the prompt)",
+    "told_repository": "Instructions from the repository's .github/hangar.yml (in the prompt)",
     "tail": "The agent's last lines of output (secrets redacted)",
     "steps": "The agent's latest steps (unverified, from its event stream)",
     "says": "Agent says (unverified)",

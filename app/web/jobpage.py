@@ -2,11 +2,11 @@
 and for operators (a token with `read`); for anyone else the job does not exist (404, so
 that a private repository's work is not confirmed).
 
-The timeline, each run (prompt, turn, harness, how it ended, the agent's redacted output
-tail, model usage and cost), verification with the time of each step, a fan-out's ranking
-(or what it still waits for), the land request and what it waits for, and links to the
-issue, the PR and the check runs. Server-rendered, every value escaped;
-the words are app/render's.
+The timeline, each run (prompt and the instructions it carried, turn, harness, how it
+ended, the agent's redacted output tail, model usage and cost), verification with the
+time of each step, a fan-out's ranking (or what it still waits for), the land request and
+what it waits for, and links to the issue, the PR and the check runs. Server-rendered,
+every value escaped; the words are app/render's.
 """
 
 from __future__ import annotations
@@ -147,6 +147,9 @@ def _run(job: Job, run: Run, repo_url: str) -> str:
         rows.append((words.RUN_FACTS["cost"], escape(render.turn_cost(run) or "")))
     if run.prompt:
         rows.append((words.RUN_FACTS["prompt"], _pre(run.prompt)))
+    for source in ("environment", "repository"):  # what the agent was told besides
+        if run.instructions.get(source):
+            rows.append((words.RUN_FACTS[f"told_{source}"], _pre(run.instructions[source])))
     if agent.get("output_tail"):  # redacted when the run kept it (app/runs/agent.py)
         rows.append((words.RUN_FACTS["tail"], _pre(str(agent["output_tail"])[-TAIL_CHARS:])))
     steps = agent.get("steps") or (agent.get("progress") or {}).get("steps") or []

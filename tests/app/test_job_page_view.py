@@ -59,3 +59,15 @@ def test_a_ranked_fan_out_shows_its_table_and_the_picked_attempt():
 def test_a_fan_out_not_yet_ranked_says_when_it_will_be_and_a_single_job_has_no_section():
     assert "ranked once every one of them has ended" in page(job(attempts=3), [run(1)])
     assert "id=ranking" not in page(job(), [run(1)])
+
+
+def test_the_instructions_a_prompt_carried_are_shown_never_hidden():
+    told = run(1, prompt="fix the flaky test", instructions={
+        "environment": "Run `make lint` before you finish.",
+        "repository": "Never touch <migrations/>."})
+    body = page(job(), [told])
+    assert "Instructions from hangar&#x27;s operator" in body
+    assert "Run `make lint` before you finish." in body
+    assert "Instructions from the repository&#x27;s .github/hangar.yml" in body
+    assert "Never touch &lt;migrations/&gt;." in body  # escaped, as every value
+    assert "Instructions from" not in page(job(), [run(1, prompt="fix")])
