@@ -6,7 +6,10 @@ Each notifier is the operator's (settings `notifiers`, per installation or repos
 A notification is a row per notifier and dedupe key, so the same fact is sent once however
 often it is seen; the row's step POSTs it, signed with `X-Hangar-Signature: sha256=<HMAC>`
 over the body, and records every attempt; a failure is tried again with backoff at most
-NOTIFY_RETRIES times. Emitting only writes rows: a notifier that fails or hangs never holds
+NOTIFY_RETRIES times. Each notifier is a channel with its own rate limit (settings
+`notify_rate_limit` per `notify_rate_window_seconds`, or the notifier's `rate_limit`): a
+delivery over it waits on its row's `next_at` for the window to free a place, and is never
+dropped. Emitting only writes rows: a notifier that fails or hangs never holds
 up a run, a land or a build. Messages are built from hangar's facts only (render.notify):
 no agent text, no link the agent chose.
 """
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from app.engine import StepContext
 
 TABLE = "notification"
+CHANNEL = "notify_channel"  # a row per notifier: when it last sent, for its rate limit
 NOTIFY_RETRIES = 5  # after the first attempt
 TIMEOUT_S = 10.0
 BACKOFF_MAX_S = 3600.0
@@ -56,6 +60,13 @@ class NotificationDelivery(BaseModel):
     state: str = "pending"  # pending | delivered | failed
     attempts: list[dict[str, Any]] = []  # {at, status, error}
     next_at: float = 0.0
+
+
+class NotifyChannel(BaseModel):
+    """One notifier's recent sends: the times of those inside its rate window."""
+
+    id: str
+    sent: list[float] = []
 
 
 def delivery_id(notifier: str, dedupe_key: str) -> str:
@@ -108,6 +119,11 @@ async def advance_delivery(engine: StepContext, row_id: str) -> None:
     if notifier is None:  # the operator removed it
         engine.store.put(TABLE, row_id, row.model_copy(update={"state": "failed"}), active=False)
         return
+    wait = take_send_slot(engine, notifier)
+    if wait > 0:  # over the channel's rate limit: it waits its turn, never dropped
+        engine.store.put(TABLE, row_id, row.model_copy(update={"next_at": time.time() + wait}),
+                         active=True)
+        return
     body = words.body(notifier.format, row.id, row.notification)
     status, error = await post(engine, notifier, row, body)
     attempts = [*row.attempts, {"at": time.time(), "status": status, "error": error}]
@@ -120,6 +136,29 @@ async def advance_delivery(engine: StepContext, row_id: str) -> None:
                                                         len(attempts))}
     fresh = row.model_copy(update={**update, "attempts": attempts})
     engine.store.put(TABLE, row_id, fresh, active=fresh.state == "pending")
+
+
+def take_send_slot(engine: StepContext, notifier: NotifierSettings) -> float:
+    """Take a place in the notifier's rate window and return 0, or return how many seconds
+    until one frees (nothing taken). One transaction: replicas share the window."""
+    limit = notifier.rate_limit or engine.settings.notify_rate_limit
+    window = engine.settings.notify_rate_window_seconds
+    if engine.store.get(CHANNEL, notifier.name, NotifyChannel) is None:
+        engine.store.put(CHANNEL, notifier.name, NotifyChannel(id=notifier.name), active=False)
+    wait = 0.0
+
+    def take(channel: NotifyChannel) -> NotifyChannel:
+        nonlocal wait
+        at = time.time()
+        recent = sorted(t for t in channel.sent if t > at - window)
+        if len(recent) >= limit:
+            wait = max(recent[-limit] + window - at, 0.01)
+            return channel.model_copy(update={"sent": recent})
+        return channel.model_copy(update={"sent": [*recent, at]})
+
+    engine.store.update(CHANNEL, notifier.name, NotifyChannel, take,
+                        placed=lambda _: (False, None))
+    return wait
 
 
 async def post(engine: StepContext, notifier: NotifierSettings, row: NotificationDelivery,

@@ -42,6 +42,7 @@ class NotifierSettings(BaseModel):
     events: list[NotificationKind] = list(NOTIFICATION_KINDS)  # type: ignore[arg-type]
     installations: list[int] = []
     repositories: list[str] = []  # owner/name
+    rate_limit: int | None = Field(None, ge=1)  # sends per window; None: notify_rate_limit
 
 
 class Settings(BaseSettings):
@@ -148,6 +149,9 @@ class Settings(BaseSettings):
     # after this many seconds, doubling, at most NOTIFY_RETRIES times.
     notifiers: list[NotifierSettings] = []
     notify_retry_seconds: float = Field(30.0, gt=0)
+    # Each notifier sends at most this many POSTs (retries count) per window; the rest wait.
+    notify_rate_limit: int = Field(20, ge=1)
+    notify_rate_window_seconds: float = Field(60.0, gt=0)
 
     @classmethod
     def settings_customise_sources(

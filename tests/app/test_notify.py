@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
-from app.notify import Notification, retry_delay, signature, wants
+import aiohttp
+import pytest
+from aiohttp import web
+
+from app import notify
+from app.notify import (
+    TABLE,
+    Notification,
+    NotificationDelivery,
+    advance_delivery,
+    delivery_id,
+    emit,
+    retry_delay,
+    signature,
+    wants,
+)
 from app.render.notify import body
 from app.settings import NotifierSettings
 
 
 def notifier(**fields) -> NotifierSettings:
-    return NotifierSettings(name="ops", url="https://hooks.example/x", secret="s", **fields)
+    return NotifierSettings(**{"name": "ops", "url": "https://hooks.example/x", "secret": "s",
+                               **fields})
 
 
 def test_a_notifier_gets_only_its_events_installations_and_repositories():
@@ -45,3 +62,90 @@ def test_bodies_carry_hangars_facts_in_json_or_slack_form():
     assert slack == {"text": "acme/widgets: PR #4 conflicts with main\nhead abcdef1 cannot be "
                              "brought up to date with main; a person resolves it or asks "
                              "hangar for a turn"}
+
+
+class Receiver:
+    """A webhook receiver on loopback: what each POST said, its signature checked."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.got: list[dict] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        self.got.append({"body": json.loads(raw), "event": request.headers["X-Hangar-Event"],
+                         "signed": request.headers["X-Hangar-Signature"]
+                         == signature(self.secret, raw)})
+        return web.Response(status=200)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.at = 1_000_000.0
+
+    def time(self) -> float:
+        return self.at
+
+
+@pytest.fixture
+async def receiver(aiohttp_server):
+    got = Receiver("s")
+    app = web.Application()
+    app.router.add_post("/hook", got.handle)
+    server = await aiohttp_server(app)
+    got.url = str(server.make_url("/hook"))
+    return got
+
+
+async def sent_through(step_engine, receiver, clock, monkeypatch, *, fmt="json", **settings):
+    monkeypatch.setattr(notify, "time", clock)
+    engine = step_engine(None, notifiers=[notifier(url=receiver.url, format=fmt)], **settings)
+    session = aiohttp.ClientSession()
+    engine.auth = SimpleNamespace(session=session)
+    return engine, session
+
+
+async def test_a_notifier_over_its_rate_limit_waits_its_turn_and_loses_nothing(
+        step_engine, receiver, monkeypatch):
+    clock = Clock()
+    engine, session = await sent_through(step_engine, receiver, clock, monkeypatch,
+                                         notify_rate_limit=2, notify_rate_window_seconds=60)
+    try:
+        rows = []
+        for n in (1, 2, 3):
+            emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{n}",
+                                      repo="acme/widgets",
+                                      facts={"run": f"run-{n}", "issue": n, "pr": None}))
+            rows.append(delivery_id("ops", f"run.lost:{n}"))
+        for row_id in rows:
+            await advance_delivery(engine, row_id)
+            clock.at += 1
+        assert [g["body"]["facts"]["run"] for g in receiver.got] == ["run-1", "run-2"]
+        waiting = engine.store.get(TABLE, rows[2], NotificationDelivery)
+        # it waits until the first send leaves the window, still pending, nothing tried yet
+        assert (waiting.state, waiting.attempts) == ("pending", [])
+        assert waiting.next_at == 1_000_000.0 + 60
+        await advance_delivery(engine, rows[2])  # woken early: still waits
+        assert len(receiver.got) == 2
+        clock.at = waiting.next_at
+        await advance_delivery(engine, rows[2])
+        assert [g["body"]["facts"]["run"] for g in receiver.got] == ["run-1", "run-2", "run-3"]
+        assert engine.store.get(TABLE, rows[2], NotificationDelivery).state == "delivered"
+    finally:
+        await session.close()
+
+
+async def test_a_slack_notifier_posts_slacks_text_body_signed(
+        step_engine, receiver, monkeypatch):
+    engine, session = await sent_through(step_engine, receiver, Clock(), monkeypatch,
+                                         fmt="slack")
+    try:
+        emit(engine, Notification(kind="land.landed", dedupe_key="k", repo="acme/widgets",
+                                  facts={"pr": 4, "base": "main", "head_sha": "abcdef1234",
+                                         "merge_sha": "1234567abc"}))
+        await advance_delivery(engine, delivery_id("ops", "k"))
+    finally:
+        await session.close()
+    [got] = receiver.got
+    assert got["signed"] and got["event"] == "land.landed"
+    assert list(got["body"]) == ["text"] and got["body"]["text"].startswith("acme/widgets: ")

@@ -4,7 +4,9 @@ sandbox, end to end through fakehub."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -188,6 +190,7 @@ class Receiver:
                 signed = hmac.compare_digest(expected, self.headers["X-Hangar-Signature"])
                 status = 500 if not got else 200
                 got.append({"event": self.headers["X-Hangar-Event"], "signed": signed,
+                            "at": time.monotonic(),
                             "delivery": self.headers["X-Hangar-Delivery"], "status": status,
                             "body": json.loads(body)})
                 self.send_response(status)
@@ -207,14 +210,18 @@ class Receiver:
 
 def test_an_operator_gets_signed_notifications_retried_and_never_twice(world):
     receiver = Receiver("operator's secret")
+    chat = Receiver("chat secret")  # a Slack-compatible one, one POST per 3 s
     try:
         world.hub.push_files(world.repo, "main", {".github/CODEOWNERS": "calc.py @rita\n"},
                              "Owners", as_user=world.maintainer)
         world.start_hangar(settings={
-            "notify_retry_seconds": 0.5,
+            "notify_retry_seconds": 0.5, "notify_rate_window_seconds": 3,
             "notifiers": [{"name": "ops", "url": receiver.url, "secret": "operator's secret",
                            "events": ["approval.requested", "land.landed"],
-                           "repositories": [world.repo]}]})
+                           "repositories": [world.repo]},
+                          {"name": "chat", "url": chat.url, "secret": "chat secret",
+                           "format": "slack", "rate_limit": 1,
+                           "events": ["approval.requested", "land.landed"]}]})
         issue, _ = world.ask("/hangar fix the failing test")
         pr = wait_until(lambda: world.verified(issue), 90, "a verified PR")
         wait_until(lambda: len(receiver.got) >= 2, 60, "the notification, then its retry")
@@ -223,9 +230,19 @@ def test_an_operator_gets_signed_notifications_retried_and_never_twice(world):
         # the landing's notification comes after any second approval.requested would have
         wait_until(lambda: any(g["event"] == "land.landed" for g in receiver.got), 90,
                    "the landed notification")
+        wait_until(lambda: any(g["event"] == "land.landed" for g in chat.got), 90,
+                   "the landed notification in chat, after its rate window")
     finally:
         receiver.close()
+        chat.close()
     asked, retried, landed = receiver.got
+    # The chat's retry waited for its rate window (one POST per 3 s), as did the landing's.
+    assert [(g["event"], g["status"]) for g in chat.got] == [
+        ("approval.requested", 500), ("approval.requested", 200), ("land.landed", 200)]
+    assert all(g["signed"] and list(g["body"]) == ["text"] for g in chat.got)
+    assert chat.got[1]["body"]["text"].startswith(
+        f"{world.repo}: PR #{pr['number']} is verified and waits for an approval\n")
+    assert all(b["at"] - a["at"] >= 2.9 for a, b in itertools.pairwise(chat.got))
     assert all(g["signed"] for g in receiver.got)
     assert (asked["event"], asked["status"], retried["event"], retried["status"]) == (
         "approval.requested", 500, "approval.requested", 200)
