@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakehub import codeowners, gitrepo, protection, rulesets
+from fakehub import codeowners, diffhunk, gitrepo, protection, rulesets
 from fakehub.hub.errors import HubError
 from fakehub.state import (
     Identity,
@@ -563,6 +563,19 @@ class PullOps:
                 "pull_request": self.shapes.pull(issue),
                 "requested_reviewer": self.shapes.user(user)}, actor.user)
 
+    def _with_diff_hunk(self, repo: Repo, base_sha: str, commit: str,
+                        comment: dict[str, Any]) -> dict[str, Any]:
+        """A line comment with the hunk GitHub gives it, computed from the pull request's
+        diff at the review's commit; what a caller passed as `diff_hunk` is not GitHub's
+        to take (its API has no such parameter)."""
+        base = gitrepo.merge_base(repo.path, base_sha, commit) or base_sha
+        line = comment.get("line")
+        patch = next((f.patch for f in gitrepo.diff_files(repo.path, base, commit)
+                      if f.filename == comment.get("path")), None)
+        hunk = (diffhunk.hunk_up_to(patch, line, comment.get("side") or "RIGHT")
+                if patch and isinstance(line, int) else "")
+        return {**comment, "diff_hunk": hunk}
+
     def submit_review(
         self,
         repo: Repo,
@@ -597,7 +610,8 @@ class PullOps:
             body=body,
             commit_id=commit_id or pr.head_sha,
             submitted_at=now(),
-            comments=list(comments or []),
+            comments=[self._with_diff_hunk(repo, pr.base_sha, commit_id or pr.head_sha, c)
+                      for c in comments or []],
         )
         self.store.reviews[review.id] = review
         # A review answers the request: GitHub takes the reviewer off the requested list.

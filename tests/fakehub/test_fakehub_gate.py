@@ -222,3 +222,24 @@ def test_rules_past_the_first_page_still_hold(world):
     pr = _pr(world)
     assert 'Required status check "ci / test" is expected.' in refused(
         _merge(world, pr["number"]))
+
+
+def test_a_review_comments_diff_hunk_is_computed_from_the_diff_as_github_does(world):
+    world.hub.push_files(world.repo, "main", {"calc.txt": "one\ntwo\nthree\nfour\n"},
+                         "calc", as_user="acme", bypass_rules=True)
+    pr = _pr(world, {"calc.txt": "one\n2\nthree\nfour\n", "new.txt": "hello\n"})
+    resp = call(world.hub.api_url, "POST", f"/repos/{world.repo}/pulls/{pr['number']}/reviews",
+                _token(world), {"event": "COMMENT", "comments": [
+                    {"path": "calc.txt", "line": 3, "body": "why?", "diff_hunk": "made up"},
+                    {"path": "new.txt", "line": 1, "body": "and this?"},
+                    {"path": "calc.txt", "line": 2, "side": "LEFT", "body": "was fine"}]})
+    assert resp.status == 200, resp.body
+    comments = world.hub.review_comments(world.repo, pr["number"])
+    assert [c["diff_hunk"] for c in comments] == [
+        "@@ -1,4 +1,4 @@\n one\n-two\n+2\n three",
+        "@@ -0,0 +1 @@\n+hello",
+        "@@ -1,4 +1,4 @@\n one\n-two"]
+    world.hub.reply_in_thread(world.repo, pr["number"], comments[0]["id"], "because",
+                              as_user="dev")
+    reply = world.hub.review_comments(world.repo, pr["number"])[-1]
+    assert reply["diff_hunk"] == comments[0]["diff_hunk"]  # a reply shows its thread's

@@ -159,3 +159,37 @@ def test_ruleset_ref_patterns_match_as_githubs(pattern, branch, matches):
     ruleset = {"enforcement": "active", "target": "branch",
                "conditions": {"ref_name": {"include": [pattern], "exclude": []}}}
     assert rulesets.applies_to(ruleset, repo, branch) is matches
+
+
+PATCH = """\
+@@ -1,4 +1,4 @@ def top():
+ a = 1
+-b = 2
++b = 3
+ c = 4
+ d = 5
+@@ -20,2 +20,3 @@ def later():
+ x = 1
++y = 2
+ z = 3"""
+
+
+@pytest.mark.parametrize(("line", "side", "hunk"), [
+    (1, "RIGHT", "@@ -1,4 +1,4 @@ def top():\n a = 1"),
+    (2, "RIGHT", "@@ -1,4 +1,4 @@ def top():\n a = 1\n-b = 2\n+b = 3"),
+    (2, "LEFT", "@@ -1,4 +1,4 @@ def top():\n a = 1\n-b = 2"),
+    (21, "RIGHT", "@@ -20,2 +20,3 @@ def later():\n x = 1\n+y = 2"),
+    (21, "LEFT", "@@ -20,2 +20,3 @@ def later():\n x = 1\n+y = 2\n z = 3"),
+    (10, "RIGHT", ""),  # not in the diff
+])
+def test_a_diff_hunk_runs_from_its_header_to_the_commented_line(line, side, hunk):
+    from fakehub.diffhunk import hunk_up_to
+
+    assert hunk_up_to(PATCH, line, side) == hunk
+
+
+def test_a_diff_hunk_has_the_shape_of_githubs_examples():
+    from fakehub.diffhunk import hunk_up_to
+
+    # pull_request_review_thread's example: a comment on line 1 of an added file
+    assert hunk_up_to("@@ -0,0 +1 @@\n+issue comment", 1) == "@@ -0,0 +1 @@\n+issue comment"
