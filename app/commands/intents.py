@@ -45,6 +45,7 @@ from app.models import (
 )
 from app.render import replies
 from app.render.reasons import Why
+from app.render.text import thread_reply_marker
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -117,11 +118,17 @@ def finish(engine: StepContext, intent: Intent, outcome: str) -> None:
 async def reply(ops: RepoOps, intent: Intent, said: Why | str, *,
                 key: str | None = None) -> None:
     """One reply per comment (or per `key` on this thread), found again by its marker.
-    `said`: an `Answer`, or another concern's reply as render worded it."""
+    `said`: an `Answer`, or another concern's reply as render worded it. A command written
+    in a review thread is answered in that thread, edited in place."""
+    text = replies.answer(said) if isinstance(said, Why) else said
+    root = intent.args.get("review_thread")
+    if root and intent.thread.is_pr:
+        marker = thread_reply_marker(root, key or intent.id)
+        await ops.upsert_thread_reply(intent.thread.number, root, marker, f"{marker}\n{text}")
+        return
     marker = render.reply_marker(key or intent.id)
     if await ops.find_own_comment(intent.thread.number, marker):
         return
-    text = replies.answer(said) if isinstance(said, Why) else said
     await ops.upsert_comment(intent.thread.number, marker, f"{marker}\n{text}")
 
 

@@ -149,6 +149,29 @@ class RepoOps:
         created = await self.gh.post(f"{self.base}/issues/{number}/comments", data={"body": body})
         return created["id"]
 
+    async def upsert_thread_reply(self, pr_number: int, root: int, marker: str,
+                                  body: str) -> int:
+        """Edit hangar's reply carrying `marker` in the review thread whose first comment
+        is `root`, or post it there once. (A review comment does not name the App that made
+        it: hangar's is a bot's comment with hangar's marker.)"""
+        body = render.fit_body(body)
+        url = f"{self.base}/pulls/{pr_number}/comments?per_page={PAGE}"
+        async for comment in self.gh.getiter(url):
+            if (comment.get("in_reply_to_id") == root
+                    and (comment.get("user") or {}).get("type") == "Bot"
+                    and marker in (comment.get("body") or "")):
+                try:
+                    await self.gh.patch(f"{self.base}/pulls/comments/{comment['id']}",
+                                        data={"body": body})
+                    return comment["id"]
+                except HTTPException as exc:
+                    if int(exc.status_code) not in (403, 404):
+                        raise
+                break  # not hangar's to edit, or deleted since: a new reply
+        made = await self.gh.post(f"{self.base}/pulls/{pr_number}/comments/{root}/replies",
+                                  data={"body": body})
+        return made["id"]
+
     async def permission(self, login: str) -> str:
         data = await get_or_none(self.gh, f"{self.base}/collaborators/{login}/permission")
         return (data or {}).get("permission", "none")

@@ -15,6 +15,9 @@ from app.redact import redact
 STATUS_MARKER = "<!-- hangar:status {job} -->"
 PR_MARKER = "<!-- hangar:pr {job} {branch} -->"
 REPLY_MARKER = "<!-- hangar:reply {key} -->"
+# A reply to a command in a review thread (a refusal, a usage): hangar's words in the
+# thread, so a turn's prompt leaves it out as it leaves out hangar's other thread replies.
+THREAD_REPLY_MARKER = "<!-- hangar:thread {root} reply {key} -->"
 MAX_AGENT_TEXT = 4000
 
 
@@ -67,6 +70,10 @@ def status_marker(job_id: str) -> str:
 
 def reply_marker(key: str) -> str:
     return REPLY_MARKER.format(key=key)
+
+
+def thread_reply_marker(root: int, key: str) -> str:
+    return THREAD_REPLY_MARKER.format(root=root, key=key)
 
 
 def fenced(text: str, lang: str = "") -> str:

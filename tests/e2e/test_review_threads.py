@@ -155,3 +155,45 @@ def test_changes_requested_with_two_comments_is_one_turn_and_a_reply_in_each_thr
     assert "Thread 1: `calc.py`, line 2" in prompt and "Thread 2: `test_calc.py`, line 1" in prompt
     assert "name the operands" in prompt and "test subtraction too" in prompt
 
+
+def test_a_non_writers_hangar_in_a_thread_is_refused_in_that_thread_and_a_bots_ignored(world):
+    from app.models import Intent
+    from app.store import Store
+
+    world.hub.record_exchanges(True)
+    world.start_hangar(ECHO_PROMPT)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first turn's verified PR")
+    number, head = pr["number"], pr["head"]["sha"]
+    world.hub.review(world.repo, number, as_user=world.reviewer, event="COMMENT",
+                     comments=[{"path": "calc.py", "line": 2, "body": "Name these better."}])
+    root = world.hub.review_comments(world.repo, number)[0]["id"]
+    world.hub.reply_in_thread(world.repo, number, root, "/hangar rename them",
+                              as_user="dependabot[bot]")
+    world.hub.reply_in_thread(world.repo, number, root, "/hangar rename them to x and y",
+                              as_user=world.reader)
+    store = Store(world.settings.db_path)
+
+    def settled() -> list[dict] | None:
+        found = hangar_replies(world, number, root)
+        busy = store.all("intent", Intent, active=True)
+        return found if found and not busy else None
+
+    try:
+        [refusal] = wait_until(settled, 60, "the refusal in the thread")
+        assert f"@{world.reader}" in refusal["body"] and "write access" in refusal["body"]
+        # a second try by the same person edits that reply, never a second one
+        world.hub.reply_in_thread(world.repo, number, root, "/hangar please",
+                                  as_user=world.reader)
+        edits = f"/pulls/comments/{refusal['id']}"
+        wait_until(lambda: settled() and any(
+            e["method"] == "PATCH" and e["path"].endswith(edits) and e["status"] == 200
+            for e in world.hub.exchanges()), 60, "the reply edited in place")
+        again = settled()
+    finally:
+        store.close()
+    assert [c["id"] for c in again] == [refusal["id"]]
+    # the bot's line started nothing and got no answer; the PR's conversation has no reply
+    assert world.replies(number) == []
+    assert world.hub.get_pr(world.repo, number)["head"]["sha"] == head
+
