@@ -181,9 +181,10 @@ def register_concerns(engine: Engine) -> None:
                 next_at=lambda row: row.due_at, give_up=autofix.give_up),
         # A verified PR's review request waits only for the wake of its verified head.
         RowKind("review_ask", reviewers.TABLE, reviewers.ReviewAsk, reviewers.advance_ask),
-        # A review thread's reply waits only for the wake of the turn that answers it.
+        # A review thread's reply is active only while it has a reply to make: due at
+        # once, and again after a failed try's backoff (a lost answer, GitHub down).
         RowKind("thread_reply", review_threads.TABLE, review_threads.ThreadReply,
-                review_threads.advance_reply),
+                review_threads.advance_reply, next_at=lambda row: 0.0),
         # An operator's notification is due at its next attempt (backoff after a failure).
         RowKind("notification", notify.TABLE, notify.NotificationDelivery,
                 notify.advance_delivery, next_at=lambda row: row.next_at),

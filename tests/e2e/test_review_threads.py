@@ -197,3 +197,37 @@ def test_a_non_writers_hangar_in_a_thread_is_refused_in_that_thread_and_a_bots_i
     assert world.replies(number) == []
     assert world.hub.get_pr(world.repo, number)["head"]["sha"] == head
 
+
+def test_a_reply_github_took_while_hangar_lost_the_answer_is_found_and_edited_not_doubled(world):
+    from app.review_threads import TABLE, ThreadReply
+    from app.store import Store
+
+    world.hub.record_exchanges(True)
+    world.start_hangar(ECHO_PROMPT)
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "the first turn's verified PR")
+    number = pr["number"]
+    # GitHub makes the reply, and hangar never hears its id: as if it died right after the
+    # POST, before it wrote the id down. Its next try must find that reply, not post again.
+    lost = world.hub.inject_fault("POST", r"/pulls/\d+/comments/\d+/replies$", status=502,
+                                  times=1, after=True)
+    world.hub.review(world.repo, number, as_user=world.maintainer, event="COMMENT",
+                     comments=[{"path": "calc.py", "line": 2,
+                                "body": "/hangar name the operands x and y"}])
+    root = world.hub.review_comments(world.repo, number)[0]["id"]
+    store = Store(world.settings.db_path)
+
+    def recorded() -> ThreadReply | None:
+        rows = [r for r in store.all(TABLE, ThreadReply) if r.root == root]
+        return rows[0] if rows and rows[0].comment_id and rows[0].replied_run else None
+
+    try:
+        row = wait_until(recorded, 90, "hangar's reply recorded after the lost answer")
+    finally:
+        store.close()
+    assert lost.fired == 1
+    [reply] = hangar_replies(world, number, root)
+    assert reply["id"] == row.comment_id and "Pushed 1 commit(s)" in reply["body"]
+    # the second try edited the reply GitHub had already made
+    assert any(e["method"] == "PATCH" and e["path"].endswith(f"/pulls/comments/{reply['id']}")
+               for e in world.hub.exchanges())
