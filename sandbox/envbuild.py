@@ -228,6 +228,21 @@ def builds_to_drop(history: Sequence[Build], *, keep: int = DEFAULT_KEEP,
     return [b.id for b in finished[keep:] if b.id not in protected]
 
 
+ENVIRONMENT_SKILL = "hangar-environment"
+# What decides when the agent reads the skill; no angle brackets (the CLIs refuse them).
+ENVIRONMENT_SKILL_DESCRIPTION = (
+    "What this sandbox started from: the environment build, whether the repository's "
+    "dependencies are installed, and the install command to run when they are not. Read "
+    "it before installing dependencies or running the tests.")
+
+
+def agent_environment_skill(section: str) -> str:
+    """The `hangar-environment` skill's SKILL.md: the section's own text (one source for
+    both) under the frontmatter a harness lists skills by."""
+    return (f"---\nname: {ENVIRONMENT_SKILL}\ndescription: {ENVIRONMENT_SKILL_DESCRIPTION}\n"
+            f"---\n\n{section}")
+
+
 def agent_environment_section(plan: StartPlan, *, install: str | None,
                               problems: Sequence[str] = ()) -> str:
     """The "Your environment (hangar)" section of the agent's instructions file."""

@@ -36,6 +36,10 @@ CODEX_HOME = f"{HOME_DIR}/.codex"
 # Where each CLI keeps its sessions, under the sandbox's HOME: saved when a turn ends and
 # restored in the next turn's sandbox, so that a follow-up resumes the conversation.
 SESSION_DIRS = {"claude": f"{HOME_DIR}/.claude", "codex": CODEX_HOME}
+# Where each pinned CLI reads the skills installed for its user, a folder per skill holding
+# its SKILL.md (frontmatter `name`, `description`): Claude Code's ~/.claude/skills, Codex's
+# $CODEX_HOME/skills. The script harness reads none.
+SKILL_DIRS = {"claude": f"{HOME_DIR}/.claude/skills", "codex": f"{CODEX_HOME}/skills"}
 # Claude Code's switches for a quiet, offline-but-for-the-model process.
 CLAUDE_QUIET_ENV = {
     "DISABLE_TELEMETRY": "1",

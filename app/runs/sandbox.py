@@ -14,7 +14,13 @@ from app.models import Job, Run
 from app.redact import redact, tail
 from app.render import pages
 from sandbox import envimage
-from sandbox.envbuild import Fallback, agent_environment_section
+from sandbox.envbuild import (
+    ENVIRONMENT_SKILL,
+    Fallback,
+    agent_environment_section,
+    agent_environment_skill,
+)
+from sandbox.harness import SKILL_DIRS
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -117,9 +123,13 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
     if plan.fallback is Fallback.build_gone:
         engine.note(job.id, f"{run.id}: the environment build is gone; this sandbox starts "
                             "from the environment's own image, and a rebuild is queued")
-    section = agent_environment_section(plan, install=spec.install).encode()
-    await provider.copy_in(sb, {f"{HOME}/{name}": section
-                                for name in envbuilds.instruction_files(spec.harness)})
+    section = agent_environment_section(plan, install=spec.install)
+    files = {f"{HOME}/{name}": section.encode()
+             for name in envbuilds.instruction_files(spec.harness)}
+    if spec.harness in SKILL_DIRS:  # the same facts as a skill, where the harness reads one
+        files[f"{SKILL_DIRS[spec.harness]}/{ENVIRONMENT_SKILL}/SKILL.md"] = (
+            agent_environment_skill(section).encode())
+    await provider.copy_in(sb, files)
 
 
 async def must(provider: Any, sb: Any, argv: list[str], what: str, *, cwd: str = "/workspace",

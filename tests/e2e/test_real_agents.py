@@ -309,3 +309,32 @@ def test_an_endpoint_password_reaches_no_comment_check_run_store_or_sandbox(
     stored = [p.read_bytes().decode("latin-1") for p in data.glob("hangar.db*")]
     for text in [told, *shown, *stored]:
         assert leaked(text, password) is None, text[:2000]
+
+
+SKILL_PROBE = ('cat "${CODEX_HOME:-$HOME/.claude}/skills/hangar-environment/SKILL.md" '
+               '|| echo SKILL-"MISSING"')
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+def test_the_cli_lists_hangars_environment_skill_and_the_sandbox_holds_it(world, model, cli):
+    # The agent reads the skill's file first; its output reaches the model with the CLI's
+    # next request, beside the skills the CLI lists.
+    model.model.script.scenes[-1].steps.insert(0, Step(run=SKILL_PROBE))
+    credential = CREDENTIALS[cli]
+    world.start_hangar(
+        env={"harness": cli, "agent_command": need_cli(cli), "model_credential_env": credential,
+             "install": "true"},  # an install step: the sandbox's facts are written
+        settings={"model_endpoints": {credential: {"base_url": model.url}}}, max_minutes=5)
+    issue, _ = world.ask("/hangar fix the failing test")
+    wait_showing_status(world, issue, lambda: world.verified(issue), f"{cli}'s turn")
+    sent = json.dumps([r["body"] for r in model.model.requests if r["body"]])
+    assert "SKILL-MISSING" not in sent
+    # the file, with the frontmatter both CLIs read
+    assert "---\\nname: hangar-environment\\ndescription: What this sandbox started " in sent
+    assert "# Your environment (hangar)" in sent
+    # and the CLI itself lists the skill to the model, by its name and description
+    before = [json.dumps(r["body"]) for r in model.model.requests
+              if r["body"] and "SKILL-" not in json.dumps(r["body"])]  # before the probe
+    assert before and any("hangar-environment" in b for b in before), (
+        "the CLI never listed the skill")

@@ -201,3 +201,17 @@ def test_a_repository_names_only_build_secrets_its_operator_mapped():
         spec.with_overrides({"build_secrets": ["NPM_TOKEN", "AWS_SECRET_ACCESS_KEY"]})
     with pytest.raises(ValueError, match="not an environment variable name"):
         EnvSpec(name="x", build_secrets=["not-a-name"])
+
+
+def test_the_environment_skill_is_the_sections_text_under_a_skills_frontmatter():
+    from sandbox.envbuild import agent_environment_skill
+
+    section = agent_environment_section(start_plan([], _key(), has_install=True),
+                                        install="pip install -e .")
+    skill = agent_environment_skill(section)
+    head, _, body = skill.partition("\n---\n\n")
+    assert body == section  # one text for both: never written twice
+    fields = dict(line.split(": ", 1) for line in head.removeprefix("---\n").splitlines())
+    assert fields["name"] == "hangar-environment" and set(fields) == {"name", "description"}
+    assert len(fields["description"]) < 1024 and not {"<", ">"} & set(fields["description"])
+
