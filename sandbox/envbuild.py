@@ -232,8 +232,9 @@ ENVIRONMENT_SKILL = "hangar-environment"
 # What decides when the agent reads the skill; no angle brackets (the CLIs refuse them).
 ENVIRONMENT_SKILL_DESCRIPTION = (
     "What this sandbox started from: the environment build, whether the repository's "
-    "dependencies are installed, and the install command to run when they are not. Read "
-    "it before installing dependencies or running the tests.")
+    "dependencies are installed, the install command to run when they are not, and that "
+    "hangar pushes and opens the pull request. Read it before installing dependencies, "
+    "running the tests or pushing.")
 
 
 def agent_environment_skill(section: str) -> str:
@@ -268,4 +269,6 @@ def agent_environment_section(plan: StartPlan, *, install: str | None,
             lines.append(f"Run the install step yourself first: `{install}`")
     for problem in problems:
         lines.append(f"Setup problem: {problem}")
+    lines.append("Commit your work to the current branch; hangar pushes it and opens the pull "
+                 "request itself (this sandbox holds no GitHub credential).")
     return "\n".join(lines) + "\n"

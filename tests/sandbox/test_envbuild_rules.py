@@ -183,6 +183,7 @@ def test_what_the_agent_is_told():
     assert text.startswith("# Your environment (hangar)")
     assert "NOT installed" in text and "`pip install -e .`" in text
     assert "Setup problem: .github/hangar.yml:3" in text
+    assert "hangar pushes it and opens the pull request itself" in text
     history = [_b(4, ok, lockfiles=(("requirements.txt", "b1"),))]
     built = start_plan(history, NEW, has_install=True,
                        branch_lockfiles={"requirements.txt": "b2"})
