@@ -67,6 +67,7 @@ class NotifyChannel(BaseModel):
 
     id: str
     sent: list[float] = []
+    version: int = 0  # each send's update raises it: a late first write cannot erase one
 
 
 def delivery_id(notifier: str, dedupe_key: str) -> str:
@@ -144,7 +145,8 @@ def take_send_slot(engine: StepContext, notifier: NotifierSettings) -> float:
     limit = notifier.rate_limit or engine.settings.notify_rate_limit
     window = engine.settings.notify_rate_window_seconds
     if engine.store.get(CHANNEL, notifier.name, NotifyChannel) is None:
-        engine.store.put(CHANNEL, notifier.name, NotifyChannel(id=notifier.name), active=False)
+        engine.store.put_if_version(CHANNEL, notifier.name, NotifyChannel(id=notifier.name),
+                                    active=False, expect=0)
     wait = 0.0
 
     def take(channel: NotifyChannel) -> NotifyChannel:
@@ -154,7 +156,7 @@ def take_send_slot(engine: StepContext, notifier: NotifierSettings) -> float:
         if len(recent) >= limit:
             wait = max(recent[-limit] + window - at, 0.01)
             return channel.model_copy(update={"sent": recent})
-        return channel.model_copy(update={"sent": [*recent, at]})
+        return channel.model_copy(update={"sent": [*recent, at], "version": channel.version + 1})
 
     engine.store.update(CHANNEL, notifier.name, NotifyChannel, take,
                         placed=lambda _: (False, None))
