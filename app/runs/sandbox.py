@@ -17,6 +17,7 @@ from sandbox import envimage
 from sandbox.envbuild import (
     ENVIRONMENT_SKILL,
     Fallback,
+    StartPlan,
     agent_environment_section,
     agent_environment_skill,
 )
@@ -101,9 +102,11 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
     lockfile ids; a build that is behind is queued for the next sandbox; the run and the
     agent learn what this sandbox started from."""
 
-    if not spec.install:
-        return
     provider = engine.provider(spec.provider)
+    if not spec.install:  # no build to look for; the agent is still told what it has
+        if role == "agent":
+            await tell_agent(provider, sb, spec, StartPlan(None, Fallback.no_install))
+        return
     listing = await provider.run(sb, envbuilds.probe_argv(job.base_branch, spec),
                                  cwd=REPO, timeout=120, offline=True)
     probe = envbuilds.parse_probe(listing.output)
@@ -123,13 +126,20 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
     if plan.fallback is Fallback.build_gone:
         engine.note(job.id, f"{run.id}: the environment build is gone; this sandbox starts "
                             "from the environment's own image, and a rebuild is queued")
+    await tell_agent(provider, sb, spec, plan)
+
+
+async def tell_agent(provider: Any, sb: Any, spec: Any, plan: StartPlan) -> None:
+    """The "Your environment (hangar)" section in the harness's instructions file, and the
+    same facts as a skill where the harness reads one."""
     section = agent_environment_section(plan, install=spec.install)
     files = {f"{HOME}/{name}": section.encode()
              for name in envbuilds.instruction_files(spec.harness)}
-    if spec.harness in SKILL_DIRS:  # the same facts as a skill, where the harness reads one
+    if spec.harness in SKILL_DIRS:
         files[f"{SKILL_DIRS[spec.harness]}/{ENVIRONMENT_SKILL}/SKILL.md"] = (
             agent_environment_skill(section).encode())
-    await provider.copy_in(sb, files)
+    if files:
+        await provider.copy_in(sb, files)
 
 
 async def must(provider: Any, sb: Any, argv: list[str], what: str, *, cwd: str = "/workspace",

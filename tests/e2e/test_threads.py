@@ -22,6 +22,7 @@ sed -i 's/return a - b/return a + b/' calc.py
 printf '%s\\n' "$HANGAR_PROMPT" > PROMPT.txt
 (cd /workspace/.hangar/attachments 2>/dev/null && sha256sum * || true) > IMAGES.txt
 env | grep -c -i -E 'ghs_|x-access-token' > CREDENTIALS.txt || true
+cat "$HOME/ENVIRONMENT.md" > TOLD.txt 2>/dev/null || echo "no ENVIRONMENT.md" > TOLD.txt
 git add -A && git commit -qm "Fix add()"
 """
 
@@ -304,6 +305,11 @@ def test_every_prompt_carries_the_operators_and_the_repositorys_instructions(wor
             "Never touch the vendor/ folder.") in prompt
     assert ("Instructions from the repository (.github/hangar.yml):\n"
             "Keep functions under ten lines.") in prompt
+    # an environment without an install step still tells the agent what its sandbox is
+    told = read_branch_file(world, pr["head"]["ref"], "TOLD.txt")
+    assert told.startswith("# Your environment (hangar)\n"), told
+    assert "This environment has no install step" in told
+    assert "hangar pushes it and opens the pull request" in told
     # and the job's view shows what the agent was told
     status, jobs = call(world, "GET", f"/api/jobs?repo={world.repo}")
     assert status == 200
