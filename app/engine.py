@@ -137,6 +137,10 @@ Step = Callable[["Engine", str], Awaitable[None]]
 CommandAction = Callable[["StepContext", RepoOps, Intent], Awaitable[str | Deferred]]
 
 
+# Past this many rows written or woken since the last look, one look reads all rows.
+MANY_ROWS = 200
+
+
 def only_when_woken(_row: Any) -> float:
     return NEVER
 
@@ -214,6 +218,12 @@ class Engine:
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken: set[str] = set()  # rows a wake named: due at once, once
+        # Rows written or stepped since the last look, by id -> table: a look after such
+        # a wake reads only these. Anything else (a wake naming no row, the timer, the
+        # safety poll) reads every active row.
+        self._noted: dict[str, str] = {}
+        self._look_all = True
+        self._rows_soonest = 0.0  # the soonest row due time the last full look saw
         self._look_at = 0.0  # when the loop looks next, unless woken before
         self._looked = False  # the first look also takes the rows due only when woken
         self._tasks: dict[str, asyncio.Task] = {}
@@ -328,8 +338,18 @@ class Engine:
         """Look at the due times again now; the rows named are due at once (once), on
         whichever replica leases them first."""
         self._woken.update(row_ids)
+        if not row_ids:
+            self._look_all = True
         if row_ids and self.store.shared:
             self._tell_replicas("wake", *row_ids)
+        self._look_soon()
+
+    def _note(self, table: str, row_id: str) -> None:
+        """Look at this row again now, and only at the rows noted or woken since."""
+        self._noted[row_id] = table
+        self._look_soon()
+
+    def _look_soon(self) -> None:
         loop = self._loop
         if loop is None or _running_loop() is loop:
             self._wake.set()
@@ -344,7 +364,7 @@ class Engine:
             return
         at = max(kind.next_at(model), self.held_until(row_id))
         if at < self._look_at:
-            self.wake()
+            self._note(table, row_id)
         if self.store.shared and at < time.time() + self.settings.engine_safety_poll_seconds:
             self._tell_replicas("due", f"{row_id}@{at}")  # sooner than their safety poll
 
@@ -368,12 +388,14 @@ class Engine:
             for word in words:
                 _, _, at = word.rpartition("@")
                 if float(at) < self._look_at:
+                    self._look_all = True
                     self._wake.set()
 
     def _lead_changed(self, leading: bool) -> None:
         log.info("this replica %s the chores", "does" if leading else "no longer does",
                  extra={"replica": self.store.owner})
         self.leading = leading
+        self._look_all = True
         self._wake.set()
 
     async def _renew_leases(self) -> None:
@@ -414,13 +436,19 @@ class Engine:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, look_at - time.time()))
             except TimeoutError:
-                pass
+                self._look_all = True  # a row's due time or the safety poll
 
     def _schedule_due(self) -> float:
         """Start the step of every due row and chore; when the next one is due (at the
-        latest after the safety poll, which sees writes no wake told of)."""
+        latest after the safety poll, which sees writes no wake told of).
+
+        A look after a row was written, stepped or named reads only those rows: the others
+        are as the last full look saw them, and it keeps their soonest due time."""
         self.metrics.engine_looks.inc()
         now = time.time()
+        look_all, self._look_all = self._look_all, False
+        noted, self._noted = self._noted, {}
+        look_all = look_all or len(noted) + len(self._woken) > MANY_ROWS
         soonest = now + self.settings.engine_safety_poll_seconds
         for chore in self.chores:
             if not self.leading or not chore.wanted(self):
@@ -434,11 +462,19 @@ class Engine:
         woken, self._woken = self._woken, set()
         if self.rebuilding and self.store.shared:  # the leader's rebuild ends it for all
             self.rebuilding = self.store.has_flag(REBUILD_FLAG)
+        rows_soonest = soonest
         for kind in self.kinds.values():
             if kind.waits_for_rebuild and self.rebuilding:
                 continue  # the end of the rebuild wakes the engine
             due: list[str] = []
-            for row in self.store.all(kind.table, kind.model, active=True):
+            if look_all or first:
+                rows = self.store.all(kind.table, kind.model, active=True)
+            else:
+                # A woken id names no table: it is looked for in each.
+                ids = [row_id for row_id, table in noted.items() if table == kind.table]
+                ids += [row_id for row_id in woken if row_id not in noted]
+                rows = self.store.active_among(kind.table, kind.model, ids) if ids else []
+            for row in rows:
                 at = kind.next_at(row)
                 if row.id in woken or (first and at == NEVER):
                     at = 0.0
@@ -452,14 +488,18 @@ class Engine:
                     continue
                 if row.id in woken:
                     self._woken.add(row.id)  # held back after a failure: due when it ends
-                soonest = min(soonest, at)
+                rows_soonest = min(rows_soonest, at)
             for row_id in self._lease(kind, due, woken):
                 self._schedule(row_id, kind.kind, kind.step, row_id)
             if len(due) > len(self._leased_now):
                 # Another replica steps the rest (or its host's replica must): look again
                 # once a lease of a replica that died would have run out.
-                soonest = min(soonest, now + self.settings.lease_seconds)
-        return soonest
+                rows_soonest = min(rows_soonest, now + self.settings.lease_seconds)
+        if look_all or first:
+            self._rows_soonest = rows_soonest
+        else:
+            self._rows_soonest = rows_soonest = min(rows_soonest, self._rows_soonest)
+        return min(soonest, rows_soonest)
 
     def _lease(self, kind: RowKind, due: list[str], woken: set[str]) -> list[str]:
         """The due rows this replica may step now: all of them with SQLite's one process;
@@ -523,7 +563,11 @@ class Engine:
                     log.exception("an after-step hook of %s failed", kind, extra={kind: row_id})
         finally:
             # The row's next due time (the next stage, a wait, a backoff) is seen at once.
-            self.wake()
+            registered = self.kinds.get(kind)
+            if registered is not None and key == row_id:
+                self._note(registered.table, row_id)
+            else:
+                self._look_soon()  # a chore: its next time is the engine's own
 
     def _back_off(self, kind: str, row_id: str, key: str, exc: Exception) -> None:
         """Hold the row back, twice as long after each failure in a row (a rate limit:

@@ -318,6 +318,16 @@ class Store:
             rows = db.execute(query, args).fetchall()
         return [model.model_validate_json(r[0]) for r in rows]
 
+    def active_among(self, kind: str, model: type[M], row_ids: list[str]) -> list[M]:
+        """The active rows of a kind among these ids, oldest first (the scheduler's look at
+        the rows written or woken since its last look)."""
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT data FROM rows WHERE kind = ? AND active = 1 AND id IN"
+                f" ({','.join('?' * len(row_ids))}) ORDER BY {self._first_written}",
+                (kind, *row_ids)).fetchall()
+        return [model.model_validate_json(r[0]) for r in rows]
+
     def find(self, kind: str, model: type[M], **where: Any) -> list[M]:
         """The rows of a kind whose fields equal these, oldest first, through an index.
 

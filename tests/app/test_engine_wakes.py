@@ -140,6 +140,35 @@ async def test_a_step_that_makes_another_row_due_is_seen_at_once(running):
     assert steps.taken[-1][1] - began < MARGIN_S * 2
 
 
+async def test_a_look_after_a_step_or_a_write_reads_only_those_rows(running):
+    """Each step's end and each write wakes the loop: with many rows waiting, reading them
+    all at every wake is what once made the engine's looks cost more than the steps."""
+    waiting = [Row(id=f"wait-{n}", due_at=later(3600)) for n in range(300)]
+    chain = [Row(id=f"row-{n}", due_at=None, then=f"row-{n + 1}" if n < 4 else None)
+             for n in range(5)]
+    engine, steps = await running([*waiting, *chain])
+    await until(lambda: len(steps.taken) == 5)  # the first look takes rows due only when woken
+    full_looks = []
+    read_all = engine.store.all
+
+    def counted(kind, model, **kwargs):
+        full_looks.append(kind)
+        return read_all(kind, model, **kwargs)
+
+    engine.store.all = counted  # the real store, its full reads counted
+    looks = engine.metrics.engine_looks.value()
+    engine.wake("row-0")
+    await until(lambda: len(steps.taken) == 10)
+    engine.store.put("row", "wait-7", Row(id="wait-7", due_at=0.0), active=True)
+    await until(lambda: len(steps.times("wait-7")) == 1)
+    await until(lambda: not engine._running("wait-7"))
+    await asyncio.sleep(0.1)
+    assert engine.metrics.engine_looks.value() > looks + 5  # every step's end was looked at
+    assert full_looks == []
+    engine.wake()  # a wake that names no row reads them all
+    await until(lambda: full_looks == ["row"])
+
+
 async def test_a_look_while_a_step_runs_does_not_take_its_row_again(running):
     """The row was due when its step began; what counts after is what the step wrote."""
     engine, steps = await running([Row(id="row-1", slow=0.3)])
