@@ -160,8 +160,21 @@ def serve_command(args: argparse.Namespace) -> int:
     from app.wiring import create_app
 
     logs.configure(settings.log_level)
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None)
+    app = create_app(settings)
+    app.on_startup.append(_freeze_startup_objects)
+    web.run_app(app, host=settings.host, port=settings.port, print=None)
     return 0
+
+
+async def _freeze_startup_objects(_app: object) -> None:
+    """What hangar built to start (its modules, models, schemas: ~100,000 objects) lives
+    as long as the process: the collector stops walking it. A full collection then scans
+    what deliveries and steps made since, in milliseconds instead of the ~100 ms a pause
+    took that every webhook in flight waited for."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def backup_command(args: argparse.Namespace) -> int:
