@@ -92,6 +92,7 @@ class StepContext(Protocol):
     async def may_write(self, ops: RepoOps, login: str) -> bool: ...
     async def config_text(self, ops: RepoOps, ref: str,
                           sha: str | None = None, path: str | None = None) -> str | None: ...
+    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str]) -> None: ...
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None: ...
     def forget_protection(self, repo: str | None) -> None: ...
     async def kept(self, key: tuple[str, ...], read: Callable[[], Awaitable[Any]]) -> Any: ...
@@ -712,6 +713,22 @@ class Engine:
         if key not in self._configs:
             self._configs[key] = await ops.get_text(path, ref=ref)
         return self._configs[key]
+
+    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str]) -> None:
+        """Read these files at a commit in one query, for config_text(..., sha, path) to
+        answer from what it keeps; a failure leaves them to be read one by one."""
+        wanted = [path for path in paths if (ops.full_name, sha, path) not in
+                  self._pinned_configs]
+        if sha is None or len(wanted) < 2:
+            return  # one file is one REST read either way
+        try:
+            texts = await ops.texts_at(sha, wanted)
+        except Exception as exc:
+            log.warning("could not read files at a commit in one query; reading them one "
+                        "by one", extra={"repo": ops.full_name, "error": repr(exc)[:300]})
+            return
+        for path, text in texts.items():
+            self._pinned_configs[(ops.full_name, sha, path)] = text
 
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None:
         """The branch's classic protection, or None when it has none or the installation

@@ -28,7 +28,7 @@ from app.landing import (
 )
 from app.models import Job, Run, RunStage, now
 from app.render import reviewers as words
-from app.repoconfig import parse_repo_config
+from app.repoconfig import CONFIG_PATH, parse_repo_config
 from app.runs import refresh_status
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
     # Read at the compare's base commit, as landing reads them: kept for that commit (a
     # 404 too), so asking again for a later head costs no second read.
     base_sha = compare.get("base_sha")
+    await engine.read_at(ops, base_sha, [CONFIG_PATH, *CODEOWNERS_PATHS])
     config, _ = parse_repo_config(await engine.config_text(ops, base, base_sha))
     codeowners = None
     for path in CODEOWNERS_PATHS:

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from graphql import build_schema, graphql
 
-from fakehub import auth
+from fakehub import auth, gitrepo
 from fakehub.git_http import HUB_KEY
 from fakehub.hub.errors import HubError
 from fakehub.payloads import node_id
@@ -35,6 +35,26 @@ type Repository implements Node {
   name: String!
   nameWithOwner: String!
   pullRequest(number: Int!): PullRequest
+  object(expression: String, oid: GitObjectID): GitObject
+}
+
+interface GitObject {
+  id: ID!
+  oid: GitObjectID!
+}
+
+type Blob implements Node & GitObject {
+  id: ID!
+  oid: GitObjectID!
+  byteSize: Int!
+  isBinary: Boolean
+  isTruncated: Boolean!
+  text: String
+}
+
+type Tree implements Node & GitObject {
+  id: ID!
+  oid: GitObjectID!
 }
 
 type PullRequest implements Node {
@@ -186,9 +206,37 @@ def _root(hub, ident) -> dict:
             return _pull(hub, repo, issue)
 
         return {"id": node_id("Repository", repo.id), "name": repo.name,
-                "nameWithOwner": repo.full_name, "pullRequest": pull_request}
+                "nameWithOwner": repo.full_name, "pullRequest": pull_request,
+                "object": lambda _i, expression=None, oid=None: _object(repo, expression)}
 
     return {"repository": repository}
+
+
+def _object(repo: Repo, expression: str | None) -> dict | None:
+    """`REV:PATH` as a blob or a tree; None when there is none (as GitHub answers). Only
+    that form of expression: a commit (`REV` alone) is not answered."""
+    rev, colon, path = (expression or "").partition(":")
+    sha = gitrepo.resolve(repo.path, rev) if colon else None
+    if sha is None:
+        return None
+    blob = gitrepo.read_blob(repo.path, sha, path) if path else None
+    if blob is not None:
+        content, oid = blob
+        try:
+            text: str | None = content.decode()
+        except UnicodeDecodeError:
+            text = None
+        binary = text is None or "\0" in text
+        return {"__typename": "Blob", "id": node_id("Blob", oid), "oid": oid,
+                "byteSize": len(content), "isBinary": binary, "isTruncated": False,
+                "text": None if binary else text}
+    tree = gitrepo.git(repo.path, "rev-parse", "--verify", "--quiet", f"{sha}:{path}",
+                       check=False)
+    if tree.returncode != 0 or gitrepo.out(repo.path, "cat-file", "-t",
+                                           tree.stdout.decode().strip()) != "tree":
+        return None
+    oid = tree.stdout.decode().strip()
+    return {"__typename": "Tree", "id": node_id("Tree", oid), "oid": oid}
 
 
 def _pull(hub, repo: Repo, issue) -> dict:

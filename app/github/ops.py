@@ -315,9 +315,33 @@ class RepoOps:
     async def get_text(self, path: str, ref: str | None = None) -> str | None:
         url = f"{self.base}/contents/{path}" + (f"?ref={ref}" if ref else "")
         data = await get_or_none(self.gh, url)
-        if not data or data.get("type") != "file":
+        if not isinstance(data, dict) or data.get("type") != "file":  # a directory's list
             return None
         return base64.b64decode(data.get("content") or "").decode("utf-8", "replace")
+
+    async def texts_at(self, sha: str, paths: list[str]) -> dict[str, str | None]:
+        """Files at a commit, in one GraphQL query instead of a REST read each (each read
+        of a file that is not there is charged too); None for one that is not a file there.
+        A binary or truncated one is read through REST, as get_text reads it."""
+        names = ", ".join(f"$e{i}: String!" for i in range(len(paths)))
+        fields = " ".join(f"f{i}: object(expression: $e{i}) {{ ... on Blob {{ text isBinary "
+                          f"isTruncated }} }}" for i in range(len(paths)))
+        query = (f"query($owner: String!, $name: String!, {names}) "
+                 f"{{ repository(owner: $owner, name: $name) {{ {fields} }} }}")
+        data = await self.gh.graphql(
+            query, endpoint=graphql_url(self.gh), owner=self.owner, name=self.name,
+            **{f"e{i}": f"{sha}:{path}" for i, path in enumerate(paths)})
+        found = data["repository"]
+        texts: dict[str, str | None] = {}
+        for i, path in enumerate(paths):
+            blob = found[f"f{i}"] or {}  # null: nothing there; no answer at all raises
+            if "text" not in blob:  # not there, or a directory
+                texts[path] = None
+            elif blob["isBinary"] or blob["isTruncated"] or blob["text"] is None:
+                texts[path] = await self.get_text(path, ref=sha)
+            else:
+                texts[path] = blob["text"]
+        return texts
 
     # -- pull requests --------------------------------------------------------------
 

@@ -816,6 +816,7 @@ def hangar_pushed(engine: StepContext, request: LandRequest) -> bool:
 async def read_codeowners(engine: StepContext, ops: RepoOps, base: str,
                           base_sha: str | None) -> str | None:
     """The base's CODEOWNERS, where GitHub looks for it (the first found counts)."""
+    await engine.read_at(ops, base_sha, list(CODEOWNERS_PATHS))
     for path in CODEOWNERS_PATHS:
         text = await engine.config_text(ops, base, base_sha, path=path)
         if text is not None:

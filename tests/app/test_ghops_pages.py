@@ -77,3 +77,30 @@ async def test_only_hangars_own_app_comments_are_hangars(fakehub):
         fakehub.comment("acme/widgets", issue, f"{marker}\nhangar's", as_user=app.bot_login)
         found = await ops.find_own_comment(issue, marker)
     assert found["body"].endswith("hangar's")
+
+
+async def test_files_at_a_commit_are_read_in_one_call_as_rest_reads_them(fakehub):
+    """A verified PR's review request reads hangar.yml and the three places CODEOWNERS may
+    be at the base commit: one GraphQL query instead of four charged REST reads."""
+    app = fakehub.create_app(name="hangar", permissions=hangar_permissions())
+    fakehub.create_user("acme")
+    fakehub.create_repo("acme", "widgets", {
+        "README.md": "# widgets\n", "docs/CODEOWNERS": "/src/ @rita\n",
+        "logo.png": "\x00PNG\x00"})
+    installation = fakehub.install(app.id, "acme", ["acme/widgets"])
+    sha = fakehub.ref_sha("acme/widgets", "main")
+    paths = [".github/hangar.yml", ".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS",
+             "docs", "logo.png"]
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=fakehub.api_url, session=session,
+                       retry=FAST)
+        ops = RepoOps(await auth.client(installation), "acme/widgets")
+        calls = len(fakehub.api_calls())
+        texts = await ops.texts_at(sha, paths)
+        graphql_calls = fakehub.api_calls()[calls:]
+        one_by_one = {path: await ops.get_text(path, ref=sha) for path in paths}
+    assert texts == one_by_one
+    assert texts["docs/CODEOWNERS"] == "/src/ @rita\n" and texts["docs"] is None
+    # The binary file is read through REST, as get_text reads it; the rest in one query.
+    assert [(method, path) for method, path, _ in graphql_calls] == [
+        ("POST", "/graphql"), ("GET", "/repos/acme/widgets/contents/logo.png")]
