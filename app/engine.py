@@ -347,6 +347,10 @@ class Engine:
 
     def _note(self, table: str, row_id: str) -> None:
         """Look at this row again now, and only at the rows noted or woken since."""
+        loop = self._loop
+        if loop is not None and _running_loop() is not loop:  # a write from another thread
+            loop.call_soon_threadsafe(self._note, table, row_id)
+            return
         self._noted[row_id] = table
         self._look_soon()
 
