@@ -481,7 +481,9 @@ class Engine:
                 rows = self.store.active_among(kind.table, kind.model, ids) if ids else []
             for row in rows:
                 at = kind.next_at(row)
-                if row.id in woken or (first and at == NEVER):
+                # A row due only when woken is due at the first look, and again once the
+                # hold after a failed step ends: nothing else would ever try it again.
+                if row.id in woken or (at == NEVER and (first or row.id in self._failures)):
                     at = 0.0
                 if self._running(row.id):
                     if row.id in woken:

@@ -219,6 +219,15 @@ async def test_a_failing_row_is_looked_at_when_its_backoff_ends(running):
     assert 0.6 <= third - second < 0.6 + MARGIN_S
 
 
+async def test_a_row_due_only_when_woken_is_tried_again_when_its_backoff_ends(running):
+    # Its step failed (GitHub down): no wake will come for it, yet it is tried again.
+    _, steps = await running([Row(id="row-1", due_at=None, fail=True)],
+                             step_backoff_seconds=0.3)
+    await until(lambda: len(steps.times("row-1")) >= 3, timeout=15)
+    first, second, third = steps.times("row-1")[:3]
+    assert second - first >= 0.3 and third - second >= 0.6
+
+
 THREAD = Thread(repo="acme/widgets", number=7, installation_id=1)
 
 
