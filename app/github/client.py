@@ -6,7 +6,8 @@
 - One ETag cache per installation: a GET answered 304 costs nothing against the limit.
 - A read is retried after a 5xx or a timeout, with capped exponential backoff. A write
   (POST, PATCH, PUT, DELETE) never is: GitHub may have done it before failing to answer,
-  so the caller reads back (its marker, its name) before writing again.
+  so the caller reads back (its marker, its name) before writing again. A GraphQL query
+  is a read; a GraphQL mutation is a write (GitHub counts it as one: 5 points, content).
 - When an installation is rate limited (any 429; a 403 with a rate-limit answer), every
   call for it fails at once with `RateLimited` until the reset GitHub named; the engine
   holds the row until then. Secondary limits that repeat wait exponentially longer.
@@ -20,6 +21,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -36,6 +39,7 @@ import jwt
 from cachetools import LRUCache, TLRUCache
 from gidgethub import HTTPException
 from gidgethub.aiohttp import GitHubAPI
+from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
 
 from app.metrics import Metrics
 from app.redact import redact_json_body
@@ -46,6 +50,9 @@ USER_AGENT = "hangar"
 API_VERSION = "2022-11-28"
 TOKEN_REFRESH_MARGIN_S = 300
 READS = ("GET", "HEAD")
+# Set while a GraphQL query (no mutation) is sent: a POST that is a read.
+_GRAPHQL_READ: contextvars.ContextVar[bool] = contextvars.ContextVar("graphql_read",
+                                                                     default=False)
 ETAG_CACHE_SIZE = 2048  # URLs remembered per installation
 
 
@@ -225,6 +232,19 @@ class GitHubClient(GitHubAPI):
         self.calls = 0
         self._renew = renew  # drops a refused token and mints another (AppAuth.client)
 
+    async def graphql(self, query: str, *, endpoint: str = "https://api.github.com/graphql",
+                      **variables: Any) -> Any:
+        """gidgethub sends GraphQL straight to `_request`, past `manage_rate_limit`: here a
+        mutation waits its turn among the content-creating calls, and a query is a read
+        (never spaced, retried like one)."""
+        mutation = is_mutation(query)
+        await self.manage_rate_limit(method="POST" if mutation else "GET", url=endpoint)
+        reading = _GRAPHQL_READ.set(not mutation)
+        try:
+            return await super().graphql(query, endpoint=endpoint, **variables)
+        finally:
+            _GRAPHQL_READ.reset(reading)
+
     async def manage_rate_limit(self, *, method: str, url: str) -> None:
         allowance = self.allowance
         allowance.read_shared_pause()
@@ -319,7 +339,8 @@ class GitHubClient(GitHubAPI):
                 self._count("error")
                 # A write that may have reached GitHub is not sent again blindly.
                 unsent = isinstance(exc, aiohttp.ClientConnectorError)
-                if attempt == self.retry.attempts or (method not in READS and not unsent):
+                read = method in READS or _GRAPHQL_READ.get()
+                if attempt == self.retry.attempts or (not read and not unsent):
                     raise
                 delay = self._backoff(attempt)
                 log.warning(
@@ -388,6 +409,18 @@ def is_secondary(status: int, headers: Mapping[str, str]) -> bool:
     """A secondary limit (any limit but the primary one, whose remaining is 0)."""
     lowered = {k.lower(): v for k, v in headers.items()}
     return lowered.get("x-ratelimit-remaining") != "0"
+
+
+@functools.lru_cache(maxsize=256)
+def is_mutation(document: str) -> bool:
+    """Whether a GraphQL document holds a mutation (one it cannot parse counts as one: it
+    is never sent twice blindly)."""
+    try:
+        parsed = parse(document)
+    except GraphQLError:
+        return True
+    return any(isinstance(d, OperationDefinitionNode) and d.operation == OperationType.MUTATION
+               for d in parsed.definitions)
 
 
 def rate_limit_delay(status: int, headers: Mapping[str, str], message: str = "") -> float | None:

@@ -168,6 +168,33 @@ async def test_content_creating_calls_are_spaced(installed):
         assert time.monotonic() - reads < 0.9  # reads are not spaced
 
 
+async def test_graphql_mutations_are_spaced_as_writes_and_queries_are_reads(installed):
+    from gidgethub import GraphQLException
+
+    from app.github.client import is_mutation
+    from app.github.ops import MARK_READY, graphql_url
+
+    hub, app, installation = installed
+    query = ("query($owner: String!, $name: String!) { repository(owner: $owner, "
+             "name: $name) { id } }")
+    assert not is_mutation(query) and is_mutation(MARK_READY)
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=RetryPolicy(write_spacing_s=0.3))
+        gh = await auth.client(installation)
+        endpoint = graphql_url(gh)
+        started = time.monotonic()
+        for _ in range(4):  # a mutation creates content: one after another, spaced
+            with pytest.raises(GraphQLException):  # no such pull request; still sent
+                await gh.graphql(MARK_READY, endpoint=endpoint, id="PR_none")
+        assert time.monotonic() - started >= 0.9
+        reads = time.monotonic()
+        for _ in range(4):  # right after those writes, queries wait for none of them
+            data = await gh.graphql(query, endpoint=endpoint, owner="acme", name="widgets")
+            assert data["repository"]["id"]
+        assert time.monotonic() - reads < 0.9
+
+
 async def test_writes_past_the_minutes_allowance_wait_instead_of_being_refused(installed):
     hub, app, installation = installed
     number = hub.create_issue("acme/widgets", "t", "b", as_user="acme")
