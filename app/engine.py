@@ -15,10 +15,11 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 from cachetools import LRUCache, TTLCache
@@ -177,7 +178,72 @@ class Chore:
     wanted: Callable[[Engine], bool] = lambda _engine: True
 
 
-class Engine:
+class Registrations:
+    """What the concerns tell the engine, each in its own `register(engine)` (app/wiring.py
+    calls them in turn): row kinds, commands, chores, start-up work, after-step hooks,
+    status notes, and what happens when a job's runs end. The engine knows concerns only
+    through these."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, RowKind] = {}
+        self._kinds_by_table: dict[str, RowKind] = {}
+        self.command_actions: dict[str, CommandAction] = {}
+        self.chores: list[Chore] = []
+        self._at_start: list[tuple[str, Callable[[Engine], Awaitable[object]]]] = []
+        self._after_step: dict[str, list[Callable[[Engine, str], None]]] = {}
+        self._status_notes: list[StatusNotes] = []
+        self._runs_ended: list[RunsEnded] = []
+
+    def register(self, *kinds: RowKind) -> None:
+        for kind in kinds:
+            if kind.kind in self.kinds:
+                raise ValueError(f"row kind {kind.kind!r} is registered twice")
+            self.kinds[kind.kind] = kind
+            self._kinds_by_table[kind.table] = kind
+
+    def on_command(self, actions: Mapping[str, CommandAction]) -> None:
+        for name, action in actions.items():
+            if name in self.command_actions:
+                raise ValueError(f"command {name!r} has two actions")
+            self.command_actions[name] = action
+
+    def add_chore(self, chore: Chore) -> None:
+        self.chores.append(chore)
+
+    def at_start(self, what: str, run: Callable[[Engine], Awaitable[object]]) -> None:
+        """Work before the first tick (reaping orphans); a failure is logged, not fatal."""
+        self._at_start.append((what, run))
+
+    def after_step(self, kind: str, hook: Callable[[Engine, str], None]) -> None:
+        """Call hook(engine, row_id) after each step of that kind that did not raise."""
+        self._after_step.setdefault(kind, []).append(hook)
+
+    def status_notes(self, provider: StatusNotes) -> None:
+        """Ask provider(engine, repo, pr_number) what to say about a PR in a job's status
+        comment; notes come PR by PR, each PR's in the order the providers were given."""
+        self._status_notes.append(provider)
+
+    def order_after_step(self, kind: str, concerns: Sequence[ModuleType]) -> None:
+        """Put the after-step hooks of a kind in the order of the concerns (packages or
+        modules) they come from; one concern's hooks keep the order it gave them. A hook
+        of a concern not named is refused: its place must be said."""
+        def place(hook: Callable[[Engine, str], None]) -> int:
+            module = hook.__module__
+            for at, concern in enumerate(concerns):
+                if module == concern.__name__ or module.startswith(concern.__name__ + "."):
+                    return at
+            raise ValueError(f"an after-step hook of {kind!r} from {module} has no place "
+                             "in the order")
+
+        self._after_step[kind] = sorted(self._after_step.get(kind, []), key=place)
+
+    def when_runs_end(self, hook: RunsEnded) -> None:
+        """Await hook(engine, job) when every run of an active job has finished, before
+        the job ends (fan-out ranks the attempts of `/hangar try N` there)."""
+        self._runs_ended.append(hook)
+
+
+class Engine(Registrations):
     def __init__(
         self,
         *,
@@ -192,6 +258,7 @@ class Engine:
     ):
         from sandbox.envspec import default_envs_dir, load_envs
 
+        super().__init__()
         self.settings = settings
         self.store = store
         self.auth = auth
@@ -231,15 +298,7 @@ class Engine:
         self._locks: dict[str, asyncio.Lock] = {}
         # A row whose step raised is held back: (failures in a row, not before).
         self._failures: dict[str, tuple[int, float]] = {}
-        self.kinds: dict[str, RowKind] = {}
-        self._kinds_by_table: dict[str, RowKind] = {}
-        self.command_actions: dict[str, CommandAction] = {}
-        self.chores: list[Chore] = []
         self._chores_due: dict[str, float] = {}
-        self._at_start: list[tuple[str, Callable[[Engine], Awaitable[object]]]] = []
-        self._after_step: dict[str, list[Callable[[Engine, str], None]]] = {}
-        self._status_notes: list[StatusNotes] = []
-        self._runs_ended: list[RunsEnded] = []
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
@@ -254,37 +313,6 @@ class Engine:
         self._replica_tasks: list[asyncio.Task] = []
         store.listeners.append(self._row_written)
 
-    # -- registration: what the composition root (app/wiring.py) tells the engine --------
-
-    def register(self, *kinds: RowKind) -> None:
-        for kind in kinds:
-            if kind.kind in self.kinds:
-                raise ValueError(f"row kind {kind.kind!r} is registered twice")
-            self.kinds[kind.kind] = kind
-            self._kinds_by_table[kind.table] = kind
-
-    def on_command(self, actions: dict[str, CommandAction]) -> None:
-        for name, action in actions.items():
-            if name in self.command_actions:
-                raise ValueError(f"command {name!r} has two actions")
-            self.command_actions[name] = action
-
-    def add_chore(self, chore: Chore) -> None:
-        self.chores.append(chore)
-
-    def at_start(self, what: str, run: Callable[[Engine], Awaitable[object]]) -> None:
-        """Work before the first tick (reaping orphans); a failure is logged, not fatal."""
-        self._at_start.append((what, run))
-
-    def after_step(self, kind: str, hook: Callable[[Engine, str], None]) -> None:
-        """Call hook(engine, row_id) after each step of that kind that did not raise."""
-        self._after_step.setdefault(kind, []).append(hook)
-
-    def status_notes(self, provider: StatusNotes) -> None:
-        """Ask provider(engine, repo, pr_number) what to say about a PR in a job's status
-        comment; notes come PR by PR, each PR's in the order the providers were given."""
-        self._status_notes.append(provider)
-
     def pr_status(self, repo: str, pr_numbers: list[int]) -> PrStatus:
         notes: list[str] = []
         landed: list[int] = []
@@ -294,11 +322,6 @@ class Engine:
             if any(one.landed for one in said):
                 landed.append(number)
         return PrStatus(notes, landed)
-
-    def when_runs_end(self, hook: RunsEnded) -> None:
-        """Await hook(engine, job) when every run of an active job has finished, before
-        the job ends (fan-out ranks the attempts of `/hangar try N` there)."""
-        self._runs_ended.append(hook)
 
     async def runs_ended(self, job: Job) -> None:
         for hook in self._runs_ended:

@@ -31,7 +31,7 @@ from app.runs import credential_key
 from app.settings import NotifierSettings
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.engine import Registrations, StepContext
 
 TABLE = "notification"
 CHANNEL = "notify_channel"  # a row per notifier: when it last sent, for its rate limit
@@ -247,3 +247,16 @@ def after_build(engine: StepContext, build_id: str) -> None:
         dedupe_key=f"build.failed:{row.id}",
         facts={"build": row.id, "environment": row.environment, "provider": row.provider,
                "reason": row.reason}))
+
+
+def register(engine: Registrations) -> None:
+    """Operators' notifications as rows, and what is noticed after each concern's steps."""
+    from app.engine import RowKind
+
+    # A notification is due at its next attempt (backoff after a failure).
+    engine.register(RowKind("notification", TABLE, NotificationDelivery, advance_delivery,
+                            next_at=lambda row: row.next_at))
+    engine.after_step("review_ask", after_review_ask)
+    engine.after_step("land", after_land)
+    engine.after_step("run", after_run)
+    engine.after_step("envbuild", after_build)

@@ -27,7 +27,7 @@ from app.repoconfig import parse_repo_config
 from app.runs import REVIEW_THREAD_MARKER, is_hangar_reply
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.engine import Registrations, StepContext
     from app.github.ops import RepoOps
 
 TABLE = "thread_reply"
@@ -163,3 +163,16 @@ def finish(engine: StepContext, row: ThreadReply, comment_id: int) -> None:
         "updated_at": time.time()}), active=newer)
     if newer:
         engine.wake(row.id)
+
+
+def register(engine: Registrations) -> None:
+    """A thread's reply as a row, woken by the end of the turn that answers it."""
+    from app.engine import RowKind
+
+    # A reply is active only while it has a reply to make: due at once, and again after
+    # a failed try's backoff (a lost answer, GitHub down).
+    engine.register(RowKind("thread_reply", TABLE, ThreadReply, advance_reply,
+                            next_at=lambda _row: 0.0))
+    # A finished turn asked in review threads answers in each of them.
+    engine.after_step("run", after_run_step)
+    engine.after_step("job", after_job_step)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from gidgethub import HTTPException
 from pydantic import BaseModel, Field
 
-from app.engine import PrNotes
+from app.engine import PrNotes, Registrations, RowKind
 from app.landing import (
     AWAITING_REVIEW,
     CODEOWNERS_PATHS,
@@ -183,3 +183,12 @@ def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
         return PrNotes()
     return PrNotes((words.waiting_note(job.requested_by, pr_number, row.users, row.teams,
                                        refused=row.refused is not None),))
+
+
+def register(engine: Registrations) -> None:
+    """A verified PR's review request as a row, woken by its verified head; the asker
+    named in the job's status comment."""
+    engine.register(RowKind("review_ask", TABLE, ReviewAsk, advance_ask))
+    # A verified head waits for a person: hangar asks its reviewers.
+    engine.after_step("run", after_run_step)
+    engine.status_notes(status_notes)

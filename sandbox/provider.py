@@ -9,6 +9,7 @@ pydantic models so the engine can store them and act on them after a restart.
 from __future__ import annotations
 
 import abc
+import builtins
 import os
 import secrets
 import time
@@ -218,7 +219,7 @@ class Provider(abc.ABC):
     async def list(self, labels: dict[str, str]) -> list[Sandbox]:
         """Sandboxes of this provider carrying all the given labels (the reaper's view)."""
 
-    async def end_abandoned(self) -> list[str]:
+    async def end_abandoned(self) -> builtins.list[str]:  # `list` is a method here
         """End the sandboxes of any hangar on this host that is gone for good (its data
         directory removed) and that are still running; what was ended, for the log."""
         return []

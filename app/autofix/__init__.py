@@ -17,25 +17,12 @@ paths (never this face), in this order: rules ← rows ← steps ← intake, com
   from GitHub, the status notes.
 - intake.py: what auto-fix does when the engine records an event or ends a run step.
 - commands.py: `/hangar autofix on|off`, the "Fix with hangar" button, review turns.
+- plugin.py: `register(engine)`: the row kind, commands, hook and status notes.
 """
 
-from app.autofix.commands import handle_command
-from app.autofix.intake import (
-    after_run_step,
-    on_ci,
-    on_pull_request,
-    on_review,
-)
-from app.autofix.rows import (
-    AutofixRow,
-    autofix_row_id,
-    ensure_row,
-    get_row,
-    give_up,
-    patch,
-    row_id,
-    save,
-)
+from app.autofix.intake import on_ci, on_pull_request, on_review
+from app.autofix.plugin import register
+from app.autofix.rows import AutofixRow, autofix_row_id, ensure_row, get_row, patch, row_id, save
 from app.autofix.rules import (
     EVIDENCE_CHARS,
     PROMPT_CHARS,
@@ -50,15 +37,7 @@ from app.autofix.rules import (
     prompt_for_review,
     why_not,
 )
-from app.autofix.steps import (
-    advance_autofix,
-    collect_failures,
-    merging,
-    review_turn,
-    show,
-    status_notes,
-    turn_running,
-)
+from app.autofix.steps import advance_autofix, collect_failures
 
 __all__ = [
     "EVIDENCE_CHARS",
@@ -69,28 +48,21 @@ __all__ = [
     "Failure",
     "Stop",
     "advance_autofix",
-    "after_run_step",
     "autofix_row_id",
     "collect_failures",
     "ensure_row",
     "failing_lines",
     "failure_signature",
     "get_row",
-    "give_up",
-    "handle_command",
     "kept",
-    "merging",
     "on_ci",
     "on_pull_request",
     "on_review",
     "patch",
     "prompt_for_failures",
     "prompt_for_review",
-    "review_turn",
+    "register",
     "row_id",
     "save",
-    "show",
-    "status_notes",
-    "turn_running",
     "why_not",
 ]

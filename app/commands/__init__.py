@@ -5,23 +5,13 @@
 - intents.py  an intent per command: its intake (a comment, a review, a button), who and
               where checked once, the 👀 reaction, the action of the concern that owns the
               command, one reply per comment, the rows a command starts
+- plugin.py   `register(engine)`: the intent row, help and usage, waking a waiting command
 
 This file is the concern's face: code outside the folder imports from here only.
 """
 
-from app.commands.grammar import (
-    COMMANDS,
-    MAX_COMMANDS_PER_COMMENT,
-    MAX_PROMPT_CHARS,
-    Command,
-    CommandSpec,
-    UsageError,
-    help_text,
-    parse,
-    spec_for,
-)
+from app.commands.grammar import COMMANDS, parse
 from app.commands.intents import (
-    ACTIONS,
     Answer,
     Busy,
     NoRunOnPr,
@@ -31,7 +21,6 @@ from app.commands.intents import (
     job_for_thread,
     job_id_for,
     job_named,
-    process_intent,
     record_check_action,
     record_comment,
     record_label,
@@ -42,39 +31,30 @@ from app.commands.intents import (
     request_verification,
     start_followup,
     start_job,
-    wake_waiting,
 )
+from app.commands.plugin import register
 
 __all__ = [
-    "ACTIONS",
     "COMMANDS",
-    "MAX_COMMANDS_PER_COMMENT",
-    "MAX_PROMPT_CHARS",
     "Answer",
     "Busy",
-    "Command",
-    "CommandSpec",
     "NoRunOnPr",
     "Started",
-    "UsageError",
     "hangar_pr_job",
-    "help_text",
     "job_for_pr",
     "job_for_thread",
     "job_id_for",
     "job_named",
     "parse",
-    "process_intent",
     "record_check_action",
     "record_comment",
     "record_label",
     "record_review_body",
     "record_review_comment",
     "record_suite_rerun",
+    "register",
     "reply",
     "request_verification",
-    "spec_for",
     "start_followup",
     "start_job",
-    "wake_waiting",
 ]

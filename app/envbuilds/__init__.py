@@ -7,11 +7,13 @@ sandboxes start from, rebuilt when its inputs drift.
                    trail, and the `hangar env` commands that read and change them
 - steps.py         the build's step in a sandbox, and what a sandbox's start asks of the
                    builds (the usable build, a probe of what drifted, a build queued)
+- plugin.py        `register(engine)`: the build row, stale builds queued at the start
 
 This file is the concern's face: code outside the folder imports from here only.
 """
 
 from app.envbuilds.environments import default_env_name, environment_for
+from app.envbuilds.plugin import register
 from app.envbuilds.rows import (
     BUILD,
     BuildError,
@@ -27,7 +29,6 @@ from app.envbuilds.rows import (
     unpin,
 )
 from app.envbuilds.steps import (
-    advance_build,
     facts,
     installed_for,
     instruction_files,
@@ -36,7 +37,6 @@ from app.envbuilds.steps import (
     parse_probe,
     plan_for,
     probe_argv,
-    rebuild_stale,
     request_build,
     spec_from_config,
     usable_build,
@@ -48,7 +48,6 @@ __all__ = [
     "EnvBuildRow",
     "active",
     "add_env_arguments",
-    "advance_build",
     "default_env_name",
     "env_command",
     "environment_for",
@@ -64,7 +63,7 @@ __all__ = [
     "parse_probe",
     "plan_for",
     "probe_argv",
-    "rebuild_stale",
+    "register",
     "request_build",
     "rollback",
     "spec_from_config",

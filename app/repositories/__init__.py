@@ -5,11 +5,16 @@ installation, and rebuilt from what GitHub remembers when hangar's database is n
               removed from the installation stops its work
 - rebuild.py  GitHub is the backup: jobs, runs and land requests recovered from hangar's
               own pull requests, status comments and check runs
+- plugin.py   `register(engine)`: the rebuild, a chore while one is owed
 
 This file is the concern's face: code outside the folder imports from here only.
 """
 
 from app.repositories.moves import repositories_removed, repository_moved
-from app.repositories.rebuild import run_pending_rebuild
+from app.repositories.plugin import register
 
-__all__ = ["repositories_removed", "repository_moved", "run_pending_rebuild"]
+__all__ = [
+    "register",
+    "repositories_removed",
+    "repository_moved",
+]

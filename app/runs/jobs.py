@@ -142,3 +142,28 @@ async def reap_orphans(engine: StepContext) -> None:
                 continue
             await provider.destroy(sb)
             engine.tokens.revoke(sb.id)
+
+
+async def end_abandoned_sandboxes(engine: StepContext) -> None:
+    """Sandboxes left running by a hangar that is gone for good (a stopped one whose data
+    directory was removed, a test's) are ended by the next hangar that starts on the host:
+    none of their work can ever be collected."""
+    for name in {"local", *(spec.provider for spec in engine.envs.values())}:
+        try:
+            ended = await engine.provider(name).end_abandoned()
+        except Exception as exc:  # a provider that cannot be reached has nothing to end
+            log.info("could not look for abandoned %s sandboxes: %s", name, exc)
+            continue
+        if ended:
+            log.warning("ended %d sandbox(es) left running by a hangar that is gone: %s",
+                        len(ended), ", ".join(ended[:20]))
+
+
+async def count_held_sandboxes(engine: StepContext) -> None:
+    for name in {"local", *(spec.provider for spec in engine.envs.values())}:
+        try:
+            held = await engine.provider(name).list({"hangar.instance": engine.instance_id})
+        except Exception as exc:  # a provider that cannot be reached holds none for us
+            log.info("could not count the %s sandboxes: %s", name, exc)
+            continue
+        engine.fleet.already(held)

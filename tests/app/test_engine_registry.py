@@ -74,3 +74,51 @@ def test_status_notes_come_pr_by_pr_in_the_order_concerns_registered(engine):
     assert said.notes == ["land acme/widgets#1", "autofix #1", "land acme/widgets#2"]
     assert said.landed == [2]
     assert engine.pr_status("acme/widgets", []) == PrStatus([], [])
+
+
+def test_the_concerns_register_in_the_order_the_engine_looks_at_them():
+    """Each concern registers itself; the composition root keeps the order that matters:
+    row kinds as the engine looks over them, start-up work, status notes, and the hooks
+    after a run's step, concern by concern as they ran before the concerns registered
+    themselves."""
+    from app import notify, review_threads, reviewers
+    from app.autofix import intake as autofix_intake
+    from app.autofix import steps as autofix_steps
+    from app.commands import intents
+    from app.engine import Registrations
+    from app.landing import intake as landing_intake
+    from app.landing import queue as landing_queue
+    from app.landing import steps as landing_steps
+    from app.runs import jobs
+    from app.wiring import register_concerns
+
+    registered = Registrations()
+    register_concerns(registered)
+    assert list(registered.kinds) == [
+        "intent", "run", "job", "land", "land_overlap", "merge_group", "fanout_grading",
+        "autofix", "review_ask", "thread_reply", "notification", "envbuild"]
+    assert [chore.kind for chore in registered.chores] == [
+        "rebuild", "redelivery", "forget deliveries"]
+    assert [what for what, _run in registered._at_start] == [
+        "reaping orphan sandboxes", "ending sandboxes whose hangar is gone",
+        "counting the sandboxes this hangar holds", "queueing stale environment builds"]
+    assert registered._after_step["run"] == [
+        intents.wake_waiting, autofix_intake.after_run_step, reviewers.after_run_step,
+        review_threads.after_run_step, jobs.wake_job, landing_queue.wake_group,
+        landing_intake.after_run_step, notify.after_run]
+    assert registered._after_step["job"] == [review_threads.after_job_step]
+    assert registered._status_notes == [
+        landing_steps.status_notes, autofix_steps.status_notes, reviewers.status_notes]
+
+
+def test_an_after_step_hook_of_a_concern_without_a_place_is_refused():
+    from app import notify, reviewers
+    from app.engine import Registrations
+
+    registered = Registrations()
+    registered.after_step("run", notify.after_run)
+    registered.after_step("run", reviewers.after_run_step)
+    registered.order_after_step("run", [reviewers, notify])
+    assert registered._after_step["run"] == [reviewers.after_run_step, notify.after_run]
+    with pytest.raises(ValueError, match=r"app\.notify has no place"):
+        registered.order_after_step("run", [reviewers])

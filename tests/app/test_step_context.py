@@ -62,7 +62,9 @@ def test_the_reader_sees_reads_and_calls():
 @pytest.mark.parametrize("module", STEP_MODULES)
 def test_a_step_uses_only_what_its_context_offers(module):
     attributes, methods = _members(StepContext)
-    used = set().union(*(used_of_the_context(path.read_text()) for path in app_files(module)))
+    # A concern's plugin.py registers it with the engine (Registrations), not a step.
+    used = set().union(*(used_of_the_context(path.read_text()) for path in app_files(module)
+                         if path.name != "plugin.py"))
     assert sorted(used - attributes - set(methods)) == [], (
         f"app/{module} uses these of the engine that StepContext does not name: add "
         "them to StepContext (app/engine.py) if a step may use them")

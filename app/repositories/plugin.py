@@ -1,0 +1,13 @@
+"""What the repositories concern registers with the engine: the rebuild from GitHub,
+retried while one is owed."""
+
+from __future__ import annotations
+
+from app.engine import REBUILD_RETRY_S, Chore, Registrations
+from app.repositories.rebuild import run_pending_rebuild
+
+
+def register(engine: Registrations) -> None:
+    engine.add_chore(Chore("rebuild", run_pending_rebuild,
+                           every=lambda _engine: REBUILD_RETRY_S,
+                           wanted=lambda engine: engine.rebuilding))
