@@ -815,8 +815,8 @@ def _run_placed(run: Run) -> tuple[bool, str | None]:
 
 
 def _job_placed(job: Job) -> tuple[bool, str | None]:
-    # A job keeps its row active while a folded status edit waits.
-    return job.state == JobState.ACTIVE or job.status_due_at > 0, None
+    # A job keeps its row active while a folded or asked status edit waits.
+    return job.state == JobState.ACTIVE or job.status_due_at > 0 or job.status_asked, None
 
 
 def host_of(run: Run) -> str | None:

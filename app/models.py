@@ -119,6 +119,11 @@ class Job(BaseModel):
     # Threads whose status comment is being posted: after a crash it may exist already.
     status_posting: list[int] = []
     status_due_at: float = 0.0
+    # Another concern changed what the status comment says (a land request moved, a review
+    # was asked): it counts an ask here and wakes the job, whose step edits the comment
+    # and records the asks it saw. More asked than seen: the job is due.
+    status_asks: int = 0
+    status_asks_seen: int = 0
     # PRs hangar opened as drafts (land.draft_pr) and has not yet marked ready for review
     drafts: list[int] = []
     winner: int | None = None  # the attempt kept by `/hangar pick`
@@ -128,6 +133,11 @@ class Job(BaseModel):
     # `unfinished` names the heads whose CI had still not finished after `waited` seconds.
     grading: dict[str, Any] = {}
     created_at: float = Field(default_factory=now)
+
+    @property
+    def status_asked(self) -> bool:
+        """Another concern asked for a status edit the job's step has not made yet."""
+        return self.status_asks > self.status_asks_seen
 
 
 class RunKind(StrEnum):

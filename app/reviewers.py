@@ -29,7 +29,7 @@ from app.landing import (
 from app.models import Job, Run, RunStage, now
 from app.render import reviewers as words
 from app.repoconfig import CONFIG_PATH, parse_repo_config
-from app.runs import refresh_status
+from app.runs import ask_status_edit
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -156,7 +156,7 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
             refused = str(exc) or "422"
     finish(engine, row, users=[] if refused else people, teams=[] if refused else teams,
            refused=refused)
-    await refresh_status(engine, job.id)  # its status comment names the asker now
+    ask_status_edit(engine, job.id)  # its status comment names the asker now
 
 
 def finish(engine: StepContext, row: ReviewAsk, **fields: object) -> None:

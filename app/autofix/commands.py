@@ -28,7 +28,7 @@ async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> s
         patch(engine, row.id, enabled=enabled, due_at=0,
               stopped=None if enabled else kept(Why(Stop.OFF_FOR_PR)),
               seen_heads=row.seen_heads if not enabled else [])
-        await show(engine, job)
+        show(engine, job)
         return f"autofix {'on' if enabled else 'off'}"
     if intent.command == "review_turn":
         return await review_turn(engine, ops, job, row, {"author": intent.author, **intent.args})

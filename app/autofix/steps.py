@@ -33,7 +33,7 @@ from app.redact import tail
 from app.render import autofix as words
 from app.render.reasons import Why
 from app.repoconfig import CONFIG_PATH, parse_repo_config
-from app.runs import refresh_status
+from app.runs import ask_status_edit
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -129,7 +129,7 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
         row = read_again(engine, row.id)
         if row.stopped and row.enabled:  # green now: what stopped hangar no longer matters
             patch(engine, row.id, stopped=None)
-            await show(engine, job)
+            show(engine, job)
         return "CI green"
     if not requested and not known_head(engine, job, row, head):
         # CI on a head hangar did not make, before GitHub's word of the push: it may be
@@ -168,7 +168,7 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
         later = why.code in PASSING
         patch(engine, row.id, stopped=reason,
               seen_heads=row.seen_heads if later else judged(row, key))
-        await show(engine, job)
+        show(engine, job)
         return f"not started: {reason}"
     turn = row.turns + 1
     names = list(dict.fromkeys(f.name for f in failures))
@@ -196,8 +196,8 @@ async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, pro
     return True
 
 
-async def show(engine: StepContext, job: Job) -> None:
-    await refresh_status(engine, job.id)
+def show(engine: StepContext, job: Job) -> None:
+    ask_status_edit(engine, job.id)
 
 
 async def collect_failures(
@@ -284,7 +284,7 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
         opt_in = review_not_started(author, Why(Stop.REVIEW_OPT_IN))
         patch(engine, row.id, stopped=kept(opt_in), pending_review=None)
         engine.note(job.id, words.stopped(opt_in))
-        await show(engine, job)
+        show(engine, job)
         return "review turn not started"
     comments = [c async for c in ops.gh.getiter(  # every page: a review may leave many
         f"{ops.base}/pulls/{row.pr_number}/reviews/{review['review_id']}/comments"
@@ -293,7 +293,7 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
     if turn_running(engine, job, row.pr_number):
         patch(engine, row.id, pending_review=review,
               stopped=kept(Why(Stop.REVIEW_WAITS, author=author)))
-        await show(engine, job)
+        show(engine, job)
         return "review turn waits for the running turn"
     why = stop_reason(row, policy, None, landing=merging(engine, row), now_s=time.time(),
                       requested=True)
@@ -303,7 +303,7 @@ async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixR
         why = review_not_started(author, why)
         patch(engine, row.id, stopped=kept(why), pending_review=None)
         engine.note(job.id, words.stopped(why))
-        await show(engine, job)
+        show(engine, job)
         return "review turn not started"
     turn = row.turns + 1
     # The turn reads each of the review's threads and answers in each (app.review_threads).

@@ -16,7 +16,7 @@ from app.models import Intent, Thread
 from app.render import replies
 from app.render import usage as usage_words
 from app.render.reasons import Why
-from app.runs import FANOUT_WARN_PCT, highest, refresh_status
+from app.runs import FANOUT_WARN_PCT, ask_status_edit, highest
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -98,7 +98,7 @@ async def pick(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
                                      f"{marker}\n{replies.answer(closed)}")
             await ops.update_pr(run.pr_number, state="closed")
     engine.patch_job(job.id, winner=n)
-    await refresh_status(engine, job.id)
+    ask_status_edit(engine, job.id)
     if intent.args.get("land"):  # the API's pick that also asks to land the kept PR
         engine.save_intent(Intent(
             id=f"{intent.id}-land", comment_id=0, author=intent.author,

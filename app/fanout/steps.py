@@ -13,7 +13,7 @@ from app.fanout.ranking import ci_verdict, rank
 from app.github.ops import read_ci
 from app.models import Job, Run
 from app.repoconfig import FanoutPolicy, parse_repo_config
-from app.runs import refresh_status
+from app.runs import ask_status_edit
 
 if TYPE_CHECKING:
     from app.engine import StepContext
@@ -54,13 +54,13 @@ async def advance_grading(engine: StepContext, job_id: str) -> None:
     now = time.time()
     if waiting and now < row.until:
         grading.wait_again(engine, row, waiting)
-        await refresh_status(engine, job_id)
+        ask_status_edit(engine, job_id)
         return
     engine.patch_job(job_id, ranking=entries(latest, ci, unfinished=waiting,
                                              weights=weights(await policy_of(engine, job))),
                      grading=said_unfinished(waiting, now - row.since))
     grading.finish(engine, row)
-    await refresh_status(engine, job_id)
+    ask_status_edit(engine, job_id)
 
 
 async def policy_of(engine: StepContext, job: Job) -> FanoutPolicy:

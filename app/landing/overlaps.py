@@ -119,8 +119,8 @@ async def advance_overlaps(engine: StepContext, row_id: str) -> None:
     row.warnings = warnings
     save(engine, row)
     changed = {n for n in {*before, *warnings} if before.get(n) != warnings.get(n)}
-    await show(engine, {prs[n]["job"] if n in prs else row.prs.get(n, {}).get("job")
-                        for n in changed} - {None})
+    show(engine, {prs[n]["job"] if n in prs else row.prs.get(n, {}).get("job")
+                  for n in changed} - {None})
 
 
 def known_files(engine: StepContext, job_id: str, pr_number: int, head: str) -> list[str] | None:
@@ -180,7 +180,7 @@ async def conflicts_after(path: Any, base: str, *, first: str, then: str) -> lis
     return list(after.conflicts)
 
 
-async def show(engine: StepContext, job_ids: set[str]) -> None:
+def show(engine: StepContext, job_ids: set[str]) -> None:
     """The jobs' status comments say what changed."""
     for job_id in job_ids:
-        await runs.refresh_status(engine, job_id)
+        runs.ask_status_edit(engine, job_id)

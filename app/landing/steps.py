@@ -1056,7 +1056,7 @@ async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
                        else [] if status == "completed" else None)
             await show_check(engine, ops, request, shown, status=status, conclusion=conclusion,
                              output={"title": title, "summary": summary}, actions=actions)
-    await runs.refresh_status(engine, request.job_id)
+    runs.ask_status_edit(engine, request.job_id)
 
 
 async def show_check(engine: StepContext, ops: RepoOps, request: LandRequest, shown: str,

@@ -30,7 +30,7 @@ ask of the engine) and what the rest of hangar and its tests read.
 
 from app.runs.agent import agent_stopped, model_facts, start_agent
 from app.runs.ending import Ending, Restart, account
-from app.runs.jobs import advance_job, reap_orphans, refresh_status
+from app.runs.jobs import advance_job, ask_status_edit, reap_orphans, refresh_status
 from app.runs.pause import FANOUT_WARN_PCT, PauseWhy, highest
 from app.runs.plugin import register
 from app.runs.publishing import push_refusal
@@ -59,6 +59,7 @@ __all__ = [
     "account",
     "advance_job",
     "agent_stopped",
+    "ask_status_edit",
     "collect",
     "credential_key",
     "highest",

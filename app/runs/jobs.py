@@ -33,8 +33,8 @@ async def advance_job(engine: StepContext, job_id: str) -> None:
     if job is None:
         return
     if job.state != JobState.ACTIVE:
-        if job.status_due_at and job.status_due_at <= time.time():
-            await refresh_status(engine, job_id)  # the edit folded while the job ended
+        if job.status_asked or (job.status_due_at and job.status_due_at <= time.time()):
+            await refresh_status(engine, job_id)  # the edit asked, or folded, once it ended
         return
     runs = engine.runs_of(job_id)
     unshown = [r for r in runs if r.finished and r.ending
@@ -50,6 +50,17 @@ async def advance_job(engine: StepContext, job_id: str) -> None:
         state = JobState.FAILED if failed else JobState.CANCELLED if cancelled else JobState.DONE
         engine.patch_job(job_id, state=state)
     await refresh_status(engine, job_id)
+
+
+def ask_status_edit(engine: StepContext, job_id: str) -> None:
+    """What a job's status comment says changed in another concern's rows (a land request,
+    an auto-fix row, a review request, a ranking): the job's step edits the comment, folded
+    like every edit. A row write and a wake, so no concern calls into the job's I/O."""
+    job = engine.get_job(job_id)
+    if job is None:
+        return
+    engine.patch_job(job_id, status_asks=job.status_asks + 1)
+    engine.wake(job_id)
 
 
 async def refresh_status(engine: StepContext, job_id: str, *, force: bool = False) -> None:
@@ -70,6 +81,7 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
     job = engine.get_job(job_id)
     if job is None:
         return
+    asks = job.status_asks  # what this edit shows was asked for until now
     runs = engine.runs_of(job_id)
     prs = sorted({r.pr_number for r in runs if r.pr_number})
     # A PR's thread gets the comment once a turn on it is over: until then its body and
@@ -109,8 +121,9 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
                                status_posting=[n for n in job.status_posting if n != number],
                                rendered={**job.rendered, number: body},
                                edited_at={**job.edited_at, number: time.time()})
-    if job.status_due_at != due:
-        engine.patch_job(job_id, status_due_at=due)
+    if job.status_due_at != due or job.status_asks_seen < asks:
+        engine.patch_job(job_id, status_due_at=due,
+                         status_asks_seen=max(job.status_asks_seen, asks))
 
 
 

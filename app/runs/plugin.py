@@ -22,9 +22,11 @@ def register(engine: Registrations) -> None:
     engine.register(
         RowKind("run", "run", Run, advance_run, next_at=lambda row: row.retry_at,
                 counts_failures=note_failure),
-        # A job waits for its runs (a finished run wakes it) and its folded status edit.
+        # A job waits for its runs (a finished run wakes it), its folded status edit, and
+        # is due at once when another concern asked for an edit.
         RowKind("job", "job", Job, advance_job,
-                next_at=lambda row: row.status_due_at or NEVER, give_up=give_up_job),
+                next_at=lambda row: 0.0 if row.status_asked else row.status_due_at or NEVER,
+                give_up=give_up_job),
     )
     engine.at_start("reaping orphan sandboxes", reap_orphans)
     engine.at_start("ending sandboxes whose hangar is gone", end_abandoned_sandboxes)

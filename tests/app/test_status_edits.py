@@ -9,7 +9,7 @@ import time
 import pytest
 
 from app import render, runs
-from app.engine import Engine
+from app.engine import Engine, PrNotes
 from app.metrics import Metrics
 from app.models import Job, JobState, Run, RunStage, RunState, Thread
 from app.store import Store
@@ -132,3 +132,49 @@ async def test_a_first_comment_is_posted_without_listing_the_thread_unless_a_cra
     engine.patch_job(crashed.id, status_posting=[7])
     await runs.refresh_status(engine, crashed.id)
     assert engine.ops.looked == [7]
+
+
+async def test_another_concerns_ask_is_a_row_write_the_jobs_step_acts_on(engine):
+    """Landing, auto-fix, fan-out and review requests never edit a status comment: they
+    count an ask on the job and wake it; the job's step makes the edit, even after the
+    job ended, and the job rests once it has."""
+    said: list[str] = []
+    engine.status_notes(lambda _engine, _repo, _number: PrNotes(tuple(said)))
+    job, run = start(engine)
+    await runs.refresh_status(engine, job.id)
+    engine.patch_run(run.id, state=RunState.EXITED, stage=RunStage.DONE, pr_number=12,
+                     finished_at=time.time(), outcome="PR opened")
+    rewind(engine, job.id, 10)
+    await runs.advance_job(engine, job.id)  # the job ends and shows it
+    assert job.id not in active_job_ids(engine) and len(engine.ops.writes) == 3
+
+    job_kind = engine.kinds["job"]
+    said.append("another concern's rows say more now")
+    runs.ask_status_edit(engine, job.id)
+    asked = engine.get_job(job.id)
+    assert len(engine.ops.writes) == 3  # the ask itself writes nothing to GitHub
+    assert job.id in active_job_ids(engine) and job_kind.next_at(asked) == 0.0
+    assert job.id in engine._woken
+
+    rewind(engine, job.id, 10)
+    await runs.advance_job(engine, job.id)
+    assert len(engine.ops.writes) == 5  # the issue's comment and the PR's
+    assert all(said[0] in body for _number, body in engine.ops.writes[-2:])
+    assert job.id not in active_job_ids(engine)
+    assert job_kind.next_at(engine.get_job(job.id)) == float("inf")
+
+
+async def test_an_ask_made_while_the_job_edits_is_not_lost(engine):
+    """An ask counted after the edit read the rows is still owed: the job stays due."""
+    job, _ = start(engine)
+    real = engine.ops.upsert_comment
+
+    async def asked_meanwhile(*args, **kwargs):
+        runs.ask_status_edit(engine, job.id)  # another concern, while the edit is sent
+        return await real(*args, **kwargs)
+
+    engine.ops.upsert_comment = asked_meanwhile
+    await runs.refresh_status(engine, job.id)
+    after = engine.get_job(job.id)
+    assert after.status_asks == 1 and after.status_asks_seen == 0
+    assert engine.kinds["job"].next_at(after) == 0.0
