@@ -34,7 +34,8 @@ class DatabaseError(Exception):
 
 
 class Cursor(Protocol):
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
@@ -43,8 +44,8 @@ class Cursor(Protocol):
 class Connection(Protocol):
     """One connection, in autocommit or inside `Database.transaction()`; `?` placeholders."""
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
-    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any: ...
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> Cursor: ...
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]], /) -> Any: ...
 
 
 def is_postgresql(target: Any) -> bool:
@@ -133,7 +134,7 @@ class SqliteDatabase(Database):
         return db
 
     @contextmanager
-    def connect(self) -> Iterator[Connection]:
+    def connect(self) -> Iterator[sqlite3.Connection]:
         if self._per_thread:
             db = self._connection()
             try:

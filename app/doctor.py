@@ -80,8 +80,8 @@ def app_permission_report(granted: dict[str, str],
 
 async def inspect(settings: Settings, repo: str) -> list[tuple[bool, str]]:
     async with aiohttp.ClientSession() as session:
-        auth = AppAuth(settings.app_id, settings.private_key(), api_url=settings.github_url,
-                       session=session)
+        auth = AppAuth(settings.github_app_id(), settings.private_key(),
+                       api_url=settings.github_url, session=session)
         app_client = await auth.client_for_app()
         installation = await get_or_none(app_client, f"/repos/{repo}/installation",
                                          jwt=auth.jwt())

@@ -20,7 +20,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from cachetools import LRUCache, TTLCache
 from pydantic import BaseModel
@@ -42,6 +42,7 @@ from sandbox.provider import Provider
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)  # a kind's row model
 
 NEVER = math.inf  # a row due only when a wake names it (and once at the engine's start)
 MAX_STEP_FAILURES = 5  # a row whose step raised this many times in a row ends with the error
@@ -99,6 +100,8 @@ class StepContext(Protocol):
     async def kept(self, key: tuple[str, ...], read: Callable[[], Awaitable[Any]]) -> Any: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
+    def existing_job(self, job_id: str) -> Job: ...
+    def existing_run(self, run_id: str) -> Run: ...
     def save_job(self, job: Job) -> Job: ...
     def save_run(self, run: Run) -> Run: ...
     def save_intent(self, intent: Intent) -> Intent: ...
@@ -148,18 +151,18 @@ def only_when_woken(_row: Any) -> float:
 
 
 @dataclass(frozen=True)
-class RowKind:
+class RowKind(Generic[R]):
     """One kind of row the engine advances, as its concern declares it: the table, the
     row model, when a row is next due, the step that advances it, and what ends a row
     whose step failed too often. The engine knows concerns only through these."""
 
     kind: str  # the metrics label and the log field
     table: str
-    model: type[BaseModel]
+    model: type[R]
     step: Step
     # When the row is next due, read from the row: a time, 0 for now, or NEVER for only
     # when a wake names it (`engine.wake(row_id)`).
-    next_at: Callable[[Any], float] = only_when_woken
+    next_at: Callable[[R], float] = only_when_woken
     give_up: Callable[[Engine, str, str], None] | None = None
     # A run counts its failures in its own row instead of the engine's backoff.
     counts_failures: Callable[[Engine, str, Exception], None] | None = None
@@ -185,8 +188,9 @@ class Registrations:
     through these."""
 
     def __init__(self) -> None:
-        self.kinds: dict[str, RowKind] = {}
-        self._kinds_by_table: dict[str, RowKind] = {}
+        # Kinds of many row models: each kind's next_at reads its own model's rows.
+        self.kinds: dict[str, RowKind[Any]] = {}
+        self._kinds_by_table: dict[str, RowKind[Any]] = {}
         self.command_actions: dict[str, CommandAction] = {}
         self.chores: list[Chore] = []
         self._at_start: list[tuple[str, Callable[[Engine], Awaitable[object]]]] = []
@@ -194,7 +198,7 @@ class Registrations:
         self._status_notes: list[StatusNotes] = []
         self._runs_ended: list[RunsEnded] = []
 
-    def register(self, *kinds: RowKind) -> None:
+    def register(self, *kinds: RowKind[Any]) -> None:
         for kind in kinds:
             if kind.kind in self.kinds:
                 raise ValueError(f"row kind {kind.kind!r} is registered twice")
@@ -662,6 +666,20 @@ class Engine(Registrations):
 
     def get_run(self, run_id: str) -> Run | None:
         return self.store.get("run", run_id, Run)
+
+    def existing_job(self, job_id: str) -> Job:
+        """A job another row names: rows are never deleted, so one missing is a fault."""
+        job = self.get_job(job_id)
+        if job is None:
+            raise LookupError(f"job {job_id} is not in the store")
+        return job
+
+    def existing_run(self, run_id: str) -> Run:
+        """A run another row names (a job's, a land request's): it must be there."""
+        run = self.get_run(run_id)
+        if run is None:
+            raise LookupError(f"run {run_id} is not in the store")
+        return run
 
     def save_job(self, job: Job) -> Job:
         self.store.put("job", job.id, job, active=_job_placed(job)[0])

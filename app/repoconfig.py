@@ -154,11 +154,11 @@ def parse_repo_config(text: str | None, path: str = CONFIG_PATH) -> tuple[RepoCo
         except ValidationError as exc:
             for error in exc.errors():
                 loc = tuple(error["loc"])
-                line = _line_of(root, loc)
+                at = _line_of(root, loc)
                 field = ".".join(str(p) for p in loc)
                 fix = _FIXES.get(error["type"], "see the keys in docs/landing.md")
                 problems.append(
-                    f"{path}:{line}: {field}: {error['msg']} — {fix}; the default applies"
+                    f"{path}:{at}: {field}: {error['msg']} — {fix}; the default applies"
                 )
                 _drop(data, loc)
     return RepoConfig(), problems

@@ -14,7 +14,12 @@ from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 GITHUB_API = "https://api.github.com"
 
@@ -162,7 +167,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        data_dir = (init_settings.init_kwargs.get("data_dir")
+        given = init_settings.init_kwargs if isinstance(init_settings, InitSettingsSource) else {}
+        data_dir = (given.get("data_dir")
                     or os.environ.get("HANGAR_DATA_DIR")
                     or _read_yaml(os.environ.get("HANGAR_CONFIG")).get("data_dir")
                     or cls.model_fields["data_dir"].default)
@@ -229,11 +235,7 @@ class Settings(BaseSettings):
 
     def check_for_github(self) -> None:
         """Refuse what cannot call GitHub as the App: its id and a readable key."""
-        if self.app_id is None:
-            raise SettingsError(
-                "HANGAR_APP_ID is not set: set it to your GitHub App's id "
-                "(shown on the App's settings page)."
-            )
+        self.github_app_id()
         if self.private_key_file is None:
             raise SettingsError(
                 "HANGAR_PRIVATE_KEY_FILE is not set: download a private key from the App's "
@@ -252,6 +254,15 @@ class Settings(BaseSettings):
         """Whether any part of a GitHub App is set; with none, hangar offers /setup."""
         return any(v is not None for v in (self.app_id, self.private_key_file,
                                            self.webhook_secret))
+
+    def github_app_id(self) -> int:
+        """The App's id, refused when unset."""
+        if self.app_id is None:
+            raise SettingsError(
+                "HANGAR_APP_ID is not set: set it to your GitHub App's id "
+                "(shown on the App's settings page)."
+            )
+        return self.app_id
 
     def private_key(self) -> str:
         assert self.private_key_file is not None

@@ -81,7 +81,7 @@ class Store:
         (SQLite's way, the default): a commit then never waits for that copy and its two
         fsyncs. `owner`: whose leases this store takes (the replica's name)."""
         self._owns = not isinstance(target, Database)
-        if self._owns and not is_postgresql(target):
+        if not isinstance(target, Database) and not is_postgresql(target):
             private_database(Path(target))  # 0600, in a 0700 directory
         self.db = open_database(target)
         self.dialect = self.db.dialect
@@ -100,12 +100,12 @@ class Store:
         self._first_written = "seq" if self.dialect == POSTGRESQL else "rowid"
         self._checkpointer: threading.Thread | None = None
         self._stop_checkpoints = threading.Event()
-        if checkpoint_every is not None and self.dialect != POSTGRESQL:
+        if checkpoint_every is not None and self.dialect != POSTGRESQL and self.path is not None:
             with self.db.connect() as db:
                 db.execute("PRAGMA wal_autocheckpoint=0")
             self._checkpointer = threading.Thread(
-                target=self._checkpoints, args=(checkpoint_every,), name="hangar-checkpoint",
-                daemon=True)
+                target=self._checkpoints, args=(self.path, checkpoint_every),
+                name="hangar-checkpoint", daemon=True)
             self._checkpointer.start()
         # Called after a row is written or noted, with (kind, id, model or None); the API's
         # event stream listens here. A listener must be quick and must not raise.
@@ -122,10 +122,10 @@ class Store:
         if self._owns:
             self.db.close()
 
-    def _checkpoints(self, every: float) -> None:
+    def _checkpoints(self, path: Path, every: float) -> None:
         # Its own connection: a PASSIVE checkpoint waits for no reader or writer, and the
         # page copying and fsyncs run without the GIL, beside the event loop.
-        db = sqlite3.connect(self.path, isolation_level=None)
+        db = sqlite3.connect(path, isolation_level=None)
         try:
             while not self._stop_checkpoints.wait(every):
                 try:
@@ -237,7 +237,8 @@ class Store:
         return _delivery(row) if row else None
 
     def count_deliveries(self, state: str | None = None) -> int:
-        query, args = "SELECT COUNT(*) FROM deliveries", ()
+        query = "SELECT COUNT(*) FROM deliveries"
+        args: tuple[str, ...] = ()
         if state:
             query, args = query + " WHERE state = ?", (state,)
         with self._read() as db:

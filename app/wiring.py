@@ -175,7 +175,7 @@ async def _session(app: web.Application) -> AsyncIterator[None]:
     app[SESSION] = aiohttp.ClientSession()
     settings = app[SETTINGS]
     app[AUTH] = AppAuth(
-        settings.app_id,
+        settings.github_app_id(),
         settings.private_key(),
         api_url=settings.github_url,
         session=app[SESSION],

@@ -146,8 +146,8 @@ def score_of(terms: tuple[tuple[str, float, float], ...]) -> float:
 
 def pass_rate(runs: list[Run]) -> tuple[int, int]:
     """Attempts whose verification passed, of those verified."""
-    verified = [r for r in runs if r.verification is not None]
-    return sum(1 for r in verified if r.verification.passed), len(verified)
+    verified = [r.verification for r in runs if r.verification is not None]
+    return sum(1 for v in verified if v.passed), len(verified)
 
 
 def _why(run: Run, ci: str) -> str:

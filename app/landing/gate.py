@@ -82,7 +82,8 @@ CLASSIC = "classic branch protection"
 
 def ruleset_name(rule: dict, names: Mapping[int, str]) -> str:
     ruleset_id = rule.get("ruleset_id")
-    return names.get(ruleset_id) or (f"ruleset {ruleset_id}" if ruleset_id else "a ruleset")
+    named = names.get(ruleset_id) if isinstance(ruleset_id, int) else None
+    return named or (f"ruleset {ruleset_id}" if ruleset_id else "a ruleset")
 
 
 def branch_gate(rules: list[dict], classic: dict | None = None,

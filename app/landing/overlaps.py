@@ -119,8 +119,8 @@ async def advance_overlaps(engine: StepContext, row_id: str) -> None:
     row.warnings = warnings
     save(engine, row)
     changed = {n for n in {*before, *warnings} if before.get(n) != warnings.get(n)}
-    show(engine, {prs[n]["job"] if n in prs else row.prs.get(n, {}).get("job")
-                  for n in changed} - {None})
+    jobs = {prs[n]["job"] if n in prs else row.prs.get(n, {}).get("job") for n in changed}
+    show(engine, {job for job in jobs if job is not None})
 
 
 def known_files(engine: StepContext, job_id: str, pr_number: int, head: str) -> list[str] | None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from app.commands import job_for_pr
 from app.landing.rules import VERIFY_CHECK
-from app.models import Run, RunKind, RunStage, RunState, Thread, now
+from app.models import Run, RunKind, RunStage, RunState, Thread, Verification, now
 from app.render import landing as words
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def record_merge_group(engine: StepContext, event: MergeGroupEvent) -> None:
     engine.wake(row_id)
 
 
-def reusable(engine: StepContext, group: MergeGroup) -> Run | None:
+def reusable(engine: StepContext, group: MergeGroup) -> Verification | None:
     """hangar's passed verification of a PR head the group holds exactly: the head was up
     to date with the very base commit the group is built on, so the group's tree is the
     head's (whatever the queue's merge method)."""
@@ -100,7 +100,7 @@ def reusable(engine: StepContext, group: MergeGroup) -> Run | None:
                 and run.base_branch == group.base_ref
                 and compare.get("base_sha") == group.base_sha
                 and compare.get("behind_by") == 0):
-            return run
+            return verified
     return None
 
 
@@ -114,15 +114,14 @@ async def advance_group(engine: StepContext, row_id: str) -> None:
             group.state = "done"
             save_group(engine, group)
         return
-    job = engine.get_job(group.job_id)
+    job = engine.existing_job(group.job_id)
     ops = await engine.repo_ops(Thread(repo=group.repo, number=job.thread.number,
                                        installation_id=group.installation_id))
     reused = reusable(engine, group)
     if reused is not None:
-        verification = reused.verification
         await ops.upsert_check_run(
             VERIFY_CHECK, group.head_sha, group.id, status="completed", conclusion="success",
-            output=words.group_reused_output(verification.command, reused.head_sha,
+            output=words.group_reused_output(reused.command, reused.head_sha,
                                              group.base_ref, group.base_sha))
         group.state, group.reused = "done", reused.head_sha
         save_group(engine, group)

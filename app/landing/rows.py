@@ -153,6 +153,14 @@ def ensure_request(engine: StepContext, job: Job, pr_number: int, *,
     return request
 
 
+def head_of(request: LandRequest) -> str:
+    """The head the request is at: the step reads it from the PR before any stage that
+    needs it, so one missing here is a fault."""
+    if request.head_sha is None:
+        raise LookupError(f"{request.id} has no head yet")
+    return request.head_sha
+
+
 class RowChanged(Exception):
     """The row changed under a step (a review, a push, `/hangar land cancel`): the step
     stops and the next one starts from the fresh row."""

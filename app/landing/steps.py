@@ -41,6 +41,7 @@ from app.landing.rows import (
     ReviewRecord,
     RowChanged,
     get,
+    head_of,
     land_id,
     move,
     save,
@@ -145,7 +146,7 @@ WAITING_FOR_PEOPLE = (LandReason.APPROVALS_WANTED, LandReason.GATE_WAITS,
 
 
 async def land_step(engine: StepContext, request: LandRequest) -> None:
-    job = engine.get_job(request.job_id)
+    job = engine.existing_job(request.job_id)
     ops = await engine.repo_ops(job.thread)
     if request.policy is not None and expired(
             request, LandPolicy.model_validate(request.policy), time.time()):
@@ -342,7 +343,7 @@ async def is_clean_update(engine: StepContext, request: LandRequest, head: str,
     policy = LandPolicy.model_validate(request.policy) if request.policy else None
     if policy is None or not policy.approval_survives_clean_update:
         return False
-    job = engine.get_job(request.job_id)
+    job = engine.existing_job(request.job_id)
     try:
         path = await mirror.fetched(engine, repo=request.repo, clone_url=job.clone_url,
                                     installation_id=request.installation_id,
@@ -458,7 +459,8 @@ async def review_verdicts(
 
 def carried_from(request: LandRequest) -> list[str]:
     """The heads hangar's clean updates made the head from, newest first."""
-    heads, head = [], request.head_sha
+    heads: list[str] = []
+    head = request.head_sha
     while head in request.updated_heads and len(heads) < len(request.updated_heads):
         head = request.updated_heads[head]
         heads.append(head)
@@ -610,8 +612,8 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
 async def rebase(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:
     """land.update: rebase. The land worker rebases the branch onto the base in a sandbox
     and pushes it with a lease on the head; a clean rebase's head is hangar's update."""
-    job = engine.get_job(request.job_id)
-    old = request.head_sha
+    job = engine.existing_job(request.job_id)
+    old = head_of(request)
     engine.note(request.job_id, f"land #{request.pr_number}: rebasing the branch onto "
                                 f"{request.base}")
     outcome = await worker.rebase(engine, ops, request, job.clone_url)
@@ -645,7 +647,7 @@ async def conflicting_files(engine: StepContext, request: LandRequest) -> list[s
     """The files in which the PR's head conflicts with its base now, as git's own merge
     (merge-ort, GitHub's) finds them in hangar's mirror: exactly those, not every file
     both sides changed. Empty when git could not be asked (the reason then says so)."""
-    job = engine.get_job(request.job_id)
+    job = engine.existing_job(request.job_id)
     try:
         path = await mirror.fetched(engine, repo=request.repo, clone_url=job.clone_url,
                                     installation_id=request.installation_id,
@@ -672,7 +674,7 @@ async def wait_for_ci(
         extra.append(VERIFY_CHECK)
     required = required_names(gate, extra)
     verified = ensure_verified(engine, request)
-    check_runs, statuses = await read_ci(ops, request.head_sha)
+    check_runs, statuses = await read_ci(ops, head_of(request))
     results = required_results(gate, extra, check_runs, statuses,
                                own_app_id=engine.settings.app_id)
     if VERIFY_CHECK in required:
@@ -721,7 +723,7 @@ def ensure_verified(engine: StepContext, request: LandRequest) -> Verification |
         return max(done, key=lambda v: v.at)
     if here or any(not r.finished for r in runs):
         return None
-    job = engine.get_job(request.job_id)
+    job = engine.existing_job(request.job_id)
     request_verification(engine, job, request.pr_number, base=request.base)
     return None
 
@@ -796,14 +798,14 @@ async def gate_facts_now(engine: StepContext, ops: RepoOps, request: LandRequest
                            if await ops.team_member(team, login)]
     pushed = pushers(engine, request)
     return Facts(
-        author=((pr or {}).get("user") or {}).get("login") or "", head_sha=request.head_sha,
+        author=((pr or {}).get("user") or {}).get("login") or "", head_sha=head_of(request),
         reviews=reviews, permissions=permissions,
         last_pusher=pushed[-1] if pushed and pusher_unknown(engine, request) is None
         and not hangar_pushed(engine, request) else None,
         changed_files=files, codeowners=codeowners, teams=teams,
         unresolved_threads=await ops.unresolved_threads(request.pr_number)
         if gate.threads else 0,
-        deployed=await ops.deployed(request.head_sha, gate.deployments)
+        deployed=await ops.deployed(head_of(request), gate.deployments)
         if gate.deployments else ())
 
 
@@ -843,7 +845,7 @@ async def merge(
     engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     gate: Gate | None = None, rulesets: list[dict] | None = None,
 ) -> None:
-    job = engine.get_job(request.job_id)
+    job = engine.existing_job(request.job_id)
     pr = await ops.get_pr(request.pr_number)
     if pr.get("merged"):  # a crash after GitHub merged: record it once
         return await landed(engine, ops, request, pr.get("merge_commit_sha"))
@@ -853,7 +855,7 @@ async def merge(
     if bypass:  # GitHub would not hold hangar to the ruleset: it is no gate
         return move(engine, request, LandState.REJECTED,
                     Why(LandReason.BYPASS_ACTOR, ruleset=bypass[0]))
-    compare = await ops.compare(request.base, request.head_sha)
+    compare = await ops.compare(request.base, head_of(request))
     # The repository's settings are read when a rule narrows the methods; else GitHub's
     # 405 for a method they turn off says so (and the merge is asked again with another).
     narrowed = (set(gate.methods or MERGE_METHODS) != set(MERGE_METHODS) or gate.linear
@@ -967,7 +969,7 @@ async def through_queue(engine: StepContext, ops: RepoOps, request: LandRequest,
             return move(engine, request, LandState.REJECTED, Why(
                 LandReason.CLOSING_COMMIT, sha=sha, said=said, method=method))
     try:
-        entry = await ops.enqueue(pr["node_id"], request.head_sha)
+        entry = await ops.enqueue(pr["node_id"], head_of(request))
     except GitHubException as exc:  # GitHub's word on this head: wait for it to change
         request.refused = request.head_sha
         return move(engine, request, LandState.AWAITING_APPROVAL,
@@ -1031,7 +1033,7 @@ async def landed(
     request.merge_sha = merge_sha
     move(engine, request, LandState.LANDED, Why(LandReason.LANDED, sha=merge_sha))
     engine.tokens.revoke_branch(request.repo, request.branch)
-    job = engine.get_job(request.job_id)
+    job = engine.existing_job(request.job_id)
     if all(r.finished for r in engine.runs_of(job.id)):
         engine.patch_job(job.id, state=JobState.DONE)
     await show(engine, ops, request)
@@ -1063,7 +1065,7 @@ async def show_check(engine: StepContext, ops: RepoOps, request: LandRequest, sh
                      **fields: Any) -> None:
     """Write check run `hangar / land` on the head: by its id once known; a create is
     marked on the row first, so only one that may have been sent is looked for."""
-    head = request.head_sha
+    head = head_of(request)
     known = request.check_ids.get(head)
     may_exist = head in request.check_posting
     try:

@@ -333,18 +333,23 @@ def not_counted(why: Why | None) -> str | None:
     return None if why is None else word(NOT_COUNTED, why)
 
 
+def refusal(why: Why | str) -> str:
+    return why if isinstance(why, str) else word(NOT_COUNTED, why)
+
+
 def gate_lines(facts: list[tuple[bool, Why]]) -> list[tuple[bool, str]]:
     return [(ok, word(GATE_FACTS, why)) for ok, why in facts]
 
 
-def review_not_counted(marker: str, why: Why) -> str:
-    """The one reply on the PR for an approval that does not count."""
-    return f"{marker}\nThis approval does not count for landing: {not_counted(why)}."
+def review_not_counted(marker: str, why: Why | str) -> str:
+    """The one reply on the PR for an approval that does not count (`why`: a code, or
+    worded already, as approval_refusal may pass it on)."""
+    return f"{marker}\nThis approval does not count for landing: {refusal(why)}."
 
 
-def ack_refused(why: Why, flag: str = "--ack-sensitive") -> str:
+def ack_refused(why: Why | str, flag: str = "--ack-sensitive") -> str:
     what = "the sensitive files" if flag == "--ack-sensitive" else "the change's size"
-    return (f"Your acknowledgement of {what} does not count: {not_counted(why)}. "
+    return (f"Your acknowledgement of {what} does not count: {refusal(why)}. "
             f"Another person with write access must comment `/hangar land {flag}`.")
 
 

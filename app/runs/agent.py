@@ -58,7 +58,7 @@ async def start_agent(engine: StepContext, run: Run) -> None:
         return
     if run.kind == RunKind.VERIFY:
         return
-    job = engine.get_job(run.job_id)
+    job = engine.existing_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     if not run.env:
         # The environment says which model credential, and so which queue, a run is in.
@@ -94,19 +94,23 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     from sandbox.envspec import EnvSpec
 
     spec = EnvSpec.model_validate(run.env)
-    if run.base_sha is None:
+    base_sha = run.base_sha
+    if base_sha is None:
         base_sha = await ops.branch_sha(job.base_branch)
         if base_sha is None:
             raise RuntimeError(f"the base branch {job.base_branch} does not exist on GitHub")
         run = engine.patch_run(run.id, base_sha=base_sha)
-    if run.start_sha is None:
-        start = run.base_sha if run.turn == 1 else await ops.branch_sha(run.branch)
-        run = engine.patch_run(run.id, start_sha=start or run.base_sha)
+    start_sha = run.start_sha
+    if start_sha is None:
+        start = base_sha if run.turn == 1 else await ops.branch_sha(run.branch)
+        start_sha = start or base_sha
+        run = engine.patch_run(run.id, start_sha=start_sha)
     # From its start, the turn has a `hangar / agent` check run saying it works.
-    await upsert_check(engine, ops, run, AGENT_CHECK, run.start_sha, status="in_progress",
+    await upsert_check(engine, ops, run, AGENT_CHECK, start_sha, status="in_progress",
                        output=render.agent_check_started(run))
     provider = engine.provider(spec.provider)
-    sb = await prepare_sandbox(engine, run, job, spec, role="agent", checkout=checkout_for(run))
+    sb = await prepare_sandbox(engine, run, job, spec, role="agent",
+                               checkout=checkout_for(run, base_sha))
     from sandbox.harness import harness_for
 
     harness = harness_for(spec)
@@ -209,9 +213,9 @@ async def restore_session(engine: StepContext, run: Run, sb: Any, harness: Any) 
                "restoring the agent's session", offline=True)
 
 
-def checkout_for(run: Run) -> list[str]:
+def checkout_for(run: Run, base_sha: str) -> list[str]:
     if run.turn == 1:
-        return ["git", "checkout", "-q", "-b", run.branch, run.base_sha]
+        return ["git", "checkout", "-q", "-b", run.branch, base_sha]
     return ["git", "checkout", "-q", "-B", run.branch, f"origin/{run.branch}"]
 
 

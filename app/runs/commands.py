@@ -81,7 +81,10 @@ async def retry(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     """Push again the commits of runs whose push GitHub did not take; else start again the
     latest turns that ended in a way a retry fixes (a crash, a lost sandbox, the model)."""
     job = job_for_thread(engine, intent.thread.repo, intent.thread.number)
-    runs = engine.runs_of(job.id) if job else []
+    if job is None:
+        await reply(ops, intent, Why(Answer.NOTHING_HELD))
+        return "nothing held or to retry"
+    runs = engine.runs_of(job.id)
     held = [r for r in runs if r.stage == RunStage.HELD]
     for run in held:
         request_retry(engine, run)
@@ -119,8 +122,11 @@ async def resume(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     reset); the agents start as slots allow."""
     job = job_named(engine, intent) or job_for_thread(engine, intent.thread.repo,
                                                       intent.thread.number)
+    if job is None:
+        await reply(ops, intent, Why(Answer.NOT_PAUSED))
+        return "nothing paused"
     waiting = [r for r in engine.runs_of(job.id) if r.state == RunState.QUEUED
-               and not r.finished and r.env] if job else []
+               and not r.finished and r.env]
     lifted = []
     for credential in sorted({credential_key(r) for r in waiting}):
         pause = resume_model(engine, credential, by=intent.author)

@@ -22,14 +22,14 @@ def turn_usage(agent: dict[str, Any], previous: dict[str, Any] | None,
     if cost is None:
         cost = _own(agent.get("session_cost_usd"),
                     _same_session(agent, previous, "session_cost_usd"))
-    metered = gateway is not None and gateway.requests > 0
-    if metered:
-        tokens = {"input": gateway.input_tokens, "output": gateway.output_tokens}
-        cost = gateway.cost_usd if gateway.cost_usd is not None else cost
+    metered = gateway if gateway is not None and gateway.requests > 0 else None
+    if metered is not None:
+        tokens = {"input": metered.input_tokens, "output": metered.output_tokens}
+        cost = metered.cost_usd if metered.cost_usd is not None else cost
     tokens = tokens or {}
     return {"cost_usd": None if cost is None else round(cost, 6),
             "input_tokens": tokens.get("input"), "output_tokens": tokens.get("output"),
-            "cost_from": "gateway" if metered and gateway.cost_usd is not None else
+            "cost_from": "gateway" if metered is not None and metered.cost_usd is not None else
             "agent" if cost is not None else None}
 
 

@@ -93,7 +93,7 @@ def conclusion(code: str) -> str:
 
 def retryable(run: Run) -> bool:
     """Whether `/hangar retry` starts this finished turn again."""
-    return run.finished and bool(run.ending) and run.ending["code"] in RETRYABLE
+    return run.finished and run.ending is not None and run.ending.get("code") in RETRYABLE
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
             job = engine.patch_job(job_id, status_posting=[*job.status_posting, number])
         comment_id = await ops.upsert_comment(number, render.status_marker(job.id), body,
                                               known_id=known, look_first=may_exist)
-        job = engine.get_job(job_id)
+        job = engine.existing_job(job_id)
         job = engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
                                status_posting=[n for n in job.status_posting if n != number],
                                rendered={**job.rendered, number: body},

@@ -144,7 +144,7 @@ async def push_with_retries(
     engine: StepContext, provider: Any, sb: Any, run: Run, source: str, head: str
 ) -> PushOutcome:
     """Push source to the run's branch until GitHub holds head, a refusal, or no tries left."""
-    job = engine.get_job(run.job_id)
+    job = engine.existing_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     said = ""
     attempts = 0
@@ -211,7 +211,7 @@ async def hold(engine: StepContext, run: Run, sb: Any, head: str, outcome: PushO
     job = engine.get_job(run.job_id)
     if job is not None:
         await complete_agent_check(engine, await engine.repo_ops(job.thread),
-                                   engine.get_run(run.id))
+                                   engine.existing_run(run.id))
 
 
 async def offer_retry_button(engine: StepContext, run: Run) -> None:
@@ -219,7 +219,7 @@ async def offer_retry_button(engine: StepContext, run: Run) -> None:
 
     if run.pr_number is None:
         return  # a first turn has no PR yet: `/hangar retry` on the issue is the way
-    job = engine.get_job(run.job_id)
+    job = engine.existing_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     current = await ops.branch_sha(run.branch)
     if current is None:
@@ -268,8 +268,8 @@ async def publish_bundle(engine: StepContext, run: Run) -> None:
     from sandbox.envspec import EnvSpec
 
     path = bundle_path(engine, run)
-    assert path is not None and run.held is not None
-    job = engine.get_job(run.job_id)
+    assert path is not None and run.held is not None and run.base_sha is not None
+    job = engine.existing_job(run.job_id)
     spec = EnvSpec.model_validate(run.env)
     provider = engine.provider(spec.provider)
     sb = await prepare_sandbox(engine, run, job, spec, role="publish",

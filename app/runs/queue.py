@@ -93,8 +93,9 @@ def model_pauses(engine: StepContext, runs: list[Run]) -> dict[str, Why]:
         key = credential_key(run)
         if key not in by_credential:
             by_credential[key] = model_pause(engine, run)
-        if by_credential[key] is not None:
-            paused[run.id] = by_credential[key].why
+        pause = by_credential[key]
+        if pause is not None:
+            paused[run.id] = pause.why
     return paused
 
 
@@ -114,7 +115,7 @@ def model_readings(engine: StepContext, runs: list[Run]) -> dict[str, Reading]:
 def resume_model(engine: StepContext, credential: str, *, by: str) -> Pause | None:
     """A person lifts the credential's pause: its queued agents start (None: not paused)."""
     pause = credential_pause(engine, credential)
-    if pause is None:
+    if pause is None or engine.models is None:  # no ledger: nothing is ever paused
         return None
     engine.models.resume(credential, by=by, windows=pause.holding)
     wake_queued(engine)

@@ -52,8 +52,9 @@ async def prepare_sandbox(
         await provider.destroy(leftover)
         engine.tokens.revoke(leftover.id)
     build = await envbuilds.usable_build(engine, provider, job.thread.repo, spec)
-    start_spec = spec if build is None else spec.model_copy(
-        update={"image": snapshots.image_for(spec.provider, build.image, spec.image)})
+    built = build.image if build is not None else None  # a usable build's image is there
+    start_spec = spec if built is None else spec.model_copy(
+        update={"image": snapshots.image_for(spec.provider, built, spec.image)})
     sb = await provider.create(start_spec, labels)
     if role == "agent":
         engine.patch_run(run.id, sandbox=sb.model_dump())
@@ -69,10 +70,10 @@ async def prepare_sandbox(
     creds = f"{HOME}/.git-credentials"
     await provider.copy_in(sb, {creds: files[creds]}, mode=0o600)
     try:
-        if build is not None:
+        if built is not None:
             # One exec for all of it (each costs ~0.1 s on docker). install's untracked
             # leftovers go, ignored ones stay: the agent's diff is its own.
-            unpack = await snapshots.restore(provider, sb, build.image)
+            unpack = await snapshots.restore(provider, sb, built)
             await must_each(provider, sb, [
                 *((argv, "unpacking the environment build") for argv in unpack),
                 (["cd", REPO], "entering the environment build's checkout"),
@@ -173,7 +174,7 @@ async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, h
     run is looked for before it is created only when a create may have been sent already
     (the mark is written before the create): a new one costs one call, not two."""
     key = f"{name}@{head}"
-    fresh = engine.get_run(run.id)
+    fresh = engine.existing_run(run.id)
     known = fresh.check_ids.get(key)
     may_exist = key in fresh.posting
     if known is None and not may_exist:
@@ -184,7 +185,7 @@ async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, h
     check_id = await ops.upsert_check_run(name, head, run.id, known_id=known,
                                           look_first=may_exist, **fields)
     if known != check_id or may_exist:
-        fresh = engine.get_run(run.id)
+        fresh = engine.existing_run(run.id)
         engine.patch_run(run.id, check_ids={**fresh.check_ids, key: check_id},
                          posting=[k for k in fresh.posting if k != key])
 

@@ -108,7 +108,7 @@ def record_ending(engine: StepContext, run: Run, *, changed: bool) -> Run:
 
 
 async def collect(engine: StepContext, run: Run) -> None:
-    job = engine.get_job(run.job_id)
+    job = engine.existing_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     # What hangar just pushed is what GitHub holds; else (the agent pushed, or a `verify`
     # of the branch) GitHub's branch says.
@@ -129,6 +129,8 @@ async def collect(engine: StepContext, run: Run) -> None:
             record_ending(engine, run, changed=False)
             engine.note(run.job_id, f"{run.id} made no commits")
             return
+    if head is None:  # the branch is gone from GitHub: there is nothing to collect
+        raise LookupError(f"{run.id}: branch {run.branch} is not on GitHub")
     config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch,
                                                           (compare or {}).get("base_sha")))
     sensitive = sensitive_files(compare, config.land.sensitive_paths)
@@ -145,7 +147,7 @@ async def collect(engine: StepContext, run: Run) -> None:
         run = record_ending(engine, run, changed=changed)
         await upsert_check(engine, ops, run, AGENT_CHECK, head, status="completed",
                            conclusion=agent_conclusion(run), output=render.agent_check_output(run))
-        if head == run.start_sha:
+        if head == run.start_sha and run.ending:  # the ending was just recorded
             run = engine.patch_run(run.id, agent_check_shown=run.ending["code"])
         # One that ends within the fold opens the PR with its result: the body is written
         # once, and the check run is made once, completed.
@@ -156,7 +158,7 @@ async def collect(engine: StepContext, run: Run) -> None:
         pr = await opened(engine, ops, job, run, draft=draft)
         # Only now is this stage's work all on GitHub; a crash before here repeats it.
         engine.patch_run(run.id, stage=RunStage.VERIFYING)
-        await verify(engine, engine.get_run(run.id), started=verifying, pr=pr)
+        await verify(engine, engine.existing_run(run.id), started=verifying, pr=pr)
     finally:
         if verifying is not None:
             await verifying.stop()
@@ -171,10 +173,10 @@ async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run, *,
         # The label asked for this PR; it stays on the issue only while no PR is open.
         await ops.remove_label(job.thread.number, job.trigger_label)
         engine.patch_job(job.id, trigger_label=None)
-    fresh = engine.get_run(run.id)
+    fresh = engine.existing_run(run.id)
     engine.patch_run(run.id, pr_number=pr["number"],
                      posting=[k for k in fresh.posting if k != "pr"])
-    engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {run.head_sha[:7]}")
+    engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {(run.head_sha or '')[:7]}")
     return pr
 
 
@@ -198,6 +200,7 @@ async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run,
     first only when an open may have been sent already (the mark is written before it)
     or GitHub says one exists: a first open costs one call."""
     body = render.pr_body(job, run)
+    pr: dict | None
     if run.pr_number is not None:
         pr = await ops.get_pr(run.pr_number)
     elif "pr" in run.posting:
@@ -228,6 +231,6 @@ async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run,
 
 def note_draft(engine: StepContext, job: Job, pr: dict) -> None:
     """hangar opened this PR as a draft: it marks it ready once a verification passes."""
-    drafts = engine.get_job(job.id).drafts
+    drafts = engine.existing_job(job.id).drafts
     if pr.get("draft") and pr["number"] not in drafts:
         engine.patch_job(job.id, drafts=[*drafts, pr["number"]])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -101,9 +101,10 @@ async def read_thread(engine: StepContext, ops: RepoOps, job: Job) -> ThreadCont
     number = job.thread.number
     if job.issue_author:
         # The webhook's copy of the issue, as the command found it: no read of its own.
-        issue = {"title": job.title, "body": job.body,
-                 "user": {"login": job.issue_author,
-                          "type": "Bot" if job.issue_author.endswith("[bot]") else "User"}}
+        issue: dict[str, Any] = {
+            "title": job.title, "body": job.body,
+            "user": {"login": job.issue_author,
+                     "type": "Bot" if job.issue_author.endswith("[bot]") else "User"}}
     else:
         issue = await ops.gh.getitem(f"{ops.base}/issues/{number}")
     raw = [(issue.get("user") or {}, issue.get("body") or "", True)]
@@ -160,10 +161,10 @@ def image_links(posts: list[Post]) -> list[ImageLink]:
             src, alt = _HTML_SRC.search(m.group(0)), _HTML_ALT.search(m.group(0))
             if src:
                 matches.append((m.start(), src.group(1), alt.group(1) if alt else ""))
-        for _, url, alt in sorted(matches):
+        for _, url, text in sorted(matches):
             if url not in seen:
                 seen.add(url)
-                found.append(ImageLink(url=url, alt=alt.strip(), author=post.author))
+                found.append(ImageLink(url=url, alt=text.strip(), author=post.author))
     return found
 
 

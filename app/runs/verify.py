@@ -38,9 +38,11 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
                  pr: dict | None = None) -> None:
     """Verify the run's head and say so. `started`: the verification collect began as the
     push landed; `pr`: the PR as collect left it (its body may say the result already)."""
-    job = engine.get_job(run.job_id)
+    job = engine.existing_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     head = await ops.branch_sha(run.branch) if run.kind == RunKind.VERIFY else run.head_sha
+    if head is None:  # collect records the head before a turn's verification starts
+        raise LookupError(f"{run.id} has no head to verify")
     if run.kind == RunKind.VERIFY and head != run.head_sha:
         compare = await ops.compare(run.base_branch, head)
         run = engine.patch_run(run.id, head_sha=head, compare=compare)
@@ -134,7 +136,7 @@ def waits_for_sandbox(run: Run) -> bool:
 async def ready_for_review(engine: StepContext, ops: Any, job: Job, pr: dict) -> dict:
     """A PR hangar opened as a draft (land.draft_pr) is marked ready for review once a
     verification of it passed: the PR as it is then."""
-    if pr["number"] not in engine.get_job(job.id).drafts:
+    if pr["number"] not in engine.existing_job(job.id).drafts:
         return pr
     if pr.get("draft"):
         try:
@@ -146,7 +148,7 @@ async def ready_for_review(engine: StepContext, ops: Any, job: Job, pr: dict) ->
             return pr
         engine.note(job.id, f"#{pr['number']} verified: marked ready for review")
         pr = {**pr, "draft": False}
-    drafts = engine.get_job(job.id).drafts
+    drafts = engine.existing_job(job.id).drafts
     engine.patch_job(job.id, drafts=[n for n in drafts if n != pr["number"]])
     return pr
 
@@ -283,14 +285,14 @@ async def _verify(
                     **trouble(Why(VerifyTrouble.RESTORE_FAILED)),
                     duration_s=time.time() - started, steps=clock.steps)
             restored = list(spec.verify.restore_paths)
-        attempts, outputs, result = 0, [], None
-        for _ in range(1 + spec.verify.retries):
+        attempts, outputs = 0, []
+        while True:  # once, and again up to `retries` times while it fails
             attempts += 1
             result = await provider.run(sb, ["sh", "-c", command], cwd=REPO, env=egress,
                                         timeout=spec.verify.timeout_minutes * 60)
             clock.ended(VerifyStep.COMMAND, result.exit_code)
             outputs.append(result.output)
-            if result.exit_code == 0:
+            if result.exit_code == 0 or attempts > spec.verify.retries:
                 break
         passed = result.exit_code == 0
         error = (verify_words.error(Why(VerifyTrouble.TIMED_OUT,

@@ -66,12 +66,15 @@ async def serve_gate(app: web.Application) -> AsyncIterator[None]:
     runner = web.AppRunner(gate, access_log=None, shutdown_timeout=2,
                            keepalive_timeout=IDLE_KEEPALIVE_S)
     await runner.setup()
+    web_server = runner.server
+    if web_server is None:  # setup() makes it
+        raise RuntimeError("the sandbox gate's runner has no server after setup")
     loop = asyncio.get_running_loop()
     uncounted = count_accept_errors(loop, app[METRICS])
-    servers = [await loop.create_server(guard.protocols(runner.server),
+    servers = [await loop.create_server(guard.protocols(web_server),
                                         sock=bind_unix_socket(gate_dir(settings.data_dir)))]
     if settings.sandbox_port:
-        servers.append(await loop.create_server(guard.protocols(runner.server),
+        servers.append(await loop.create_server(guard.protocols(web_server),
                                                 host=settings.host, port=settings.sandbox_port,
                                                 reuse_address=True))
     yield
@@ -168,12 +171,12 @@ class GateGuard:
         connection.headers_read()
         if not connection.claim(sandbox_of(request)):
             self.count("per_sandbox")
-            response = web.json_response({"type": "error", "error": {
+            refused = web.json_response({"type": "error", "error": {
                 "type": "rate_limit_error", "message": (
                     f"hangar: this sandbox already holds {self.per_sandbox} connections to "
                     "hangar; close some (or reuse them) and try again")}}, status=429)
-            response.force_close()
-            return response
+            refused.force_close()
+            return refused
         try:
             response = await handler(request)
         finally:
