@@ -30,7 +30,7 @@ ask of the engine) and what the rest of hangar and its tests read.
 
 from app.runs.agent import agent_stopped, model_facts, start_agent
 from app.runs.ending import Ending, Restart, account
-from app.runs.jobs import advance_job, ask_status_edit, reap_orphans, refresh_status
+from app.runs.jobs import advance_job, ask_status_edit, reap_orphans
 from app.runs.pause import FANOUT_WARN_PCT, PauseWhy, highest
 from app.runs.plugin import register
 from app.runs.publishing import push_refusal
@@ -72,7 +72,6 @@ __all__ = [
     "push_refusal",
     "queue_positions",
     "reap_orphans",
-    "refresh_status",
     "register",
     "start_agent",
     "usage_report",

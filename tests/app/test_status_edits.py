@@ -12,6 +12,7 @@ from app import render, runs
 from app.engine import Engine, PrNotes
 from app.metrics import Metrics
 from app.models import Job, JobState, Run, RunStage, RunState, Thread
+from app.runs.jobs import refresh_status
 from app.store import Store
 from app.wiring import register_concerns
 
@@ -19,7 +20,7 @@ ISSUE = Thread(repo="acme/widgets", number=7, installation_id=1)
 
 
 class RecordingOps:
-    """What refresh_status asks of GitHub, recorded: (thread number, body)."""
+    """What the job's status edit asks of GitHub, recorded: (thread number, body)."""
 
     def __init__(self):
         self.writes: list[tuple[int, str]] = []
@@ -68,7 +69,7 @@ def active_job_ids(engine: Engine) -> set[str]:
 
 async def test_stages_in_quick_succession_make_one_edit_with_the_last(engine):
     job, run = start(engine)
-    await runs.refresh_status(engine, job.id)
+    await refresh_status(engine, job.id)
     assert len(engine.ops.writes) == 1  # a new comment is written at once
     for state, stage in ((RunState.RUNNING, RunStage.PENDING),
                          (RunState.EXITED, RunStage.PUBLISHING),
@@ -90,7 +91,7 @@ async def test_stages_in_quick_succession_make_one_edit_with_the_last(engine):
 
 async def test_an_edit_folded_as_the_job_ends_is_still_made(engine):
     job, run = start(engine)
-    await runs.refresh_status(engine, job.id)
+    await refresh_status(engine, job.id)
     engine.patch_run(run.id, state=RunState.EXITED, stage=RunStage.DONE,
                      finished_at=time.time(), outcome="PR opened")
     await runs.advance_job(engine, job.id)  # the job ends; its last edit is folded
@@ -106,15 +107,15 @@ async def test_an_edit_folded_as_the_job_ends_is_still_made(engine):
 
 async def test_force_edits_at_once(engine):
     job, run = start(engine)
-    await runs.refresh_status(engine, job.id)
+    await refresh_status(engine, job.id)
     engine.patch_run(run.id, state=RunState.RUNNING)
-    await runs.refresh_status(engine, job.id, force=True)
+    await refresh_status(engine, job.id, force=True)
     assert len(engine.ops.writes) == 2 and engine.get_job(job.id).status_due_at == 0
 
 
 async def test_an_unchanged_body_costs_nothing(engine):
     job, _ = start(engine)
-    await runs.refresh_status(engine, job.id)
+    await refresh_status(engine, job.id)
     rewind(engine, job.id, 60)
     for _ in range(3):
         await runs.advance_job(engine, job.id)
@@ -124,13 +125,13 @@ async def test_an_unchanged_body_costs_nothing(engine):
 async def test_a_first_comment_is_posted_without_listing_the_thread_unless_a_crash_hid_it(
         engine):
     job, _ = start(engine)
-    await runs.refresh_status(engine, job.id)
+    await refresh_status(engine, job.id)
     assert engine.ops.looked == [] and engine.get_job(job.id).status_posting == []
     # A crash between GitHub taking the post and hangar saving its id: the thread is
     # still marked, so the next refresh looks for the comment before posting again.
     crashed, _ = start(engine)
     engine.patch_job(crashed.id, status_posting=[7])
-    await runs.refresh_status(engine, crashed.id)
+    await refresh_status(engine, crashed.id)
     assert engine.ops.looked == [7]
 
 
@@ -141,7 +142,7 @@ async def test_another_concerns_ask_is_a_row_write_the_jobs_step_acts_on(engine)
     said: list[str] = []
     engine.status_notes(lambda _engine, _repo, _number: PrNotes(tuple(said)))
     job, run = start(engine)
-    await runs.refresh_status(engine, job.id)
+    await refresh_status(engine, job.id)
     engine.patch_run(run.id, state=RunState.EXITED, stage=RunStage.DONE, pr_number=12,
                      finished_at=time.time(), outcome="PR opened")
     rewind(engine, job.id, 10)
@@ -174,7 +175,7 @@ async def test_an_ask_made_while_the_job_edits_is_not_lost(engine):
         return await real(*args, **kwargs)
 
     engine.ops.upsert_comment = asked_meanwhile
-    await runs.refresh_status(engine, job.id)
+    await refresh_status(engine, job.id)
     after = engine.get_job(job.id)
     assert after.status_asks == 1 and after.status_asks_seen == 0
     assert engine.kinds["job"].next_at(after) == 0.0
