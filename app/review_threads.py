@@ -166,7 +166,8 @@ def finish(engine: StepContext, row: ThreadReply, comment_id: int) -> None:
 
 
 def register(engine: Registrations) -> None:
-    """A thread's reply as a row, woken by the end of the turn that answers it."""
+    """A thread's reply as a row, active while it has a reply to make; the ends of turns
+    and jobs that answer in threads."""
     from app.engine import RowKind
 
     # A reply is active only while it has a reply to make: due at once, and again after
