@@ -40,6 +40,7 @@ from app.landing.rows import (
     LandState,
     ReviewRecord,
     RowChanged,
+    fresh,
     get,
     head_of,
     land_id,
@@ -604,9 +605,22 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
                     Why(LandReason.CONFLICT, base=request.base, files=files))
     # The update makes a new head: earlier approvals lapse, verification runs again on it.
     request.updated_from, request.updated_at_ask = request.head_sha, time.time()
-    save(engine, request)
+    try:
+        save(engine, request)
+    except RowChanged:
+        # A review or an event was recorded while GitHub answered: the ask goes on the
+        # fresh row (else the next pass would ask GitHub again), and this pass ends.
+        fresh(record_update_ask, engine, request.id, request.head_sha, request.updated_at_ask)
+        raise
     engine.note(request.job_id, f"land #{request.pr_number}: updating the branch from "
                                 f"{request.base}")
+
+
+def record_update_ask(engine: StepContext, request_id: str, head: str, at: float) -> None:
+    request = get(engine, request_id)
+    if request is not None and request.head_sha == head:
+        request.updated_from, request.updated_at_ask = head, at
+        save(engine, request)
 
 
 async def rebase(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:

@@ -338,6 +338,33 @@ async def test_a_landed_request_says_so_on_the_head_and_revokes_the_branch(step_
     assert len(gh.writes()) == before
 
 
+async def test_an_update_asked_while_a_review_was_recorded_is_not_asked_for_again(
+        step_engine):
+    """A review was recorded while GitHub answered the update: the step's copy of the row
+    is stale, and the ask goes on the fresh row, so the next pass waits for the new head
+    instead of asking GitHub to update the same head again."""
+    gh = RecordingGitHub(behind_by=2, reviews=list(APPROVED), permissions={"rita": "write"},
+                         check_runs=list(GREEN), rules=list(REQUIRED), rulesets=dict(GATE))
+    engine = step_engine(gh)
+    request = rows(engine, gh, LandState.QUEUED)
+    answer = gh._scripted
+
+    def meanwhile(method: str, path: str):
+        if method == "PUT" and path.endswith(UPDATE):  # intake records a comment's review
+            now = landing.get(engine, request.id)
+            landing.save(engine, now.model_copy(update={"due_at": 0.0}))
+        return answer(method, path)
+
+    gh._scripted = meanwhile
+    await landing.advance_land(engine, request.id)
+    gh._scripted = answer
+    asked = landing.get(engine, request.id)
+    assert asked.updated_from == HEAD and asked.state == LandState.UPDATING
+    landing.save(engine, asked.model_copy(update={"due_at": 0}))
+    await landing.advance_land(engine, request.id)
+    assert [what for what, _ in gh.puts()] == [UPDATE]  # asked once
+
+
 async def test_why_an_approval_does_not_count_is_said_once(step_engine):
     gh = RecordingGitHub(reviews=[{**APPROVED[0], "commit_id": OLD}],
                          permissions={"rita": "write"}, check_runs=list(GREEN),
