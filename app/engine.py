@@ -376,7 +376,8 @@ class Engine(Registrations):
         """Look at this row again now, and only at the rows noted or woken since."""
         loop = self._loop
         if loop is not None and _running_loop() is not loop:  # a write from another thread
-            loop.call_soon_threadsafe(self._note, table, row_id)
+            if not loop.is_closed():  # a closed loop's engine has stopped: nothing to look
+                loop.call_soon_threadsafe(self._note, table, row_id)
             return
         self._noted[row_id] = table
         self._look_soon()
@@ -385,7 +386,7 @@ class Engine(Registrations):
         loop = self._loop
         if loop is None or _running_loop() is loop:
             self._wake.set()
-        else:  # a write from another thread
+        elif not loop.is_closed():  # a write from another thread
             loop.call_soon_threadsafe(self._wake.set)
 
     def _row_written(self, table: str, row_id: str, model: BaseModel | None) -> None:

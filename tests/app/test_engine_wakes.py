@@ -306,3 +306,15 @@ async def test_a_run_waiting_for_a_slot_is_woken_when_the_slot_frees_not_polled(
     assert woken == []
     await runs.agent_stopped(engine, first, SimpleNamespace(provider="local"), RunState.EXITED, 0)
     assert woken == [second.id]
+
+
+def test_a_write_after_the_engines_loop_closed_wakes_nothing_and_raises_nothing(settings):
+    # A step's last write can come as its coroutine is closed after the loop ended.
+    engine = Engine(settings=settings, store=Store(settings.db_path), auth=None,
+                    metrics=Metrics(), tokens=None)
+    loop = asyncio.new_event_loop()
+    engine._loop = loop
+    loop.close()
+    engine._note("row", "row-1")
+    engine.wake("row-1")
+    engine.store.close()
