@@ -214,7 +214,9 @@ def test_ten_jobs_land_once_with_deliveries_at_either_replica_and_the_leader_kil
     world.hub.settle()
     balancer.refusing = False
     issues.append(late)
-    wait_until(lambda: world.pr_for(late), 120, "the missed comment's job, by b's catch-up")
+    # The job is there (its status comment) once b's catch-up asked for the delivery again.
+    # Its PR may wait: the agent slots a's killed agents hold stay taken until a is back.
+    wait_until(lambda: world.status(late), 120, "the missed comment's job, by b's catch-up")
     # a comes back (its pod restarts): the runs whose sandboxes live on it go on there.
     a.start()
     land_in_turn(world, issues, timeout=600)
