@@ -18,10 +18,13 @@ python="${HANGAR_PYTHON:-.venv/bin/python}"
 
 mkdir -p build/wheels
 echo "image: collecting wheels into build/wheels"
+# Only the dependencies pyproject.toml names (and the build backend): the project itself
+# is built from its source in the image, and building it here would write build/lib in
+# the checkout, which anything else building from the same checkout would race.
+"$python" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))
+print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' >build/requirements.txt
 "$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/wheels \
-  . pip setuptools 2> >(grep -v 'is ignored' >&2)
-# The project's own wheel is built from the source in the image; keep only dependencies.
-rm -f build/wheels/hangar-*.whl
+  -r build/requirements.txt pip 2> >(grep -v 'is ignored' >&2)
 
 echo "image: building $tag from $base"
 docker build --network none --build-arg "BASE_IMAGE=$base" -t "$tag" . >build/image.log 2>&1 || {

@@ -304,6 +304,36 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "c
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
+def own_sleep(seconds: int) -> str:
+    """`sleep` with a mark only this test's agent carries: tests run side by side on
+    several workers, and one that finds or kills processes by their command line must
+    never find another test's."""
+    return f"sleep {seconds}.{random.SystemRandom().randrange(10**6):06d}"
+
+
+def pids_with(marker: str) -> list[int]:
+    """The processes whose command line holds marker (an `own_sleep`), this one aside."""
+    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    return [int(p) for p in found.stdout.split() if int(p) != os.getpid()]
+
+
+def wrappers_above(pids: list[int]) -> list[int]:
+    """The hangar-agent wrappers that are ancestors of these processes: this test's own,
+    where `pgrep -f hangar-agent` would find every test's."""
+    found: list[int] = []
+    for pid in pids:
+        while pid > 1:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:  # gone meanwhile
+                break
+            if b"\0hangar-agent\0" in cmdline and pid not in found:
+                found.append(pid)
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid
+    return found
+
+
 @pytest.fixture
 def world(fakehub, tmp_path, request) -> Iterator[World]:
     """The world; `@pytest.mark.parametrize("world", ["sqlite", "postgresql"],

@@ -220,6 +220,9 @@ def test_fix_with_hangar_button_starts_a_turn_on_request(world):
         return now != sha and conclusion(world, now, "hangar / verify") == "success"
 
     wait_until(verified_again, 90, "the requested turn's fix, verified")
+    # The status comment is edited at most once per interval: it says so a moment later.
+    wait_until(lambda: idle(world, issue) and autofix_labels(world, issue), 30,
+               "the status comment to show the turn, settled")
     assert autofix_labels(world, issue) == ["auto-fix turn 1 of 2: hangar / verify failed"]
     prompt = prompt_of(world, number, 2)
     assert "hangar / verify failed" in prompt and "AssertionError" in prompt

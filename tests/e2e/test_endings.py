@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.conftest import FIX_AGENT, wait_until
+from tests.e2e.conftest import FIX_AGENT, own_sleep, pids_with, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +31,6 @@ def main_sha(world) -> str:
 def ended(world, issue: int, words: str) -> str:
     return wait_until(lambda: words in world.status(issue) and world.status(issue), 90,
                       f"the status comment to say {words!r}")
-
-
-def pids_with(marker: str) -> list[int]:
-    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
-    return [int(p) for p in found.stdout.split() if int(p) != os.getpid()]
 
 
 def test_a_crashing_agent_is_said_with_its_exit_code_and_its_last_lines(world):
@@ -55,9 +50,10 @@ def test_a_crashing_agent_is_said_with_its_exit_code_and_its_last_lines(world):
 
 
 def test_a_killed_agent_is_said_killed_by_its_signal(world):
-    world.start_hangar("echo started\nexec sleep 3023\n")
+    asleep = own_sleep(3023)
+    world.start_hangar(f"echo started\nexec {asleep}\n")
     issue, _ = world.ask("/hangar fix the failing test")
-    [pid] = wait_until(lambda: pids_with("sleep 3023"), 30, "the agent's process")
+    [pid] = wait_until(lambda: pids_with(asleep), 30, "the agent's process")
     # From its start the turn has its check run, in progress, on the commit it started from.
     check = wait_until(lambda: agent_check(world, main_sha(world)), 30, "the check run")
     assert check["status"] == "in_progress" and check["output"]["title"] == (

@@ -9,11 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 
 import pytest
 
-from tests.e2e.conftest import FIX_AGENT, wait_until
+from tests.e2e.conftest import FIX_AGENT, own_sleep, pids_with, wait_until, wrappers_above
 
 pytestmark = pytest.mark.slow
 
@@ -94,17 +93,18 @@ def test_a_pr_number_in_the_agents_words_is_ignored(world):
 
 def test_lost_agent_still_has_its_pushed_commits_collected(world):
     # The agent commits, pushes its own branch (allowed), then hangs until killed.
-    pusher = FIX_AGENT + """\
+    asleep = own_sleep(3021)
+    pusher = FIX_AGENT + f"""\
 git push -q origin HEAD:refs/heads/$(git rev-parse --abbrev-ref HEAD)
 echo ready > /workspace/.hangar/pushed
-exec sleep 3021
+exec {asleep}
 """
     world.start_hangar(pusher)
     issue, _ = world.ask("/hangar fix the failing test")
     wait_until(lambda: world.hub.list_prs(world.repo) == [] and _branch_pushed(world, issue),
                60, "the agent's own push")
-    pids = wait_until(lambda: _pids_with("sleep 3021"), 30, "the agent's process")
-    wrappers = _pids_with("hangar-agent")
+    pids = wait_until(lambda: pids_with(asleep), 30, "the agent's process")
+    wrappers = wrappers_above(pids)
     # The wrapper first: killed after its child, it would still record an exit code.
     for pid in wrappers + pids:
         with contextlib.suppress(ProcessLookupError):  # gone between pgrep and kill
@@ -150,14 +150,15 @@ echo "turn $HANGAR_TURN done"
 
 
 def test_cancel_stops_the_agent(world):
-    world.start_hangar("echo starting; exec sleep 3022\n")
+    asleep = own_sleep(3022)
+    world.start_hangar(f"echo starting; exec {asleep}\n")
     issue, _ = world.ask("/hangar fix the failing test")
-    wait_until(lambda: _pids_with("sleep 3022"), 30, "the agent running")
+    wait_until(lambda: pids_with(asleep), 30, "the agent running")
     world.hub.comment(world.repo, issue, "/hangar cancel", as_user=world.maintainer)
     status = wait_until(lambda: "cancelled" in world.status(issue) and world.status(issue),
                         30, "cancelled")
     assert "cancelled" in status
-    wait_until(lambda: not _pids_with("sleep 3022"), 15, "the agent's process to be gone")
+    wait_until(lambda: not pids_with(asleep), 15, "the agent's process to be gone")
     assert world.hangar_prs() == []
 
 
@@ -218,14 +219,14 @@ def test_concurrency_cap_queues_the_fourth_job(world):
 def test_kill_9_at_each_stage_then_restart_finishes_once(world, stage):
     # The agent's own sleep marks it: the status comment may fold "working" into a later
     # edit (one edit per interval), so the agent's process is what says it runs.
-    marker = "sleep 2.0417"
+    marker = own_sleep(2)
     world.start_hangar(f"{marker}\n{FIX_AGENT}", process=True,
                        verify="sleep 2 && python3 -m unittest -q")
     issue, _ = world.ask("/hangar fix the failing test")
 
     def reached():
         if stage == "running":
-            return bool(_pids_with(marker))
+            return bool(pids_with(marker))
         pr = world.pr_for(issue)
         if pr is None:
             return False
@@ -254,9 +255,6 @@ def _branch_pushed(world, issue: int) -> bool:
                for ref in gitrepo.list_refs(repo.path))
 
 
-def _pids_with(marker: str) -> list[int]:
-    result = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
-    return [int(p) for p in result.stdout.split() if int(p) != os.getpid()]
 
 
 @pytest.mark.parametrize("world", ["sqlite", "postgresql"], indirect=True)

@@ -259,22 +259,24 @@ def test_a_lost_run_is_told_once_however_often_it_is_seen(world):
     import os
     import signal
 
-    from tests.e2e.test_loop import FIX_AGENT, _branch_pushed, _pids_with
+    from tests.e2e.conftest import own_sleep, pids_with, wrappers_above
+    from tests.e2e.test_loop import FIX_AGENT, _branch_pushed
 
     receiver = Receiver("s")
+    asleep = own_sleep(3022)
     try:
         world.hub.push_files(world.repo, "main", {".github/CODEOWNERS": "calc.py @rita\n"},
                              "Owners", as_user=world.maintainer)
-        world.start_hangar(FIX_AGENT + """\
+        world.start_hangar(FIX_AGENT + f"""\
 git push -q origin HEAD:refs/heads/$(git rev-parse --abbrev-ref HEAD)
-exec sleep 3022
+exec {asleep}
 """, settings={"notify_retry_seconds": 0.5, "notifiers": [
             {"name": "ops", "url": receiver.url, "secret": "s",
              "events": ["run.lost", "approval.requested"]}]})
         issue, _ = world.ask("/hangar fix the failing test")
         wait_until(lambda: _branch_pushed(world, issue), 60, "the agent's own push")
-        pids = wait_until(lambda: _pids_with("sleep 3022"), 30, "the agent's process")
-        for pid in _pids_with("hangar-agent") + pids:
+        pids = wait_until(lambda: pids_with(asleep), 30, "the agent's process")
+        for pid in wrappers_above(pids) + pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         # The lost run is collected and verified over several steps, each seeing it lost;
