@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,10 +52,13 @@ async def _git(path: Path, *args: str, env: dict[str, str] | None = None,
         stderr=asyncio.subprocess.PIPE, env={**_base_env(), **(env or {})})
     try:
         out, err = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
+    except BaseException as exc:  # a timeout, or the step cancelled: no git left behind
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
         await proc.wait()
-        raise MirrorError(f"git {args[0]} took longer than {GIT_TIMEOUT_S} s") from None
+        if isinstance(exc, TimeoutError):
+            raise MirrorError(f"git {args[0]} took longer than {GIT_TIMEOUT_S} s") from None
+        raise
     if proc.returncode not in ok:
         raise MirrorError(f"git {args[0]} failed ({proc.returncode}): "
                           f"{err.decode(errors='replace')[-500:]}")

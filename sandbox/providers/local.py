@@ -400,6 +400,7 @@ class LocalProvider(Provider):
         except asyncio.CancelledError:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()  # reaped here, not by a closed loop's garbage collection
             raise
         finally:
             self._running.get(sb.id, set()).discard(proc)

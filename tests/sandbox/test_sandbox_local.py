@@ -294,3 +294,36 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_a_cancelled_run_ends_and_reaps_its_process(tmp_path):
+    """A step cancelled while its command runs (hangar stopping) kills the command and
+    reaps it before the cancellation goes on: nothing is left for a closed event loop to
+    clean up at garbage collection."""
+    import gc
+    import sys
+
+    unraisable: list[object] = []
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+
+    provider = LocalProvider(root=tmp_path / "sb")
+    sb = asyncio.run(provider.create(EnvSpec(name="d"), {}))
+
+    async def cancelled_midway() -> None:  # and its loop closed at once
+        run = asyncio.ensure_future(provider.run(sb, ["sh", "-c", "echo up; exec sleep 60"]))
+
+        async def started() -> bool:
+            return bool(provider._running.get(sb.id))
+
+        assert await wait_for(started)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    try:
+        asyncio.run(cancelled_midway())
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+        asyncio.run(provider.destroy(sb))
+    assert unraisable == []
