@@ -574,6 +574,10 @@ class PullOps:
                       if f.filename == comment.get("path")), None)
         hunk = (diffhunk.hunk_up_to(patch, line, comment.get("side") or "RIGHT")
                 if patch and isinstance(line, int) else "")
+        if line is not None and not hunk:  # a line, or a file, the diff does not show
+            raise HubError(422, "Unprocessable Entity", [
+                "Pull request review thread line must be part of the diff and Pull request "
+                "review thread diff hunk can't be blank"])
         return {**comment, "diff_hunk": hunk}
 
     def submit_review(

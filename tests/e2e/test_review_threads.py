@@ -136,7 +136,7 @@ def test_changes_requested_with_two_comments_is_one_turn_and_a_reply_in_each_thr
     world.hub.review(world.repo, number, as_user=world.reviewer, event="REQUEST_CHANGES",
                      body="Two things.", comments=[
                          {"path": "calc.py", "line": 2, "body": "name the operands"},
-                         {"path": "test_calc.py", "line": 1, "body": "test subtraction too"}])
+                         {"path": "calc.py", "line": 1, "body": "test subtraction too"}])
     roots = [c["id"] for c in world.hub.review_comments(world.repo, number)]
     assert len(roots) == 2
 
@@ -152,7 +152,7 @@ def test_changes_requested_with_two_comments_is_one_turn_and_a_reply_in_each_thr
         assert "Pushed 1 commit(s)" in reply["body"] and f"`{head[:7]}` `turn 2`" in reply["body"]
         assert f"turn 2 asked by @{world.reviewer}" in reply["body"]
     prompt = prompt_of(world, world.hub.get_pr(world.repo, number))
-    assert "Thread 1: `calc.py`, line 2" in prompt and "Thread 2: `test_calc.py`, line 1" in prompt
+    assert "Thread 1: `calc.py`, line 2" in prompt and "Thread 2: `calc.py`, line 1" in prompt
     assert "name the operands" in prompt and "test subtraction too" in prompt
 
 

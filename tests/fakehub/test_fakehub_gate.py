@@ -243,3 +243,28 @@ def test_a_review_comments_diff_hunk_is_computed_from_the_diff_as_github_does(wo
                               as_user="dev")
     reply = world.hub.review_comments(world.repo, pr["number"])[-1]
     assert reply["diff_hunk"] == comments[0]["diff_hunk"]  # a reply shows its thread's
+
+
+def test_a_review_comment_outside_the_diff_is_refused_and_nothing_is_kept(world):
+    lines = "".join(f"line {n}\n" for n in range(1, 21))
+    world.hub.push_files(world.repo, "main", {"long.txt": lines}, "long", as_user="acme",
+                         bypass_rules=True)
+    pr = _pr(world, {"long.txt": lines.replace("line 2\n", "line two\n")})
+    path = f"/repos/{world.repo}/pulls/{pr['number']}/reviews"
+    for outside in ({"path": "long.txt", "line": 18},  # past the hunk's three lines of context
+                    {"path": "README.md", "line": 1},  # a file the pull request leaves alone
+                    {"path": "long.txt", "line": 19, "side": "LEFT"}):
+        resp = call(world.hub.api_url, "POST", path, _token(world), {
+            "event": "COMMENT", "body": "see below",
+            "comments": [{"path": "long.txt", "line": 5, "body": "fine"},
+                         {**outside, "body": "not in the diff"}]})
+        assert resp.status == 422, (outside, resp.body)
+        assert resp.body["errors"] == [
+            "Pull request review thread line must be part of the diff and Pull request "
+            "review thread diff hunk can't be blank"]
+    assert world.hub.reviews(world.repo, pr["number"]) == []
+    assert world.hub.review_comments(world.repo, pr["number"]) == []
+    # Context lines of a hunk are part of the diff: the same review with only those passes.
+    resp = call(world.hub.api_url, "POST", path, _token(world), {
+        "event": "COMMENT", "comments": [{"path": "long.txt", "line": 5, "body": "fine"}]})
+    assert resp.status == 200, resp.body
