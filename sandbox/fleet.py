@@ -12,11 +12,23 @@ but never wait: they are short and rare.
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sandbox.provider import Provider, Sandbox
+from sandbox.envspec import EnvSpec
+from sandbox.provider import (
+    DEFAULT_LOG_PATH,
+    OUTPUT_TAIL_BYTES,
+    REPO_DIR,
+    WORKSPACE,
+    ExecResult,
+    OutputCallback,
+    ProcessStatus,
+    Provider,
+    Sandbox,
+)
 
 # A reservation not turned into a sandbox by then is forgotten (its step was cut short).
 RESERVATION_S = 600.0
@@ -76,17 +88,21 @@ class Fleet:
             self.live.setdefault(sb.id, fleet_key(sb.labels))
 
 
-class CountedProvider:
-    """A provider whose sandboxes the fleet counts; everything else is the provider's."""
+class CountedProvider(Provider):
+    """A provider whose sandboxes the fleet counts; everything else is the provider's.
+
+    It is a `Provider` (each method hands on to the provider it counts); what only one
+    provider has (docker's engine client, kubernetes' build registry) is read through to it.
+    """
 
     def __init__(self, provider: Provider, fleet: Fleet):
         self._provider = provider
         self._fleet = fleet
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # `name` too: the provider's own
         return getattr(self._provider, name)
 
-    async def create(self, spec: Any, labels: dict[str, str]) -> Sandbox:
+    async def create(self, spec: EnvSpec, labels: dict[str, str]) -> Sandbox:
         sb = await self._provider.create(spec, labels)
         self._fleet.made(sb.id, fleet_key(labels))
         return sb
@@ -94,3 +110,46 @@ class CountedProvider:
     async def destroy(self, sb: Sandbox) -> None:
         await self._provider.destroy(sb)
         self._fleet.ended(sb.id)
+
+    async def run(
+        self,
+        sb: Sandbox,
+        argv: list[str],
+        *,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        on_output: OutputCallback | None = None,
+        offline: bool = False,
+    ) -> ExecResult:
+        return await self._provider.run(sb, argv, timeout=timeout, env=env, cwd=cwd,
+                                        on_output=on_output, offline=offline)
+
+    async def start(
+        self,
+        sb: Sandbox,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str = REPO_DIR,
+        log_path: str = DEFAULT_LOG_PATH,
+    ) -> str:
+        return await self._provider.start(sb, argv, env=env, cwd=cwd, log_path=log_path)
+
+    async def observe(self, sb: Sandbox, process_id: str) -> ProcessStatus:
+        return await self._provider.observe(sb, process_id)
+
+    async def stop(self, sb: Sandbox, process_id: str, grace_s: float = 5) -> None:
+        await self._provider.stop(sb, process_id, grace_s)
+
+    async def copy_in(self, sb: Sandbox, files: dict[str, bytes], mode: int = 0o644) -> None:
+        await self._provider.copy_in(sb, files, mode)
+
+    async def copy_out(self, sb: Sandbox, path: str, max_bytes: int = OUTPUT_TAIL_BYTES) -> bytes:
+        return await self._provider.copy_out(sb, path, max_bytes)
+
+    async def list(self, labels: dict[str, str]) -> builtins.list[Sandbox]:
+        return await self._provider.list(labels)
+
+    async def end_abandoned(self) -> builtins.list[str]:
+        return await self._provider.end_abandoned()

@@ -340,6 +340,13 @@ def _registry_session() -> aiohttp.ClientSession:
                                                                sock_read=300))
 
 
+def docker_image_id(provider: Any, image: str) -> str:
+    """The id the docker engine holds an image's name at (docker: what a container starts
+    from), so a rebuilt or retagged environment image rebuilds the builds made from it.
+    Blocks: call it in a thread."""
+    return provider.client.images.get(image).id
+
+
 async def image_digest(provider: Any, image: str) -> str:
     """The digest the registry holds an image's name at (kubernetes: what a pod pulls), so
     a retagged environment image rebuilds the builds made from it."""

@@ -56,7 +56,7 @@ async def image_id(engine: StepContext, spec: Any) -> str:
         spec = await envimage.ensure(provider, spec)
 
         def look() -> str:
-            return provider.client.images.get(spec.image).id
+            return snapshots.docker_image_id(provider, spec.image)
 
         try:
             return await asyncio.to_thread(look)

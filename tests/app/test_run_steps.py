@@ -230,7 +230,8 @@ class RecordingProvider:
     async def copy_in(self, sb, files, mode=0o644):
         return None
 
-    async def run(self, sb, argv, *, cwd=None, env=None, timeout=None, offline=False):
+    async def run(self, sb, argv, *, cwd=None, env=None, timeout=None, on_output=None,
+                  offline=False):
         command = argv[-1] if argv[:2] == ["sh", "-c"] else " ".join(argv)
         self.commands.append(command)
         codes = self.answers.get(command)
