@@ -889,15 +889,3 @@ def _chore_step(chore: Chore) -> Step:
 
     return step
 
-
-def give_up_intent(engine: Engine, intent_id: str, reason: str) -> None:
-    intent = engine.store.get("intent", intent_id, Intent)
-    if intent:
-        engine.save_intent(changed(intent, state=IntentState.DONE, outcome=f"failed: {reason}"))
-
-
-def give_up_job(engine: Engine, job_id: str, reason: str) -> None:
-    job = engine.get_job(job_id)
-    if job and job.state == JobState.ACTIVE:
-        engine.patch_job(job_id, state=JobState.FAILED)
-        engine.note(job_id, f"{job_id} failed: {reason}")

@@ -115,6 +115,12 @@ def finish(engine: StepContext, intent: Intent, outcome: str) -> None:
     log.info("intent %s: %s", intent.command, outcome, extra={"repo": intent.thread.repo})
 
 
+def give_up(engine: StepContext, intent_id: str, reason: str) -> None:
+    """The step failed again and again: the intent is done, its outcome says why."""
+    intent = engine.store.get("intent", intent_id, Intent)
+    if intent:
+        engine.save_intent(changed(intent, state=IntentState.DONE, outcome=f"failed: {reason}"))
+
 async def reply(ops: RepoOps, intent: Intent, said: Why | str, *,
                 key: str | None = None) -> None:
     """One reply per comment (or per `key` on this thread), found again by its marker.

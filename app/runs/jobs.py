@@ -52,6 +52,13 @@ async def advance_job(engine: StepContext, job_id: str) -> None:
     await refresh_status(engine, job_id)
 
 
+def give_up(engine: StepContext, job_id: str, reason: str) -> None:
+    """The job's step failed again and again: the job failed, and its notes say why."""
+    job = engine.get_job(job_id)
+    if job and job.state == JobState.ACTIVE:
+        engine.patch_job(job_id, state=JobState.FAILED)
+        engine.note(job_id, f"{job_id} failed: {reason}")
+
 def ask_status_edit(engine: StepContext, job_id: str) -> None:
     """What a job's status comment says changed in another concern's rows (a land request,
     an auto-fix row, a review request, a ranking): the job's step edits the comment, folded

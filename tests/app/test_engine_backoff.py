@@ -65,6 +65,18 @@ async def test_a_failing_land_step_ends_failed_with_the_reason(engine):
     assert "GitHub said no" in ended.reason and "/hangar land" in ended.reason
 
 
+async def test_a_failing_job_step_ends_the_job_failed_with_the_reason(engine):
+    from app.models import Job, JobState
+
+    job = engine.save_job(Job(thread=THREAD, requested_by="mona", prompt="x",
+                              clone_url="u", base_branch="main"))
+    for _ in range(MAX_STEP_FAILURES - 1):
+        await engine._guarded("job", failing, job.id)
+    assert engine.get_job(job.id).state == JobState.ACTIVE  # held back, not yet given up
+    await engine._guarded("job", failing, job.id)
+    assert engine.get_job(job.id).state == JobState.FAILED
+    assert any("GitHub said no" in what for _at, what in engine.store.notes(job.id))
+
 async def test_a_rate_limit_holds_until_the_reset_without_counting(engine):
     reset = time.time() + 1800
 
