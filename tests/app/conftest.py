@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,44 @@ def step_engine(settings: Settings):
         return engine
 
     return make
+
+
+@dataclass
+class Ran:
+    """What `hangar …` answered: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def hangar_cli(monkeypatch, capsys):
+    """`hangar ARGS` run in this process (`app.cli.main`) with only the HANGAR_ settings a
+    test gives: what a subprocess would print and return, without starting a Python and
+    importing hangar again. `hangar serve` is refused before it could listen: a check that
+    let it through fails the test instead of serving."""
+    from aiohttp import web
+
+    from app import cli
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("hangar serve went on to serve")
+
+    monkeypatch.setattr(web, "run_app", refuse)
+    monkeypatch.setattr(cli, "register_app", refuse)
+
+    def run(*argv: str, env: dict[str, str] | None = None) -> Ran:
+        for name in [name for name in os.environ if name.startswith("HANGAR_")]:
+            monkeypatch.delenv(name)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run

@@ -3,8 +3,6 @@ top-level kustomization composes hangar and its sandboxes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import kubernetes_validate
@@ -17,10 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 
 
-def app_secret(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    clean = {"PATH": "/usr/bin:/bin", "HANGAR_DATA_DIR": str(tmp_path / "data"), **env}
-    return subprocess.run([sys.executable, "-m", "app.cli", "app-secret", *args], cwd=ROOT,
-                          env=clean, capture_output=True, text=True, timeout=60)
+def app_secret(hangar_cli, tmp_path: Path, env: dict[str, str], *args: str):
+    return hangar_cli("app-secret", *args, env={"HANGAR_DATA_DIR": str(tmp_path / "data"),
+                                                **env})
 
 
 def key_file(tmp_path: Path) -> Path:
@@ -46,12 +43,13 @@ def secret_refs(deployment: dict) -> tuple[set[str], set[str]]:
     return needed, optional
 
 
-def test_the_secret_has_every_key_the_deployment_reads(tmp_path):
+def test_the_secret_has_every_key_the_deployment_reads(tmp_path, hangar_cli):
     key = key_file(tmp_path)
-    made = app_secret(tmp_path, {"HANGAR_APP_ID": "42", "HANGAR_PRIVATE_KEY_FILE": str(key),
-                                 "HANGAR_WEBHOOK_SECRET": "s3cret",
-                                 "HANGAR_CLIENT_ID": "Iv1.abc", "HANGAR_CLIENT_SECRET": "cs",
-                                 "HANGAR_PUBLIC_URL": "https://hangar.example.com"},
+    made = app_secret(hangar_cli, tmp_path,
+                      {"HANGAR_APP_ID": "42", "HANGAR_PRIVATE_KEY_FILE": str(key),
+                       "HANGAR_WEBHOOK_SECRET": "s3cret",
+                       "HANGAR_CLIENT_ID": "Iv1.abc", "HANGAR_CLIENT_SECRET": "cs",
+                       "HANGAR_PUBLIC_URL": "https://hangar.example.com"},
                       "--namespace", "ops")
     assert made.returncode == 0, made.stderr
     secret = yaml.safe_load(made.stdout)
@@ -65,8 +63,8 @@ def test_the_secret_has_every_key_the_deployment_reads(tmp_path):
     assert needed <= set(data) and optional <= set(data), (needed | optional) - set(data)
 
 
-def test_without_an_app_it_says_what_is_missing(tmp_path):
-    made = app_secret(tmp_path, {})
+def test_without_an_app_it_says_what_is_missing(tmp_path, hangar_cli):
+    made = app_secret(hangar_cli, tmp_path, {})
     assert made.returncode == 2 and not made.stdout
     assert made.stderr.startswith("hangar app-secret: HANGAR_WEBHOOK_SECRET is not set")
 

@@ -36,7 +36,7 @@ def bwrap(*mounts: str) -> list[str]:
     return ["bwrap", "--bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *mounts, "--"]
 
 
-def one_sentence(result: subprocess.CompletedProcess) -> str:
+def one_sentence(result) -> str:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
@@ -57,18 +57,23 @@ def test_a_full_data_dir(tmp_path):
     assert f"HANGAR_DATA_DIR={data} is full" in said and "free space" in said
 
 
-def test_a_data_dir_that_cannot_be_created(tmp_path):
+def serve_here(hangar_cli, data_dir: Path):
+    """`hangar serve` in this process: for what needs no file system of its own."""
+    return hangar_cli("serve", env={"HANGAR_DATA_DIR": str(data_dir), "HANGAR_PORT": "1"})
+
+
+def test_a_data_dir_that_cannot_be_created(tmp_path, hangar_cli):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    said = one_sentence(serve(blocker / "data"))
+    said = one_sentence(serve_here(hangar_cli, blocker / "data"))
     assert f"HANGAR_DATA_DIR={blocker / 'data'} cannot be created" in said
 
 
-def test_a_corrupt_database(tmp_path):
+def test_a_corrupt_database(tmp_path, hangar_cli):
     data = tmp_path / "data"
     data.mkdir()
     (data / "hangar.db").write_bytes(b"this is not SQLite, " * 200)
-    said = one_sentence(serve(data))
+    said = one_sentence(serve_here(hangar_cli, data))
     db = data / "hangar.db"
     assert f"{db} is not a usable SQLite database" in said
     assert f"mv {db} {db}.broken" in said

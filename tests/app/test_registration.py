@@ -120,13 +120,8 @@ def test_app_permission_report(granted, ok, named):
     assert named in line
 
 
-def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def test_hangar_fakehub_passes_its_options_through():
-    result = run_cli("fakehub", "--help")
+def test_hangar_fakehub_passes_its_options_through(hangar_cli):
+    result = hangar_cli("fakehub", "--help")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: hangar fakehub")
     assert "--port" in result.stdout and "--data-dir" in result.stdout
