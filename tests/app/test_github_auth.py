@@ -144,9 +144,17 @@ async def test_a_write_is_never_sent_twice_blindly(installed, fault):
         hub.inject_fault("POST", rf"/issues/{number}/comments$", **fault)
         with pytest.raises(Exception):  # noqa: B017 - a 502 or a timeout: the caller reads back
             await gh.post(f"/repos/acme/widgets/issues/{number}/comments", data={"body": "hi"})
-        await asyncio.sleep(fault.get("hang_seconds", 0) + 0.5)  # the hung answer is logged last
-    posts = [c for c in hub.api_calls() if c[0] == "POST" and c[1].endswith("/comments")]
-    assert len(posts) == 1
+
+    def posts() -> list[tuple[str, str, int]]:
+        return [c for c in hub.api_calls() if c[0] == "POST" and c[1].endswith("/comments")]
+
+    # The failed answer is logged once it is sent, a hung one after its hang: any POST sent
+    # again blindly (at the client's timeout, while the first hung) is logged before it.
+    deadline = time.monotonic() + 60
+    while not any(status == fault["status"] for _, _, status in posts()):
+        assert time.monotonic() < deadline, posts()
+        await asyncio.sleep(0.05)
+    assert len(posts()) == 1
     assert [c["body"] for c in hub.issue_comments("acme/widgets", number)] == ["hi"]
 
 
