@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -60,8 +61,10 @@ def webhook_headers(event: str, body: bytes, *, delivery: str | None = None,
     }
 
 
+@functools.cache
 def webhook_examples() -> list[tuple[str, str, dict]]:
-    """(event, action, payload) for every example GitHub publishes."""
+    """(event, action, payload) for every example GitHub publishes, read once (4 MB of
+    JSON): callers only read them, and copy a payload before they change it."""
     index = REFERENCE / "webhooks-examples" / "api.github.com" / "index.json"
     found = []
     for entry in json.loads(index.read_text()):
