@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from datetime import timedelta
@@ -45,6 +46,14 @@ def new_key_pair() -> tuple[str, str]:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     ).decode()
     return private, public
+
+
+@functools.cache
+def app_key_pair(n: int) -> tuple[str, str]:
+    """The key pair of a fakehub's n-th App. Making one costs ~0.1 s of CPU, and a test run
+    starts hundreds of fakehubs: each key is made once per process, and the Apps of one
+    fakehub never share a key, as on GitHub."""
+    return new_key_pair()
 
 
 def user_token() -> str:

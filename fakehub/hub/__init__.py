@@ -125,7 +125,7 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
         if any(a.slug == slug for a in self.store.apps.values()):
             raise HubError(422, f"an App named {slug} exists")
         app_id = self.store.next_id()
-        private, public = auth.new_key_pair()
+        private, public = auth.app_key_pair(len(self.store.apps))
         self.keys_dir.mkdir(parents=True, exist_ok=True)
         key_path = self.keys_dir / f"{slug}.private-key.pem"
         key_path.write_text(private)
