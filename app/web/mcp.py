@@ -19,13 +19,15 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any
+from types import CodeType
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
@@ -162,7 +164,13 @@ def tool_error(exc: ApiCallError) -> ToolError:
 def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
     """The tools; `api_for(ctx)` is the API with the caller's token (per request over
     HTTP, the one from the environment over stdio)."""
-    server = Server(name="hangar", instructions=INSTRUCTIONS)
+    tools: list[Tool] = []
+
+    def tool(annotations: ToolAnnotations) -> Callable[[ToolFunction], ToolFunction]:
+        def add(fn: ToolFunction) -> ToolFunction:
+            tools.append(tool_of(fn, annotations))
+            return fn
+        return add
 
     async def call(ctx: Context | None, method: str, path: str, body: Any = None,
                    query: dict[str, Any] | None = None) -> Any:
@@ -178,7 +186,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": OUTCOME_WAIT_S})
         return {**asked, "state": done["state"], "outcome": done["outcome"]}
 
-    @server.tool(annotations=ADDS)
+    @tool(annotations=ADDS)
     async def start_job(repo: Repo, issue: Issue, prompt: Prompt, attempts: Attempts = 1,
                         ctx: Context | None = None) -> Result:
         """Start coding agents on a GitHub issue, as a maintainer's `/hangar <prompt>`
@@ -189,7 +197,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await call(ctx, "POST", "/api/jobs", {"repo": repo, "issue": issue,
                                                      "prompt": prompt, "attempts": attempts})
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def get_job(job_id: JobId, wait_seconds: WaitSeconds = 0, after: After = None,
                       ctx: Context | None = None) -> Result:
         """A job: its runs (state, stage, branch, PR, head, verification), its PRs, land
@@ -201,7 +209,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S),
                                  "after": after})
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def get_ranking(job_id: JobId, wait_seconds: WaitSeconds = 0,
                           ctx: Context | None = None) -> Result:
         """The ranking of a job started with attempts > 1: best first, each with the
@@ -212,14 +220,14 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await call(ctx, "GET", f"/api/jobs/{job_id}/ranking",
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S)})
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def rank_runs(run_ids: RunIds, ctx: Context | None = None) -> Result:
         """Rank 2 to 10 finished runs you started yourself (separate jobs on one task) by
         the rules that rank `try N`: best first, each with `run`, `eligible`, the gates it
         failed and why; `attempt` is its place in run_ids. Needs scope read."""
         return await call(ctx, "GET", "/api/rank", query={"runs": ",".join(run_ids)})
 
-    @server.tool(annotations=ENDS)
+    @tool(annotations=ENDS)
     async def pick(job_id: JobId, attempt: Attempt, force: Force = False, land: PickLands = False,
                    ctx: Context | None = None) -> Result:
         """Keep one attempt of a ranked job, as `/hangar pick N`: the other attempts'
@@ -229,7 +237,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return await ask(ctx, f"/api/jobs/{job_id}/pick",
                          {"attempt": attempt, "force": force, "land": land})
 
-    @server.tool(annotations=ADDS)
+    @tool(annotations=ADDS)
     async def resolve_conflicts(job_id: JobId, pr: PrNumber = None,
                                 ctx: Context | None = None) -> Result:
         """A turn on one of the job's pull requests that merges the base and resolves the
@@ -237,7 +245,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         approval. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/resolve", {"pr": pr})
 
-    @server.tool(annotations=ADDS)
+    @tool(annotations=ADDS)
     async def follow_up(job_id: JobId, prompt: Prompt, pr: TurnPr = None,
                         ctx: Context | None = None) -> Result:
         """Another agent turn on one of the job's pull requests, on the same branch, as
@@ -246,26 +254,26 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/turns", {"prompt": prompt, "pr": pr})
 
-    @server.tool(annotations=ADDS)
+    @tool(annotations=ADDS)
     async def verify(job_id: JobId, pr: PrNumber = None, ctx: Context | None = None) -> Result:
         """Verify a pull request's current head again in a clean sandbox, as
         `/hangar verify`. Follow the result with get_job. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/verify", {"pr": pr})
 
-    @server.tool(annotations=ENDS)
+    @tool(annotations=ENDS)
     async def cancel(job_id: JobId, ctx: Context | None = None) -> Result:
         """Stop a job's queued and running agents, as `/hangar cancel`. Needs scope
         operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/cancel", {})
 
-    @server.tool(annotations=ADDS)
+    @tool(annotations=ADDS)
     async def resume(job_id: JobId, ctx: Context | None = None) -> Result:
         """Start a job's agents that hangar paused because the model's usage reached its
         threshold (usage shows the windows and the pause), as `/hangar resume`: the pause
         stays lifted until that usage resets. Needs scope operate."""
         return await ask(ctx, f"/api/jobs/{job_id}/resume", {})
 
-    @server.tool(annotations=ADDS)
+    @tool(annotations=ADDS)
     async def request_land(job_id: JobId, pr: PrNumber = None,
                            ctx: Context | None = None) -> Result:
         """Ask hangar to land a job's pull request, as `/hangar land`. hangar brings the
@@ -275,7 +283,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         Returns land (the id for land_status). Needs scope land."""
         return await ask(ctx, "/api/land", {"job": job_id, "pr": pr})
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def land_status(land_id: LandId, wait_seconds: WaitSeconds = 0, after: After = None,
                           ctx: Context | None = None) -> Result:
         """A land request: state (queued, updating, waiting_ci, awaiting_approval,
@@ -286,7 +294,7 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
                           query={"wait_seconds": min(max(wait_seconds, 0), MAX_WAIT_S),
                                  "after": after})
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def list_land(repo: ListRepo = None, state: LandStateName = None,
                         ctx: Context | None = None) -> Result:
         """Land requests (id, repo, pr_number, state, reason), optionally of one
@@ -294,12 +302,12 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         return {"land": await call(ctx, "GET", "/api/land",
                                    query={"repo": repo, "state": state})}
 
-    @server.tool(annotations=ENDS)
+    @tool(annotations=ENDS)
     async def cancel_land(land_id: LandId, ctx: Context | None = None) -> Result:
         """Withdraw a land request, as `/hangar land cancel`. Needs scope land."""
         return await ask(ctx, f"/api/land/{land_id}/cancel", {})
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def usage(ctx: Context | None = None) -> Result:
         """Per model credential: agents running and queued against the concurrency cap,
         turns and their cost so far, the usage windows the model reported (utilization
@@ -307,20 +315,35 @@ def build_server(api_for: Callable[[Context | None], HangarAPI]) -> MCPServer:
         lifts it). Check it before starting many attempts. Needs scope read."""
         return await call(ctx, "GET", "/api/usage")
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def list_jobs(repo: ListRepo = None, ctx: Context | None = None) -> Result:
         """Jobs (id, repo, issue, state, attempts), oldest first, optionally of one
         repository (owner/name). Needs scope read."""
         return {"jobs": await call(ctx, "GET", "/api/jobs", query={"repo": repo})}
 
-    @server.tool(annotations=READS)
+    @tool(annotations=READS)
     async def get_run(run_id: RunId, ctx: Context | None = None) -> Result:
         """One run (an agent turn or a verification): commits and diff from GitHub,
         the PR, verification, and the agent's own summary (a claim, unverified).
         Needs scope read."""
         return await call(ctx, "GET", f"/api/runs/{run_id}")
 
-    return server
+    return Server(name="hangar", instructions=INSTRUCTIONS, tools=tools)
+
+
+ToolFunction = TypeVar("ToolFunction", bound=Callable[..., Any])
+# What the SDK reads from a tool's signature (its argument model and JSON schemas, a few
+# milliseconds of pydantic per tool) is the same for every server a process builds: each
+# web application builds one (tests build dozens), so it is read once per tool.
+_TOOL_SHAPES: dict[CodeType, Tool] = {}
+
+
+def tool_of(fn: ToolFunction, annotations: ToolAnnotations) -> Tool:
+    """The SDK's tool for `fn`, its signature's models read at most once per process."""
+    shape = _TOOL_SHAPES.get(fn.__code__)
+    if shape is None or shape.annotations != annotations:
+        shape = _TOOL_SHAPES[fn.__code__] = Tool.from_function(fn, annotations=annotations)
+    return shape.model_copy(update={"fn": fn})
 
 
 # -- streamable HTTP at /mcp, on hangar's own port ---------------------------------------
