@@ -53,7 +53,7 @@ def spec_for(provider: str, **fields) -> EnvSpec:
     return EnvSpec(**(base | fields))
 
 
-async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout: float = 10) -> bool:
+async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout: float = 60) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if await predicate():
