@@ -11,8 +11,9 @@ its unix socket) so the gate, which serves only `/git/`, is the only thing the s
 reach.
 
 Host layout under root: <id>/meta.json (the Sandbox record), <id>/workspace (bound at
-/workspace), <id>/etc (passwd and group for the sandbox user), <id>/procs/<process>.json
-(what `observe` needs after a restart). The agent can touch only <id>/workspace.
+/workspace), <id>/procs/<process>.json (what `observe` needs after a restart), and .etc,
+shared by all sandboxes: the allowed files of the host's /etc and the sandbox user's
+passwd and group, bound at /etc (see _etc). The agent can touch only <id>/workspace.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from sandbox.provider import (
     workspace_relative,
 )
 from sandbox.providers import _procs
+from sandbox.providers._etc import SharedEtc
 from sandbox.providers._relay import RELAY_SANDBOX_DIR, ProxyRelay, relay_argv
 from sandbox.safe_read import EXIT_FILE_BYTES, LOG_TAIL_BYTES, read_beneath
 from sandbox.snapshots import SpareCopies
@@ -77,6 +79,13 @@ ETC_ALLOWED = (
     "localtime", "timezone", "mime.types", "os-release", "debian_version", "profile",
     "bash.bashrc", "inputrc",
 )  # fmt: skip
+
+SANDBOX_PASSWD = (
+    "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+    f"hangar:x:{SANDBOX_UID}:{SANDBOX_UID}:hangar sandbox:{HOME_DIR}:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+SANDBOX_GROUP = f"root:x:0:\nhangar:x:{SANDBOX_UID}:\nnogroup:x:65534:\n"
 
 
 def host_python_prefix() -> Path | None:
@@ -123,6 +132,14 @@ class LocalProvider(Provider):
             else None
         )
         self._running: dict[str, set[asyncio.subprocess.Process]] = {}
+        # The /etc every sandbox sees (see _etc), and the mounts all sandboxes share.
+        self._etc = SharedEtc(
+            self.root / ".etc",
+            (*ETC_ALLOWED, *sorted(p.name for p in Path("/etc").glob("python3*"))),
+            {"passwd": SANDBOX_PASSWD, "group": SANDBOX_GROUP},
+        )
+        self._host_view_args: list[str] | None = None
+        self._host_view_bound: list[Path] = []
         # Spare copies of environment builds' checkouts (sandbox.snapshots).
         self.spare_copies = SpareCopies()
 
@@ -165,16 +182,8 @@ class LocalProvider(Provider):
         sb = Sandbox(id=new_sandbox_id(), provider=self.name, labels=dict(labels))
         base = self._dir(sb)
         ws = base / "workspace"
-        for sub in (ws / "home", ws / ".hangar", base / "procs", base / "etc"):
+        for sub in (ws / "home", ws / ".hangar", base / "procs"):
             sub.mkdir(parents=True, exist_ok=True)
-        (base / "etc" / "passwd").write_text(
-            f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
-            f"hangar:x:{SANDBOX_UID}:{SANDBOX_UID}:hangar sandbox:{HOME_DIR}:/bin/sh\n"
-            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-        )
-        (base / "etc" / "group").write_text(
-            f"root:x:0:\nhangar:x:{SANDBOX_UID}:\nnogroup:x:65534:\n"
-        )
         sb.ref = {
             "dir": str(base),
             "isolation": spec.isolation,
@@ -287,42 +296,52 @@ class LocalProvider(Provider):
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", sb.id,
             "--new-session",
-            "--ro-bind", "/usr", "/usr",
         ]  # fmt: skip
         network = ref.get("network", "loopback")
         if network != "host":
             args.append("--unshare-net")
+        args += self._host_view()
+        args += self._hidden()
+        args += ["--bind", str(base / "workspace"), WORKSPACE]
+        relay_dir = self._relay.directory if self._relay else self._gate_dir
+        if network == "loopback" and relay_dir:
+            args += ["--ro-bind", str(relay_dir), RELAY_SANDBOX_DIR]
+        # The root bwrap builds is a tmpfs: make it read-only once everything is mounted.
+        args += ["--remount-ro", "/", "--chdir", WORKSPACE]
+        if not detached:
+            # A command run to completion dies with hangar; a detached agent must not.
+            args.append("--die-with-parent")
+        return args
+
+    def _host_view(self) -> list[str]:
+        """The mounts every sandbox shares: the host's /usr and friends, hangar's copy of
+        the allowed /etc, /proc, /dev and /tmp. Looked up once; /etc is kept current."""
+        self._etc.refresh()
+        if self._host_view_args is not None:
+            return self._host_view_args
+        args = ["--ro-bind", "/usr", "/usr"]
         for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
             host = Path("/") / top
             if host.is_symlink():
                 args += ["--symlink", os.readlink(host), f"/{top}"]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), f"/{top}"]
-        for name in ETC_ALLOWED:
-            if (Path("/etc") / name).exists():
-                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        for etc in sorted(Path("/etc").glob("python3*")):
-            args += ["--ro-bind", str(etc), str(etc)]
-        args += [
-            "--ro-bind", str(base / "etc" / "passwd"), "/etc/passwd",
-            "--ro-bind", str(base / "etc" / "group"), "/etc/group",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--bind", str(base / "workspace"), WORKSPACE,
-        ]  # fmt: skip
+        # One mount for all of /etc: each mount costs bubblewrap a remount and a read of
+        # the mount table.
+        args += ["--ro-bind", str(self._etc.directory), "/etc"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         if self.python_prefix:
             args += ["--ro-bind", str(self.python_prefix), str(self.python_prefix)]
-        relay_dir = self._relay.directory if self._relay else self._gate_dir
-        if network == "loopback" and relay_dir:
-            args += ["--ro-bind", str(relay_dir), RELAY_SANDBOX_DIR]
-        bound = [Path(args[i + 1]) for i, a in enumerate(args) if a == "--ro-bind"]
+        self._host_view_args = args
+        self._host_view_bound = [Path(args[i + 1]) for i, a in enumerate(args)
+                                 if a == "--ro-bind"]  # fmt: skip
+        return args
+
+    def _hidden(self) -> list[str]:
+        args = []
         for hidden in self.hidden_paths:
-            if hidden.exists() and any(hidden.is_relative_to(b) for b in bound):
+            if hidden.exists() and any(hidden.is_relative_to(b) for b in self._host_view_bound):
                 args += ["--tmpfs", str(hidden)]
-        # The root bwrap builds is a tmpfs: make it read-only once everything is mounted.
-        args += ["--remount-ro", "/", "--chdir", WORKSPACE]
-        if not detached:
-            # A command run to completion dies with hangar; a detached agent must not.
-            args.append("--die-with-parent")
         return args
 
     def _wrap_network(self, ref: dict[str, Any], argv: list[str]) -> list[str]:

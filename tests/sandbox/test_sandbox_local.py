@@ -16,6 +16,7 @@ from sandbox.envspec import EnvSpec
 from sandbox.provider import SandboxError
 from sandbox.providers import get_provider
 from sandbox.providers import local as local_module
+from sandbox.providers._etc import SharedEtc
 from sandbox.providers.local import BWRAP_MISSING, LocalProvider
 from sandbox.safe_read import NotARegularFile
 
@@ -222,6 +223,41 @@ async def test_host_secrets_in_etc_stay_hidden(tmp_path):
     )
     result = await provider.run(sb, ["sh", "-c", script])
     assert result.output.strip() == "certs-ok"
+    await provider.destroy(sb)
+
+
+async def test_etc_is_a_copy_that_follows_the_host(tmp_path):
+    """/etc is one mount of hangar's copy: what the host changes shows at the next command
+    (a directory within a second or so), an owner-only file never, links stay links."""
+    host = tmp_path / "host-etc"
+    (host / "ssl" / "certs").mkdir(parents=True)
+    (host / "hosts").write_text("127.0.0.1 first\n")
+    (host / "secret").write_text("owner only\n")
+    (host / "secret").chmod(0o600)
+    (host / "ssl" / "certs" / "a.pem").write_text("cert a\n")
+    (host / "ssl" / "certs" / "b.0").symlink_to("a.pem")
+    provider = LocalProvider(root=tmp_path / "sb")
+    provider._etc = SharedEtc(provider.root / ".etc", ("hosts", "secret", "ssl/certs"),
+                              {"passwd": "hangar:x:1000:1000::/workspace/home:/bin/sh\n"},
+                              host_etc=host)  # fmt: skip
+    sb = await provider.create(EnvSpec(name="d"), {})
+    look = ("cat /etc/hosts; test -e /etc/secret && echo secret-seen; "
+            "readlink /etc/ssl/certs/b.0; cat /etc/ssl/certs/b.0 /etc/ssl/certs/c.pem 2>&1; "
+            "id -un; touch /etc/hosts 2>/dev/null || echo read-only")  # fmt: skip
+    first = await provider.run(sb, ["sh", "-c", look])
+    assert first.output.splitlines() == [
+        "127.0.0.1 first", "a.pem", "cert a",
+        "cat: /etc/ssl/certs/c.pem: No such file or directory", "hangar", "read-only"]  # fmt: skip
+
+    (host / "hosts").write_text("127.0.0.1 second and longer\n")
+    (host / "ssl" / "certs" / "c.pem").write_text("cert c\n")
+    second = await provider.run(sb, ["sh", "-c", "cat /etc/hosts"])
+    assert second.output == "127.0.0.1 second and longer\n"
+
+    async def new_cert_seen() -> bool:
+        return (await provider.run(sb, ["cat", "/etc/ssl/certs/c.pem"])).output == "cert c\n"
+
+    assert await wait_for(new_cert_seen, timeout=30)
     await provider.destroy(sb)
 
 
