@@ -27,28 +27,33 @@ SOCKET_NAME = "proxy.sock"
 # never starts before the port is open. The relay ends when the command ends (the kernel
 # kills it when its parent, the command, exits), and with the sandbox's pid namespace.
 # TCP_NODELAY: with Nagle, a streamed event written while the last is unacknowledged
-# waits for the agent's delayed ACK, up to 40 ms.
+# waits for the agent's delayed ACK, up to 40 ms. _socket and _thread, not socket and
+# threading: their imports (enum, selectors, collections) were most of the relay's start,
+# and the command waits for it.
 _IN_SANDBOX = r"""
-import os, socket, sys, threading
+import os, sys, _socket as S, _thread
 port, path, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv = S.socket(S.AF_INET, S.SOCK_STREAM); srv.setsockopt(S.SOL_SOCKET, S.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", port)); srv.listen(64)
-def pump(a, b):
+def pump(a, b, done=None):
     try:
         while data := a.recv(65536):
             b.sendall(data)
     except OSError:
         pass
-    for s, how in ((b, socket.SHUT_WR), (a, socket.SHUT_RD)):
+    for s, how in ((b, S.SHUT_WR), (a, S.SHUT_RD)):
         try: s.shutdown(how)
         except OSError: pass
-def serve(conn):
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    up = socket.socket(socket.AF_UNIX)
+    if done is not None: done.release()
+def serve(fd):
+    conn = S.socket(S.AF_INET, S.SOCK_STREAM, 0, fd)
+    conn.setsockopt(S.IPPROTO_TCP, S.TCP_NODELAY, 1)
+    up = S.socket(S.AF_UNIX, S.SOCK_STREAM)
     try: up.connect(path)
-    except OSError: conn.close(); return
-    t = threading.Thread(target=pump, args=(up, conn), daemon=True); t.start()
-    pump(conn, up); t.join(); conn.close(); up.close()
+    except OSError: conn.close(); up.close(); return
+    done = _thread.allocate_lock(); done.acquire()
+    _thread.start_new_thread(pump, (up, conn, done))
+    pump(conn, up); done.acquire(); conn.close(); up.close()
 command = os.getpid()
 if os.fork() == 0:
     try:
@@ -62,8 +67,8 @@ if os.fork() == 0:
     for n in (0, 1, 2): os.dup2(fd, n)
     os.setsid()
     while True:
-        c, _ = srv.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
+        c, _ = srv._accept()
+        _thread.start_new_thread(serve, (c,))
 srv.close()
 os.execvp(argv[0], argv)
 """
