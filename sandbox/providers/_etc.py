@@ -14,11 +14,15 @@ passwd and group, the same for every sandbox, live here too.
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import shutil
 import stat
 import time
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 HOST_ETC = Path("/etc")
 DIRECTORY_RECHECK_S = 1.0
@@ -100,7 +104,13 @@ class SharedEtc:
                 signature = None
             if name in self._seen and self._seen[name] == signature:
                 continue
-            self._copy(host, self.directory / name, signature)
+            try:
+                self._copy(host, self.directory / name, signature)
+            except OSError as exc:
+                # Another hangar on the same root copying at once, a file gone meanwhile:
+                # the copy there stays, and the next command tries again.
+                log.warning("could not copy %s for sandboxes: %s", host, exc)
+                continue
             self._seen[name] = signature
 
     @staticmethod
@@ -108,8 +118,14 @@ class SharedEtc:
         """Replace copy with the host's path: a file whole (a running sandbox reads the old
         or the new), a directory by two renames."""
         copy.parent.mkdir(parents=True, exist_ok=True)
-        fresh = copy.with_name(copy.name + ".new")
-        _remove(fresh)
+        fresh = _beside(copy, "new")
+        try:
+            SharedEtc._swap_in(host, copy, fresh, signature)
+        finally:
+            _remove(fresh)  # left only when the swap failed half way
+
+    @staticmethod
+    def _swap_in(host: Path, copy: Path, fresh: Path, signature: object) -> None:
         if signature is None:
             _remove(copy)
             return
@@ -121,13 +137,17 @@ class SharedEtc:
             os.chmod(fresh, 0o755)
         if copy.is_dir() and not copy.is_symlink():
             # Nothing can be renamed over a directory that holds entries.
-            old = copy.with_name(copy.name + ".old")
-            _remove(old)
+            old = _beside(copy, "old")
             os.rename(copy, old)
             os.replace(fresh, copy)
             _remove(old)
         else:
             os.replace(fresh, copy)
+
+
+def _beside(path: Path, kind: str) -> Path:
+    """A name next to path that no other copy in progress uses, this process's or not."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.{kind}")
 
 
 def _copy_readable(source: str, destination: str) -> None:
@@ -144,7 +164,7 @@ def _remove(path: Path) -> None:
 
 
 def _replace_bytes(path: Path, data: bytes) -> None:
-    fresh = path.with_name(path.name + ".new")
+    fresh = _beside(path, "new")
     fresh.write_bytes(data)
     os.chmod(fresh, 0o644)
     os.replace(fresh, path)
