@@ -80,6 +80,9 @@ ETC_ALLOWED = (
     "bash.bashrc", "inputrc",
 )  # fmt: skip
 
+# A command line. (Inside LocalProvider, `list` in an annotation is its list() method.)
+Argv = list[str]
+
 SANDBOX_PASSWD = (
     "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
     f"hangar:x:{SANDBOX_UID}:{SANDBOX_UID}:hangar sandbox:{HOME_DIR}:/bin/sh\n"
@@ -138,7 +141,7 @@ class LocalProvider(Provider):
             (*ETC_ALLOWED, *sorted(p.name for p in Path("/etc").glob("python3*"))),
             {"passwd": SANDBOX_PASSWD, "group": SANDBOX_GROUP},
         )
-        self._host_view_args: list[str] | None = None
+        self._host_view_args: Argv | None = None
         self._host_view_bound: list[Path] = []
         # Spare copies of environment builds' checkouts (sandbox.snapshots).
         self.spare_copies = SpareCopies()
@@ -313,7 +316,7 @@ class LocalProvider(Provider):
             args.append("--die-with-parent")
         return args
 
-    def _host_view(self) -> list[str]:
+    def _host_view(self) -> Argv:
         """The mounts every sandbox shares: the host's /usr and friends, hangar's copy of
         the allowed /etc, /proc, /dev and /tmp. Looked up once; /etc is kept current."""
         self._etc.refresh()
@@ -337,7 +340,7 @@ class LocalProvider(Provider):
                                  if a == "--ro-bind"]  # fmt: skip
         return args
 
-    def _hidden(self) -> list[str]:
+    def _hidden(self) -> Argv:
         args = []
         for hidden in self.hidden_paths:
             if hidden.exists() and any(hidden.is_relative_to(b) for b in self._host_view_bound):
