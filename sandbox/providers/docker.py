@@ -221,18 +221,23 @@ class DockerProvider(Provider):
             except errors.APIError as exc:
                 remove_all()
                 raise SandboxError(f"docker could not create the sandbox: {exc}") from None
-            # pid 1 says READY once the workspace is made; the log stream ends if it stops.
+            # pid 1 says READY once the workspace is made; the log stream ends if it stops,
+            # and a read that waits longer than the client's timeout raises.
             said = ""
             deadline = time.monotonic() + READY_TIMEOUT_S
-            stream = api.logs(container_id, stream=True, follow=True)
+            stream = None
             try:
+                stream = api.logs(container_id, stream=True, follow=True)
                 for chunk in stream:
                     said += chunk.decode("utf-8", "replace")
                     if READY in said.splitlines() or time.monotonic() > deadline:
                         break
+            except Exception:
+                pass  # not ready, whatever the engine said: answered below
             finally:
-                with contextlib.suppress(Exception):
-                    stream.close()
+                if stream is not None:
+                    with contextlib.suppress(Exception):
+                        stream.close()
             if READY not in said.splitlines():
                 said = "\n".join(said.strip().splitlines()[-5:])
                 remove_all()

@@ -94,6 +94,21 @@ async def test_missing_image_says_how_to_build_it(docker_provider):
     assert docker_provider.client.volumes.list(filters={"label": "hangar.test=docker-only"}) == []
 
 
+async def test_a_container_that_stops_before_it_is_ready_is_an_error_and_leaves_nothing(
+        docker_provider, tmp_path):
+    """pid 1 never says it is ready (here the relay cannot bind its port and exits): the
+    create fails with what the container said, and no container or volume is left."""
+    from sandbox.providers.docker import DockerProvider
+
+    broken = DockerProvider(instance=docker_provider.instance, proxy_port=70000,
+                            gate_dir=tmp_path)  # fmt: skip
+    with pytest.raises(SandboxError, match="stopped at once") as raised:
+        await broken.create(spec_for("docker"), {"hangar.test": "docker-only"})
+    assert "port must be 0-65535" in str(raised.value)
+    assert await docker_provider.list({"hangar.test": "docker-only"}) == []
+    assert docker_provider.client.volumes.list(filters={"label": "hangar.test=docker-only"}) == []
+
+
 async def test_the_next_start_ends_containers_whose_hangar_is_gone(docker_provider, tmp_path):
     """A container binds its hangar's gate directory; once that hangar's data directory is
     removed for good, the next hangar's start removes the container and its volume."""
