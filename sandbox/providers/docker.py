@@ -523,13 +523,17 @@ class DockerProvider(Provider):
         """Read inside the container with SAFE_TAIL_SH: never an archive of an arbitrarily
         large file, never a FIFO or a link, at most max_bytes and EXEC_READ_TIMEOUT_S."""
         norm = f"{WORKSPACE}/{workspace_relative(path)}"
-        container = await asyncio.to_thread(self._container, sb)
+        # The container's id, not a lookup first: observe reads the exit file every tick.
+        container_id = sb.ref.get("container") or f"hangar-{sb.id}"
         api = self.client.api
 
         def read() -> tuple[int | None, bytes]:
             argv = ["/bin/sh", "-c", SAFE_TAIL_SH, "copy-out", norm, str(max_bytes)]
-            created = api.exec_create(container.id, argv, environment={}, workdir="/",
-                                      stdout=True, stderr=False)
+            try:
+                created = api.exec_create(container_id, argv, environment={}, workdir="/",
+                                          stdout=True, stderr=False)  # fmt: skip
+            except _docker_errors().NotFound:
+                raise SandboxError(f"sandbox {sb.id} does not exist (destroyed?)") from None
             out = api.exec_start(created["Id"], stream=False)
             return api.exec_inspect(created["Id"]).get("ExitCode"), out or b""
 
