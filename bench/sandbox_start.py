@@ -71,9 +71,11 @@ def engine_round(client) -> float:
     started = time.perf_counter()
     container = api.create_container("hangar-base:1", command=COMMAND,
                                      host_config=api.create_host_config(network_mode="none"))
-    api.start(container["Id"])
-    assert api.wait(container["Id"])["StatusCode"] == 0
-    api.remove_container(container["Id"], force=True)
+    try:
+        api.start(container["Id"])
+        assert api.wait(container["Id"])["StatusCode"] == 0
+    finally:
+        api.remove_container(container["Id"], force=True)
     return time.perf_counter() - started
 
 
