@@ -105,6 +105,10 @@ class RecordingGitHub(GitHubAPI):
             if "enqueuePullRequest" in query:
                 self.queue_entry = {"position": 1, "state": "QUEUED"}
                 answer = {"data": {"enqueuePullRequest": {"mergeQueueEntry": self.queue_entry}}}
+            elif "markPullRequestReadyForReview" in query:
+                self.draft = False
+                answer = {"data": {"markPullRequestReadyForReview": {
+                    "pullRequest": {"isDraft": False}}}}
             elif "mergeQueueEntry" in query:
                 answer = {"data": {"repository": {"pullRequest": {
                     "mergeQueueEntry": self.queue_entry}}}}
@@ -231,6 +235,7 @@ class RecordingGitHub(GitHubAPI):
                 "resource": "PullRequest", "code": "custom",
                 "message": f"A pull request already exists for acme:{data['head']}."}]}
         self.pr_open, self.pr_body = True, data["body"]
+        self.draft = bool(data.get("draft"))
         self.opened += 1
         return 201, self._pull(data=None, query="")[1]
 

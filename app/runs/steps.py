@@ -28,7 +28,7 @@ from app.runs.jobs import refresh_status
 from app.runs.publishing import publish, retry_held
 from app.runs.queue import wake_queued
 from app.runs.sandbox import AGENT_CHECK, upsert_check
-from app.runs.verify import begin_verification, verify
+from app.runs.verify import begin_verification, show_verification, verify
 from app.sensitive import sensitive_files
 
 if TYPE_CHECKING:
@@ -150,15 +150,19 @@ async def collect(engine: StepContext, run: Run) -> None:
         if head == run.start_sha and run.ending:  # the ending was just recorded
             run = engine.patch_run(run.id, agent_check_shown=run.ending["code"])
         # One that ends within the fold opens the PR with its result: the body is written
-        # once, and the check run is made once, completed.
+        # once, and the check run is made once, completed, before the PR, so the PR opens
+        # with everything said; a passed one opens it ready (no draft to mark ready after).
         done = (await verifying.within(engine.settings.status_edit_interval_seconds)
                 if verifying is not None else None)  # None: waiting for a free sandbox
         if done is not None:
             run = engine.patch_run(run.id, verification=done)
-        pr = await opened(engine, ops, job, run, draft=draft)
+            await show_verification(engine, ops, run, done)
+        pr = await opened(engine, ops, job, run,
+                          draft=draft and not (done is not None and done.passed))
         # Only now is this stage's work all on GitHub; a crash before here repeats it.
         engine.patch_run(run.id, stage=RunStage.VERIFYING)
-        await verify(engine, engine.existing_run(run.id), started=verifying, pr=pr)
+        await verify(engine, engine.existing_run(run.id), started=verifying, pr=pr,
+                     shown=done is not None)
     finally:
         if verifying is not None:
             await verifying.stop()

@@ -35,9 +35,10 @@ VERIFY_CHECK = "hangar / verify"
 
 
 async def verify(engine: StepContext, run: Run, *, started: Verifying | None = None,
-                 pr: dict | None = None) -> None:
+                 pr: dict | None = None, shown: bool = False) -> None:
     """Verify the run's head and say so. `started`: the verification collect began as the
-    push landed; `pr`: the PR as collect left it (its body may say the result already)."""
+    push landed; `pr`: the PR as collect left it (its body may say the result already);
+    `shown`: collect made `hangar / verify` completed with that result already."""
     job = engine.existing_job(run.job_id)
     ops = await engine.repo_ops(job.thread)
     head = await ops.branch_sha(run.branch) if run.kind == RunKind.VERIFY else run.head_sha
@@ -74,10 +75,8 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
     body = render.pr_body(job, run)
     if not (pr and pr.get("body") == body):
         pr = await ops.update_pr(run.pr_number, body=body) if run.pr_number else None
-    await upsert_check(engine, ops, run, VERIFY_CHECK, head, status="completed",
-                       conclusion=verify_conclusion(verification),
-                       output=render.verify_check_output(verification),
-                       actions=verify_actions(verification))
+    if not shown:
+        await show_verification(engine, ops, run, verification)
     # Marked ready only now: the reviewers GitHub then tells find the verification there.
     if pr is not None and verification.passed:
         pr = await ready_for_review(engine, ops, job, pr)
@@ -86,6 +85,15 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
                      pr_seen=ghops.pr_facts(pr) if pr else None)
     engine.note(run.job_id, f"{run.id} verification "
                 + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
+
+
+async def show_verification(engine: StepContext, ops: Any, run: Run,
+                            verification: Verification) -> None:
+    """`hangar / verify` completed with the result, on the head it verified."""
+    await upsert_check(engine, ops, run, VERIFY_CHECK, verification.head_sha,
+                       status="completed", conclusion=verify_conclusion(verification),
+                       output=render.verify_check_output(verification),
+                       actions=verify_actions(verification))
 
 
 @dataclass

@@ -158,17 +158,35 @@ def pr_and_check_writes(gh: RecordingGitHub) -> list[tuple[str, str]]:
 
 async def test_a_verification_that_ends_within_the_fold_is_said_once(step_engine, tmp_path):
     """The verification starts as the push lands, beside the agent's check run; ended
-    within the fold, the PR opens with its result and its check run is made completed:
-    three writes, not the five of saying it in progress first."""
+    within the fold, its check run is made completed and the PR opens with its result:
+    three writes, not the five of saying it in progress first. The check run comes first:
+    the PR opens with everything said."""
     gh = RecordingGitHub(pr_open=False)
     engine = verifying_engine(step_engine, tmp_path, gh)
     _, run = job_and_run(engine)
     await runs.collect(engine, run)
-    assert pr_and_check_writes(gh) == [("POST", "hangar / agent: completed"), ("POST", "pr"),
-                                       ("POST", "hangar / verify: completed")]
+    assert pr_and_check_writes(gh) == [("POST", "hangar / agent: completed"),
+                                       ("POST", "hangar / verify: completed"), ("POST", "pr")]
     opened = next(c for c in gh.writes("POST") if c.path.endswith("/pulls"))
     assert "passed" in opened.body["body"]
     assert engine.get_run(run.id).pr_seen is not None  # auto-fix starts from the PR as opened
+
+
+@pytest.mark.parametrize("exit_code,draft", [(0, False), (1, True)], ids=["passed", "failed"])
+async def test_a_pr_whose_verification_is_known_opens_ready_only_when_it_passed(
+        step_engine, tmp_path, exit_code, draft):
+    """land.draft_pr (the default): a PR opens as a draft to be marked ready once verified;
+    verified already when it opens, a pass opens it ready (no second write to mark it), a
+    failure opens it a draft."""
+    gh = RecordingGitHub(pr_open=False)
+    engine = step_engine(gh, provider=RecordingProvider({VERIFY: [exit_code]}),
+                         envs_dir=environments(tmp_path, {"verify": {"command": VERIFY}}))
+    job, run = job_and_run(engine)
+    await runs.collect(engine, run)
+    opened = next(c for c in gh.writes("POST") if c.path.endswith("/pulls"))
+    assert opened.body.get("draft", False) is draft
+    assert [c for c in gh.writes("POST") if c.path == "/graphql"] == []
+    assert engine.get_job(job.id).drafts == ([PR_NUMBER] if draft else [])
 
 
 async def test_a_longer_verification_is_shown_in_progress_meanwhile(step_engine, tmp_path):
