@@ -107,11 +107,17 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
     ops = None
     interval = engine.settings.status_edit_interval_seconds
     due = 0.0
+    # A PR's first comment goes with the issue's next edit: until then the PR's body and
+    # check runs say the result, and what other concerns say of the PR moments later (a
+    # review asked for, a land request) is in it from the start, not in an edit after.
+    with_issue = job.edited_at.get(job.thread.number, 0.0) + interval
     for number in threads:
         if not force and job.rendered.get(number) == body:
             continue
         next_edit = job.edited_at.get(number, 0.0) + interval
-        if not force and number in job.status_comments and next_edit > time.time():
+        if number not in job.status_comments:  # a new comment: the issue's goes at once
+            next_edit = 0.0 if number == job.thread.number else with_issue
+        if not force and next_edit > time.time():
             due = min(due or next_edit, next_edit)
             continue
         ops = ops or await engine.repo_ops(job.thread)

@@ -105,6 +105,34 @@ async def test_an_edit_folded_as_the_job_ends_is_still_made(engine):
     assert job.id not in active_job_ids(engine)
 
 
+async def test_a_prs_first_comment_goes_with_the_issues_next_edit(engine):
+    """A PR's body and check runs say a turn's result as it ends; its status comment is
+    posted with the issue's next edit, saying what other concerns said meanwhile, not
+    posted at once and edited moments later."""
+    said: list[str] = []
+    engine.status_notes(lambda _engine, _repo, _number: PrNotes(tuple(said)))
+    job, run = start(engine)
+    await refresh_status(engine, job.id)
+    engine.patch_run(run.id, state=RunState.EXITED, stage=RunStage.DONE, pr_number=12,
+                     finished_at=time.time(), outcome="PR opened")
+    await runs.advance_job(engine, job.id)
+    assert [number for number, _ in engine.ops.writes] == [7]  # both wait for the fold
+    due = engine.get_job(job.id).status_due_at
+    assert time.time() < due <= time.time() + 10
+    said.append("a review was asked for")
+    runs.ask_status_edit(engine, job.id)
+    await runs.advance_job(engine, job.id)
+    assert len(engine.ops.writes) == 1
+
+    rewind(engine, job.id, 10)
+    await runs.advance_job(engine, job.id)
+    assert [number for number, _ in engine.ops.writes] == [7, 7, 12]
+    assert all(said[0] in body for _, body in engine.ops.writes[1:])
+    rewind(engine, job.id, 10)
+    await runs.advance_job(engine, job.id)
+    assert len(engine.ops.writes) == 3  # nothing left to say
+
+
 async def test_force_edits_at_once(engine):
     job, run = start(engine)
     await refresh_status(engine, job.id)
