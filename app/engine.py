@@ -752,12 +752,14 @@ class Engine(Registrations):
         from app.repoconfig import CONFIG_PATH
 
         path = path or CONFIG_PATH
+        key = (ops.full_name, ref) if path == CONFIG_PATH else (ops.full_name, f"{ref}:{path}")
         if sha is not None:
             pinned = (ops.full_name, sha, path)
             if pinned not in self._pinned_configs:
                 self._pinned_configs[pinned] = await ops.get_text(path, ref=sha)
+                # ref's file as of now too: a later read by ref alone costs no second call
+                self._configs.setdefault(key, self._pinned_configs[pinned])
             return self._pinned_configs[pinned]
-        key = (ops.full_name, ref) if path == CONFIG_PATH else (ops.full_name, f"{ref}:{path}")
         if key not in self._configs:
             self._configs[key] = await ops.get_text(path, ref=ref)
         return self._configs[key]
