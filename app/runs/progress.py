@@ -55,7 +55,9 @@ async def show_progress(engine: StepContext, run: Run, sb: Any, log_path: str, n
     """Read the agent's steps from its log (`log_path` in the sandbox) if the last reading
     is older than the interval; show them in `hangar / agent` when they changed."""
     before = (run.agent or {}).get("progress") or {}
-    if now < float(before.get("at") or 0) + engine.settings.status_edit_interval_seconds:
+    # The check run says the turn started as it starts: its first steps an interval later.
+    last = float(before.get("at") or run.started_at or 0)
+    if now < last + engine.settings.status_edit_interval_seconds:
         return
     provider = engine.provider(sb.provider)
     try:
