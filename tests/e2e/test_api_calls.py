@@ -1,0 +1,71 @@
+"""The GitHub calls of one job, from the `/hangar` comment to its verified PR with both
+status comments saying so, counted from fakehub's log: hangar spaces every write a
+second apart, so each write there is a second before a person sees the result. The
+counts hold what was removed: a call that comes back fails here."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.models import Job, JobState
+from app.web.keys import STORE
+from tests.e2e.conftest import FIX_AGENT, wait_until
+
+pytestmark = pytest.mark.slow
+
+FOLD_S = 30
+# Still working when hangar first looks at it (every half second): its first steps wait an
+# interval, as the status comment's edits do, past the start its check run says already.
+WORKS_A_MOMENT = "echo 'reading calc.py'\nsleep 2\n" + FIX_AGENT
+
+
+def shape(method: str, path: str) -> str:
+    return f"{method} " + re.sub(r"/\d+", "/{n}", re.sub(r"/[0-9a-f]{40}", "/{sha}",
+                                                         path.split("?")[0]))
+
+
+def job_at_rest(world, issue: int) -> bool:
+    """The issue's job ended, with no status edit owed or asked."""
+    jobs = [j for j in world.hangar.app[STORE].all("job", Job) if j.thread.number == issue]
+    return bool(jobs) and all(j.state != JobState.ACTIVE and not j.status_due_at
+                              and not j.status_asked for j in jobs)
+
+
+def test_one_job_to_verified_makes_only_the_calls_a_person_needs(world):
+    # Status edits folded over a span the whole job fits in, even on a loaded machine: the
+    # count is the job's, not the machine's speed.
+    world.start_hangar(WORKS_A_MOMENT, settings={"status_edit_interval_seconds": FOLD_S})
+    world.hub.reset_api_calls()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
+    number = pr["number"]
+    wait_until(lambda: all("passed" in world.status(n) for n in (issue, number))
+               and job_at_rest(world, issue), 2 * FOLD_S, "both status comments saying so")
+    calls = world.hub.api_calls(world.app.id, charged_to="installation")
+    kinds = [shape(m, p) for m, p, _ in calls]
+    # GraphQL reads are POSTs too: the one here reads the code owners' files in one query.
+    assert kinds.count("POST /graphql") <= 1, kinds
+    writes = [k for k in kinds if not k.startswith("GET ") and k != "POST /graphql"]
+    repo = "/repos/acme/widgets"
+    # The PR opens once, with its verification in its body, ready (land.draft_pr: a passed
+    # verification known as it opens leaves nothing to mark ready: no `ready_for_review`).
+    assert writes.count(f"POST {repo}/pulls") == 1
+    assert f"PATCH {repo}/pulls/{{n}}" not in writes
+    opened = [d.payload for d in world.hub.deliveries(world.app.id, "pull_request")
+              if d.payload["number"] == number]
+    assert [p["action"] for p in opened] == ["opened"]
+    assert opened[0]["pull_request"]["draft"] is False
+    # `hangar / agent` in progress from the turn's start and completed on the commit it
+    # started from, and on the PR's head; `hangar / verify` made once, completed.
+    assert writes.count(f"POST {repo}/check-runs") == 3, writes
+    assert writes.count(f"PATCH {repo}/check-runs/{{n}}") == 1, writes
+    # One status comment per thread; the PR's is posted with the issue's first edit, so
+    # each says everything in one write after its post.
+    assert writes.count(f"POST {repo}/issues/{{n}}/comments") == 2, writes
+    assert writes.count(f"PATCH {repo}/issues/comments/{{n}}") == 1, writes
+    assert writes.count(f"POST {repo}/issues/comments/{{n}}/reactions") == 1
+    assert len(writes) == 9, writes
+    # The repository's config is read once for the job, at the base's commit.
+    assert kinds.count(f"GET {repo}/contents/.github/hangar.yml") == 1, kinds
