@@ -150,19 +150,22 @@ async def collect(engine: StepContext, run: Run) -> None:
         if head == run.start_sha and run.ending:  # the ending was just recorded
             run = engine.patch_run(run.id, agent_check_shown=run.ending["code"])
         # One that ends within the fold opens the PR with its result: the body is written
-        # once, and the check run is made once, completed, before the PR, so the PR opens
-        # with everything said; a passed one opens it ready (no draft to mark ready after).
+        # once, and the check run is made once, completed. A PR to open opens with all of
+        # it said (the check run first; a pass opens it ready: no draft to mark ready); an
+        # open PR's body says it before the check run does (verify).
         done = (await verifying.within(engine.settings.status_edit_interval_seconds)
                 if verifying is not None else None)  # None: waiting for a free sandbox
+        shown = done is not None and run.pr_number is None
         if done is not None:
             run = engine.patch_run(run.id, verification=done)
+        if shown and done is not None:
             await show_verification(engine, ops, run, done)
         pr = await opened(engine, ops, job, run,
                           draft=draft and not (done is not None and done.passed))
         # Only now is this stage's work all on GitHub; a crash before here repeats it.
         engine.patch_run(run.id, stage=RunStage.VERIFYING)
         await verify(engine, engine.existing_run(run.id), started=verifying, pr=pr,
-                     shown=done is not None)
+                     shown=shown)
     finally:
         if verifying is not None:
             await verifying.stop()

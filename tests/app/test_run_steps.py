@@ -172,6 +172,18 @@ async def test_a_verification_that_ends_within_the_fold_is_said_once(step_engine
     assert engine.get_run(run.id).pr_seen is not None  # auto-fix starts from the PR as opened
 
 
+async def test_an_open_prs_body_says_the_verification_before_its_check_run(step_engine,
+                                                                          tmp_path):
+    """A later turn's PR is open: once `hangar / verify` says completed, the body says the
+    same already."""
+    gh = RecordingGitHub(pr_open=True)
+    engine = verifying_engine(step_engine, tmp_path, gh)
+    _, run = job_and_run(engine, pr_number=PR_NUMBER)
+    await runs.collect(engine, run)
+    assert pr_and_check_writes(gh) == [("POST", "hangar / agent: completed"), ("PATCH", "pr"),
+                                       ("POST", "hangar / verify: completed")]
+
+
 @pytest.mark.parametrize("exit_code,draft", [(0, False), (1, True)], ids=["passed", "failed"])
 async def test_a_pr_whose_verification_is_known_opens_ready_only_when_it_passed(
         step_engine, tmp_path, exit_code, draft):
