@@ -467,7 +467,10 @@ class Engine(Registrations):
                 look_at = time.time() + self.settings.step_backoff_seconds
             self._look_at = look_at
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, look_at - time.time()))
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancel that
+                # comes as the wake does, and this loop would then run on for ever.
+                async with asyncio.timeout(max(0.0, look_at - time.time())):
+                    await self._wake.wait()
             except TimeoutError:
                 self._look_all = True  # a row's due time or the safety poll
 

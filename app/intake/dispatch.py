@@ -59,7 +59,8 @@ class Dispatcher:
         self._rescan()
         while not self._stopping:
             try:
-                first = await asyncio.wait_for(self._queue.get(), timeout=RESCAN_S)
+                async with asyncio.timeout(RESCAN_S):  # not wait_for: it can drop a cancel
+                    first = await self._queue.get()
             except TimeoutError:
                 self._rescan()
                 continue

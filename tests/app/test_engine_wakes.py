@@ -318,3 +318,18 @@ def test_a_write_after_the_engines_loop_closed_wakes_nothing_and_raises_nothing(
     engine._note("row", "row-1")
     engine.wake("row-1")
     engine.store.close()
+
+
+async def test_a_cancel_that_comes_with_a_wake_ends_the_loop(running):
+    """kill -9 as the suite simulates it, and asyncio.run's end: the loop task is
+    cancelled. A cancel that came in the same turn as a wake was dropped by Python
+    3.11's wait_for, and the loop ran on for ever (a test once hung 20 minutes)."""
+    for turns in range(6):  # the cancel lands at each point of the wake's way in
+        engine, _ = await running([])
+        await asyncio.sleep(0.05)  # the loop sleeps on its wake
+        engine._wake.set()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        engine._loop_task.cancel()
+        done, _ = await asyncio.wait([engine._loop_task], timeout=5)
+        assert done and engine._loop_task.cancelled(), f"cancelled {turns} turns in"
