@@ -872,7 +872,9 @@ def test_a_malformed_land_policy_is_answered_and_the_defaults_apply(world):
     number = pr["number"]
     approve(world, number, who=world.maintainer)  # the default forbids self-approval
     wait_until(lambda: explanations(world, number), 60, "the self-approval explanation")
-    status = world.status(number)
+    # The PR's status comment comes with the next edit, a moment after the check.
+    status = wait_until(lambda: "land.method" in world.status(number) and world.status(number),
+                        30, "the PR's status comment to name the config's errors")
     assert (".github/hangar.yml:2: land.method: Input should be 'merge', 'squash' or 'rebase'"
             " — use one of the allowed values; the default applies") in status
     assert ".github/hangar.yml:3: land.forbid_self_approval:" in status
