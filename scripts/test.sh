@@ -11,4 +11,5 @@ workers=(-n 3 --dist loadgroup)
 for arg in "$@"; do
   case "$arg" in -n|-n*|--numprocesses*|no:xdist) workers=() ;; esac
 done
-exec .venv/bin/python -m pytest "${workers[@]}" "$@"
+# The slowest tests are named at the end: where the suite's time goes, run after run.
+exec .venv/bin/python -m pytest "${workers[@]}" --durations=15 "$@"
