@@ -304,6 +304,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "c
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
+def stays(predicate: Callable[[], Any], seconds: float, what: str) -> None:
+    """predicate holds for the whole window (a negative, checked throughout): only where
+    hangar's decision leaves no sign to wait for (an event it rightly ignores). The window
+    is the one given: unlike wait_until's deadline, stretching it would only cost time."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert predicate(), what
+        time.sleep(0.2)
+
+
 def own_sleep(seconds: int) -> str:
     """`sleep` with a mark only this test's agent carries: tests run side by side on
     several workers, and one that finds or kills processes by their command line must

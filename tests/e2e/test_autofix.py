@@ -8,11 +8,10 @@ in a checkout of each new PR head. The agent is a script that sees which turn it
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
-from tests.e2e.conftest import wait_until
+from tests.e2e.conftest import stays, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -81,15 +80,6 @@ def idle(world, issue: int) -> bool:
     """Nothing running: the status comment's "Now" and every turn are done."""
     status = world.status(issue)
     return bool(status) and not re.search(r"⏳|🛠️|📤|🔎|🧪", status)
-
-
-def stays(predicate, seconds: float, what: str) -> None:
-    """predicate holds for the whole window (a negative, checked throughout): only where
-    hangar's decision leaves no sign to wait for (an event it rightly ignores)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert predicate(), what
-        time.sleep(0.2)
 
 
 def first_pr(world, issue: int) -> dict:

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from fakehub import gitrepo
-from tests.e2e.conftest import FIX_AGENT, ROOT, wait_until
+from tests.e2e.conftest import FIX_AGENT, ROOT, stays, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -104,8 +104,7 @@ def unmerged(world, number: int) -> bool:
 def stays_unmerged(world, number: int, seconds: float = 4) -> bool:
     """True when the PR is still not merged after `seconds`: for an event whose effect
     is that nothing changes, so there is no sign of it to wait for."""
-    with pytest.raises(AssertionError):
-        wait_until(lambda: merged(world, number), seconds, "no merge")
+    stays(lambda: not merged(world, number), seconds, "the PR stays unmerged")
     return True
 
 
