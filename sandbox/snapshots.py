@@ -184,10 +184,11 @@ async def _run(what: str, *argv: str) -> None:
         stderr=asyncio.subprocess.PIPE)
     try:
         _, err = await proc.communicate()
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
-        await proc.wait()
+        if not isinstance(exc, GeneratorExit):  # closed unfinished, its loop gone: no wait
+            await proc.wait()
         raise
     if proc.returncode != 0:
         raise SandboxError(f"{what} failed: {err.decode(errors='replace')[-500:]}")

@@ -55,6 +55,8 @@ async def _git(path: Path, *args: str, env: dict[str, str] | None = None,
     except BaseException as exc:  # a timeout, or the step cancelled: no git left behind
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
+        if isinstance(exc, GeneratorExit):  # closed unfinished, its loop gone: no wait
+            raise
         await proc.wait()
         if isinstance(exc, TimeoutError):
             raise MirrorError(f"git {args[0]} took longer than {GIT_TIMEOUT_S} s") from None
