@@ -105,16 +105,23 @@ async def test_an_edit_folded_as_the_job_ends_is_still_made(engine):
     assert job.id not in active_job_ids(engine)
 
 
-async def test_a_prs_first_comment_goes_with_the_issues_next_edit(engine):
-    """A PR's body and check runs say a turn's result as it ends; its status comment is
-    posted with the issue's next edit, saying what other concerns said meanwhile, not
-    posted at once and edited moments later."""
+async def _ended_with_pr(engine: Engine) -> tuple[list[str], Job]:
+    """A job whose run ended with PR #12, its first comment posted; what other concerns
+    say of the PR is the list returned, empty until a test adds to it."""
     said: list[str] = []
     engine.status_notes(lambda _engine, _repo, _number: PrNotes(tuple(said)))
     job, run = start(engine)
     await refresh_status(engine, job.id)
     engine.patch_run(run.id, state=RunState.EXITED, stage=RunStage.DONE, pr_number=12,
                      finished_at=time.time(), outcome="PR opened")
+    return said, job
+
+
+async def test_a_prs_first_comment_goes_with_the_issues_next_edit(engine):
+    """A PR's body and check runs say a turn's result as it ends; its status comment is
+    posted with the issue's next edit, saying what other concerns said meanwhile, not
+    posted at once and edited moments later."""
+    said, job = await _ended_with_pr(engine)
     await runs.advance_job(engine, job.id)
     assert [number for number, _ in engine.ops.writes] == [7]  # both wait for the fold
     due = engine.get_job(job.id).status_due_at
@@ -167,12 +174,7 @@ async def test_another_concerns_ask_is_a_row_write_the_jobs_step_acts_on(engine)
     """Landing, auto-fix, fan-out and review requests never edit a status comment: they
     count an ask on the job and wake it; the job's step makes the edit, even after the
     job ended, and the job rests once it has."""
-    said: list[str] = []
-    engine.status_notes(lambda _engine, _repo, _number: PrNotes(tuple(said)))
-    job, run = start(engine)
-    await refresh_status(engine, job.id)
-    engine.patch_run(run.id, state=RunState.EXITED, stage=RunStage.DONE, pr_number=12,
-                     finished_at=time.time(), outcome="PR opened")
+    said, job = await _ended_with_pr(engine)
     rewind(engine, job.id, 10)
     await runs.advance_job(engine, job.id)  # the job ends and shows it
     assert job.id not in active_job_ids(engine) and len(engine.ops.writes) == 3
