@@ -83,6 +83,7 @@ class StepContext(Protocol):
     fleet: Fleet  # every sandbox this hangar holds, against HANGAR_MAX_SANDBOXES
     instance_id: str
     rebuilding: bool
+    started_at: float  # rows made before it may have writes this database does not know
     command_actions: dict[str, CommandAction]  # each `/hangar` command's action
 
     def wake(self, *row_ids: str) -> None: ...
@@ -306,6 +307,10 @@ class Engine(Registrations):
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
+        # Rows made before this time may have been acted on by a hangar this database does
+        # not remember (one killed mid-write, or a backup restored): their first writes to
+        # GitHub look for what is already there.
+        self.started_at = time.time()
         self._loop_task: asyncio.Task | None = None
         # Replicas on one database (PostgreSQL): a row is stepped by the replica holding
         # its lease; chores by the one holding the leader lock; wake-ups cross by NOTIFY.

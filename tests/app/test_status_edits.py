@@ -209,3 +209,14 @@ async def test_an_ask_made_while_the_job_edits_is_not_lost(engine):
     after = engine.get_job(job.id)
     assert after.status_asks == 1 and after.status_asks_seen == 0
     assert engine.kinds["job"].next_at(after) == 0.0
+
+
+async def test_a_job_older_than_this_hangar_looks_before_its_first_post(engine):
+    """A backup restored: the job's row was taken before the hangar that made it posted the
+    PR's comment. The restarted hangar finds that comment and edits it, not a second."""
+    _, job = await _ended_with_pr(engine)
+    assert engine.ops.looked == []  # a job of this hangar: nothing to look for
+    engine.started_at = time.time() + 1  # as if this hangar started after the job was made
+    rewind(engine, job.id, 10)
+    await runs.advance_job(engine, job.id)
+    assert engine.ops.looked == [12]

@@ -80,7 +80,8 @@ def test_rebuild_after_deleting_the_database_lands_the_open_pr_with_no_second_pr
 
 
 def test_backup_while_serving_is_a_consistent_copy_that_serves(world, tmp_path):
-    world.start_hangar(process=True)
+    # Status edits 10 s apart: the PR's first status comment is posted after the copy.
+    world.start_hangar(process=True, settings={"status_edit_interval_seconds": 10})
     issue, _ = world.ask("/hangar fix the failing test")
     pr = wait_until(lambda: world.verified(issue), 90, "a verified PR")
     backups = tmp_path / "backups"
@@ -96,6 +97,9 @@ def test_backup_while_serving_is_a_consistent_copy_that_serves(world, tmp_path):
         runs = conn.execute("SELECT data FROM rows WHERE kind = 'run'").fetchall()
     assert any(f'"pr_number":{pr["number"]}' in r[0] for r in runs)
 
+    # What hangar posts after the copy was taken (the PR's status comment goes with the
+    # issue's next edit) is not in it: the restored hangar finds it rather than post again.
+    wait_until(lambda: world.status_comments(pr["number"]), 60, "the PR's status comment")
     # Restore: stop, put the copy in place, start; the PR is still hangar's.
     world.hangar.stop()
     delete_database(world)
@@ -104,6 +108,8 @@ def test_backup_while_serving_is_a_consistent_copy_that_serves(world, tmp_path):
     world.hub.comment(world.repo, pr["number"], "/hangar land", as_user=world.maintainer)
     wait_until(lambda: f"**Landing #{pr['number']}:**" in world.status(pr["number"]), 60,
                "the land request after the restore")
+    assert len(world.status_comments(pr["number"])) == 1
+    assert len(world.status_comments(issue)) == 1
 
 
 def test_an_approval_given_before_the_database_was_lost_lands_after_the_rebuild(world):
