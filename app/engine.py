@@ -26,7 +26,7 @@ from cachetools import LRUCache, TTLCache
 from pydantic import BaseModel
 
 from app.datadir import REBUILD_FLAG, gate_dir, rebuild_pending
-from app.github.client import AppAuth
+from app.github.client import AppAuth, limited_until
 from app.github.ops import RepoOps
 from app.metrics import Metrics
 from app.models import Deferred, Intent, IntentState, Job, JobState, Run, Thread, changed
@@ -592,8 +592,12 @@ class Engine(Registrations):
         try:
             await step(self, row_id)
         except Exception as exc:
-            self.metrics.engine_step_errors.inc(kind=kind)
-            log.exception("%s step failed", kind, extra={kind: row_id, "error": repr(exc)})
+            if limited_until(exc) is not None:  # GitHub asked hangar to wait: no failure
+                log.info("%s step waits for GitHub's rate limit", kind,
+                         extra={kind: row_id, "why": str(exc)})
+            else:
+                self.metrics.engine_step_errors.inc(kind=kind)
+                log.exception("%s step failed", kind, extra={kind: row_id, "error": repr(exc)})
             self._back_off(kind, row_id, key, exc)
         else:
             self._failures.pop(key, None)
@@ -619,8 +623,6 @@ class Engine(Registrations):
 
         The hold is kept in memory whatever the store says: a row whose failure cannot be
         recorded (a full disk) waits as long as one whose failure was, and never spins."""
-        from app.github.client import limited_until
-
         failures, _ = self._failures.get(key, (0, 0.0))
         reset = limited_until(exc)
         if reset is not None:

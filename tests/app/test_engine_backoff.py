@@ -77,16 +77,23 @@ async def test_a_failing_job_step_ends_the_job_failed_with_the_reason(engine):
     assert engine.get_job(job.id).state == JobState.FAILED
     assert any("GitHub said no" in what for _at, what in engine.store.notes(job.id))
 
-async def test_a_rate_limit_holds_until_the_reset_without_counting(engine):
+async def test_a_rate_limit_holds_until_the_reset_without_counting(engine, caplog):
+    """A rate limit is a wait GitHub asks for, not a failure: no error is logged or
+    counted for it (an operator's alert on step errors would fire on every busy minute)."""
     reset = time.time() + 1800
 
     async def limited(engine: Engine, row_id: str) -> None:
         raise RateLimited(reset, "GitHub answered 403: rate limited")
 
+    caplog.set_level("INFO", logger="app.engine")
     for _ in range(MAX_STEP_FAILURES + 2):
         await engine._guarded("autofix", limited, "autofix-x")
     assert engine.held_until("autofix-x") == reset
     assert engine._failures["autofix-x"][0] == 0
+    assert engine.metrics.engine_step_errors.value(kind="autofix") == 0
+    said = [r for r in caplog.records if r.name == "app.engine"]
+    assert said and all(r.levelname == "INFO" and not r.exc_info for r in said)
+    assert "waits for GitHub's rate limit" in said[0].getMessage()
 
 
 async def test_success_clears_the_hold(engine):
