@@ -121,6 +121,8 @@ def cluster(world, postgres_url):
     yield world, start
     for balancer in balancers:
         balancer.stop()
+    for replica in world.running:  # before their database is dropped, not after
+        replica.stop()
 
 
 def log_of(world, name: str) -> str:
