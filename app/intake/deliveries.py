@@ -5,6 +5,10 @@ flight at once: they join one batch, one transaction stores them all (and record
 dispatcher's outcomes so far), and each request is answered when its batch is on disk.
 SQLite runs on one worker thread (it releases the GIL), so the event loop keeps reading
 and checking the next requests meanwhile. An idle service pays one loop iteration.
+
+Dispatch outcomes wait for the next batch of deliveries, or OUTCOME_LINGER_S, so a quiet
+service writes one transaction per delivery, not two. A crash before they are written
+dispatches those deliveries again, which handlers tolerate (intents are keyed by comment id).
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from app.store import Delivery, Store
 
 log = logging.getLogger(__name__)
 
+# Well under the dispatcher's rescan (app/intake/dispatch.py RESCAN_S), which would take a
+# delivery whose outcome is not yet written for one still to dispatch.
+OUTCOME_LINGER_S = 0.5
+
 
 class DeliveryWriter:
     def __init__(self, store: Store):
@@ -24,6 +32,7 @@ class DeliveryWriter:
         self._pending: list[tuple[Delivery, str | None, asyncio.Future[bool]]] = []
         self._outcomes: list[tuple[str, str, str | None]] = []
         self._flushing = False
+        self._linger: asyncio.TimerHandle | None = None
         # One thread: writes keep their order and never wait on each other for the lock.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangar-writer")
 
@@ -35,16 +44,22 @@ class DeliveryWriter:
         return await future
 
     def record(self, outcomes: list[tuple[str, str, str | None]]) -> None:
-        """Dispatch outcomes, written with the next batch (a crash re-dispatches them)."""
+        """Dispatch outcomes, written with the next batch or within OUTCOME_LINGER_S."""
         self._outcomes += outcomes
-        self._kick()
+        if self._linger is None:
+            self._linger = asyncio.get_running_loop().call_later(OUTCOME_LINGER_S, self._kick)
 
     def close(self) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
         self._thread.shutdown(wait=True)
         if self._outcomes:
             self.store.write_deliveries([], self._outcomes)
 
     def _kick(self) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         if not self._flushing:
             self._flushing = True
             asyncio.get_running_loop().create_task(self._flush())

@@ -192,6 +192,48 @@ async def test_a_row_the_database_refuses_fails_only_its_own_request(settings):
     store.close()
 
 
+async def test_dispatch_outcomes_ride_with_the_next_delivery_or_are_written_alone_soon(
+    settings, monkeypatch
+):
+    from app.intake import deliveries
+
+    settings.data_dir.mkdir(parents=True)
+    store = Store(settings.db_path)
+    writer = DeliveryWriter(store)
+    transactions = []
+    write_deliveries = store.write_deliveries
+
+    def counting(items, outcomes):
+        transactions.append(([d.id for d, _ in items], [o[0] for o in outcomes]))
+        return write_deliveries(items, outcomes)
+
+    store.write_deliveries = counting
+
+    def delivery(delivery_id: str) -> Delivery:
+        return Delivery(id=delivery_id, event="star", action="created", repo="octo/widgets",
+                        installation_id=1, received_at=1.0, payload={}, state="stored",
+                        error=None)
+
+    linger = deliveries.OUTCOME_LINGER_S
+    monkeypatch.setattr(deliveries, "OUTCOME_LINGER_S", 3600)  # no linger ends in this part
+    assert await writer.add(delivery("o-1"), None)
+    writer.record([("o-1", "dispatched", None)])
+    for _ in range(10):  # the loop turns: nothing is written for the outcome alone
+        await asyncio.sleep(0)
+    assert await writer.add(delivery("o-2"), None)
+    # One transaction stored o-2 and o-1's outcome: a busy service writes each delivery once.
+    assert transactions == [(["o-1"], []), (["o-2"], ["o-1"])]
+    assert store.delivery("o-1").state == "dispatched"
+
+    # With no delivery after it, an outcome is still written, on its own, soon.
+    monkeypatch.setattr(deliveries, "OUTCOME_LINGER_S", linger)
+    writer.record([("o-2", "dispatched", None)])
+    await wait_for(lambda: store.delivery("o-2").state == "dispatched", timeout=30)
+    assert transactions[2:] == [([], ["o-2"])]
+    writer.close()
+    store.close()
+
+
 def test_every_handled_event_has_a_payload_shape_checked_at_intake():
     from handlers import router
 
