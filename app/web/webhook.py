@@ -77,7 +77,7 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
     if not fresh:
         log.info("duplicate delivery", extra=fields)
         return "duplicate", _answer(_DUPLICATE, 200)
-    log.info("delivery stored", extra=fields)
+    log.debug("delivery stored", extra=fields)  # an INFO line cost as much as the parse
     if event == "ping":
         return "accepted", _answer(_PONG, 200)
     app[DISPATCHER].submit(delivery)
@@ -122,9 +122,9 @@ def _decode(content_type: str, body: bytes) -> tuple[str, dict]:
     try:
         if mime == "application/x-www-form-urlencoded":
             raw = parse_qs(raw)["payload"][0]
-            payload = _parse_json(raw, raw)
-        else:
-            payload = _parse_json(body, raw)  # orjson reads the bytes without encoding again
+        # The decoded text, not the bytes: orjson reads an ASCII str a fifth faster, and
+        # a str with other characters as fast, having no UTF-8 to check again.
+        payload = _parse_json(raw)
     except (ValueError, KeyError, IndexError) as exc:  # ValueError: also a 5,000-digit number
         raise UnreadablePayload(f"the body is not a webhook payload: {exc}", raw) from None
     except RecursionError:
@@ -135,13 +135,13 @@ def _decode(content_type: str, body: bytes) -> tuple[str, dict]:
     return raw, payload
 
 
-def _parse_json(data: str | bytes, text: str) -> Any:
+def _parse_json(text: str) -> Any:
     """orjson reads a payload in a third of the time json takes. The few texts it refuses
     that json reads (NaN, a lone surrogate escape, 1e400) keep json's verdict, and a body
     both refuse gets json's words for why. An integer past 64 bits reads as a float: GitHub
     sends none, and the ids hangar reads are checked as 64-bit integers."""
     try:
-        return orjson.loads(data)
+        return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
 
