@@ -185,6 +185,11 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def load_average() -> str:
+    """The machine's 1-minute load average: on a shared machine, what the figures mean."""
+    return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "unknown"
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
@@ -204,6 +209,7 @@ def main() -> None:
     results: dict[str, dict[str, list[float]]] = {
         name: {"throughput": [], "latency": [], "cpu": []} for name in ("hangar", "bare")
     }
+    load_before = load_average()
     with tempfile.TemporaryDirectory() as tmp, running_fakehub(Path(tmp) / "hub") as hub:
         hangar, hangar_port = start_hangar(Path(tmp), hub)
         bare, bare_port = start_bare()
@@ -230,7 +236,8 @@ def main() -> None:
         finally:
             hangar.terminate()
             bare.terminate()
-    print(f"payload: {args.event}, {len(body)} bytes; {args.rounds} rounds, alternating")
+    print(f"payload: {args.event}, {len(body)} bytes; {args.rounds} rounds, alternating; "
+          f"load average {load_before} before, {load_average()} after")
     for name, r in results.items():
         tput = statistics.median(r["throughput"])
         p50, p99 = pct(r["latency"], 50) * 1000, pct(r["latency"], 99) * 1000
