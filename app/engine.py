@@ -83,7 +83,6 @@ class StepContext(Protocol):
     fleet: Fleet  # every sandbox this hangar holds, against HANGAR_MAX_SANDBOXES
     instance_id: str
     rebuilding: bool
-    started_at: float  # rows made before it may have writes this database does not know
     command_actions: dict[str, CommandAction]  # each `/hangar` command's action
 
     def wake(self, *row_ids: str) -> None: ...
@@ -102,6 +101,7 @@ class StepContext(Protocol):
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
     def existing_job(self, job_id: str) -> Job: ...
+    def inherited(self, job_id: str) -> bool: ...
     def existing_run(self, run_id: str) -> Run: ...
     def save_job(self, job: Job) -> Job: ...
     def save_run(self, run: Run) -> Run: ...
@@ -307,10 +307,7 @@ class Engine(Registrations):
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
-        # Rows made before this time may have been acted on by a hangar this database does
-        # not remember (one killed mid-write, or a backup restored): their first writes to
-        # GitHub look for what is already there.
-        self.started_at = time.time()
+        self.started_at = time.time()  # see `inherited`
         self._loop_task: asyncio.Task | None = None
         # Replicas on one database (PostgreSQL): a row is stepped by the replica holding
         # its lease; chores by the one holding the leader lock; wake-ups cross by NOTIFY.
@@ -677,6 +674,14 @@ class Engine(Registrations):
 
     def get_run(self, run_id: str) -> Run | None:
         return self.store.get("run", run_id, Run)
+
+    def inherited(self, job_id: str) -> bool:
+        """Whether the job is older than this hangar. A hangar before it (killed between
+        a write to GitHub and saving its id, or one whose backup was then restored) may
+        have made for it what this database does not remember, so a first create on
+        GitHub for the job looks for what is there first."""
+        job = self.get_job(job_id)
+        return job is None or job.created_at < self.started_at
 
     def existing_job(self, job_id: str) -> Job:
         """A job another row names: rows are never deleted, so one missing is a fault."""

@@ -104,7 +104,7 @@ async def advance_reply(engine: StepContext, row_id: str) -> None:
     marker = REVIEW_THREAD_MARKER.format(root=row.root)
     text = f"{marker}\n{words.thread_reply(run, turn)}"
     comment_id = row.comment_id
-    if comment_id is None and row.posting:
+    if comment_id is None and (row.posting or engine.inherited(row.job_id)):
         comment_id = await find_reply(ops, row, marker)
     if comment_id is not None and not await edited(ops, comment_id, text):
         comment_id = None  # deleted since (or not hangar's): a new reply

@@ -1078,10 +1078,11 @@ async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
 async def show_check(engine: StepContext, ops: RepoOps, request: LandRequest, shown: str,
                      **fields: Any) -> None:
     """Write check run `hangar / land` on the head: by its id once known; a create is
-    marked on the row first, so only one that may have been sent is looked for."""
+    marked on the row first, so only one that may have been sent (or made for a job older
+    than this hangar) is looked for."""
     head = head_of(request)
     known = request.check_ids.get(head)
-    may_exist = head in request.check_posting
+    may_exist = head in request.check_posting or engine.inherited(request.job_id)
     try:
         if known is None and not may_exist:
             request.check_posting = [*request.check_posting[-9:], head]

@@ -126,7 +126,7 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
         # before a crash, or any for a job older than this hangar (a restored backup does
         # not remember what was posted after it was taken). Otherwise a thread's first
         # comment costs one call, not a listing of the thread too.
-        may_exist = number in job.status_posting or job.created_at < engine.started_at
+        may_exist = number in job.status_posting or engine.inherited(job.id)
         if known is None and not may_exist:
             job = engine.patch_job(job_id, status_posting=[*job.status_posting, number])
         comment_id = await ops.upsert_comment(number, render.status_marker(job.id), body,

@@ -172,11 +172,12 @@ async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, h
                        **fields: Any) -> None:
     """Create or update this run's check run `name` on head, remembering its id. A check
     run is looked for before it is created only when a create may have been sent already
-    (the mark is written before the create): a new one costs one call, not two."""
+    (the mark is written before the create, or the job is older than this hangar): a new
+    one costs one call, not two."""
     key = f"{name}@{head}"
     fresh = engine.existing_run(run.id)
     known = fresh.check_ids.get(key)
-    may_exist = key in fresh.posting
+    may_exist = key in fresh.posting or engine.inherited(run.job_id)
     if known is None and not may_exist:
         engine.patch_run(run.id, posting=[*fresh.posting, key])
     details = pages.job_link(engine.settings.public_url, run.job_id)

@@ -11,6 +11,7 @@ verify command as a row says (the real ones are tested in tests/sandbox and end 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +140,25 @@ async def test_collect_twice_opens_one_pr_and_one_agent_check(step_engine, tmp_p
     engine.patch_run(run.id, stage=RunStage.COLLECTING)
     await runs.collect(engine, engine.get_run(run.id))
     assert gh.opened == 1
+    assert len(checks_named(gh, "hangar / agent")) == 1
+    assert len(checks_named(gh, "hangar / verify")) == 1
+
+
+    assert len(checks_named(gh, "hangar / verify")) == 1
+
+
+async def test_a_restored_backup_that_forgot_the_check_runs_makes_no_second(step_engine,
+                                                                           tmp_path):
+    """The copy was taken before collect's writes: its run knows no check run and holds no
+    mark. The job is older than the hangar that starts from the copy, so each check run
+    is looked for before it is created, and the ones made after the copy are found."""
+    gh = RecordingGitHub(pr_open=False)
+    engine = verifying_engine(step_engine, tmp_path, gh)
+    _, run = job_and_run(engine)
+    await runs.collect(engine, run)
+    engine.patch_run(run.id, stage=RunStage.COLLECTING, check_ids={}, posting=[])
+    engine.started_at = time.time() + 1  # the restored hangar started after the job
+    await runs.collect(engine, engine.get_run(run.id))
     assert len(checks_named(gh, "hangar / agent")) == 1
     assert len(checks_named(gh, "hangar / verify")) == 1
 
