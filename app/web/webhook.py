@@ -77,7 +77,9 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
     if not fresh:
         log.info("duplicate delivery", extra=fields)
         return "duplicate", _answer(_DUPLICATE, 200)
-    log.debug("delivery stored", extra=fields)  # an INFO line cost as much as the parse
+    # An operator matches GitHub's "Recent Deliveries" to this line by delivery id: worth
+    # the ~50 µs it costs (as much as the parse), unless the log level drops it.
+    log.info("delivery stored", extra=fields)
     if event == "ping":
         return "accepted", _answer(_PONG, 200)
     app[DISPATCHER].submit(delivery)
