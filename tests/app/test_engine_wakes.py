@@ -134,7 +134,7 @@ async def test_a_step_that_makes_another_row_due_is_seen_at_once(running):
     assert steps.taken == []  # written, but due only when woken
     began = time.time()
     engine.wake("row-0")
-    await asyncio.sleep(MARGIN_S * 2)
+    await until(lambda: len(steps.taken) >= len(chain))
     # Five steps, each made due by the one before: on a 1 s timer this takes 4 s.
     assert [row_id for row_id, _ in steps.taken] == [row.id for row in chain]
     assert steps.taken[-1][1] - began < MARGIN_S * 2
@@ -191,7 +191,7 @@ async def test_a_handler_that_makes_a_row_due_is_seen_at_once(running):
     began = time.time()
     await Handlers(router).dispatch(Event({"action": "completed"}, event="check_run",
                                           delivery_id="d-1"), engine=engine)
-    await asyncio.sleep(MARGIN_S)
+    await until(lambda: steps.times("row-1"))
     [taken] = steps.times("row-1")
     assert taken - began < MARGIN_S
 
@@ -205,14 +205,14 @@ async def test_a_write_from_another_thread_wakes_the_loop(running):
                               kwargs={"active": True})
     writer.start()
     writer.join()
-    await asyncio.sleep(MARGIN_S)
+    await until(lambda: steps.times("row-1"))
     [taken] = steps.times("row-1")
     assert taken - began < MARGIN_S
 
 
 async def test_a_failing_row_is_looked_at_when_its_backoff_ends(running):
     _, steps = await running([Row(id="row-1", fail=True)], step_backoff_seconds=0.3)
-    await asyncio.sleep(1.3)
+    await until(lambda: len(steps.times("row-1")) >= 3)
     first, second, third = steps.times("row-1")[:3]
     # Held 0.3 s, then 0.6 s: each try comes when its hold ends, not at a timer's next beat.
     assert 0.3 <= second - first < 0.3 + MARGIN_S
@@ -262,7 +262,7 @@ async def test_a_job_is_stepped_when_its_run_finishes_not_while_it_runs(settings
                                       retry_at=later(3600)))
     engine.start()
     try:
-        await asyncio.sleep(0.3)
+        await until(lambda: job_steps)
         assert len(job_steps) == 1  # the engine's start: a wake may have been lost with it
         engine.patch_run(running_run.id, retry_at=0.0)
         await asyncio.sleep(0.6)  # its run is stepped every 0.1 s; the job waits
@@ -270,7 +270,7 @@ async def test_a_job_is_stepped_when_its_run_finishes_not_while_it_runs(settings
         engine.save_run(Run(job_id=job.id, prompt="finish", branch="hangar/2",
                             base_branch="main"))
         began = time.time()
-        await asyncio.sleep(MARGIN_S * 2)
+        await until(lambda: len(job_steps) >= 2)
         assert len(job_steps) == 2 and job_steps[1] - began < MARGIN_S * 2
     finally:
         await engine.stop()
