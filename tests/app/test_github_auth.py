@@ -132,7 +132,7 @@ async def test_a_limited_installation_sends_nothing_until_the_reset(installed, f
 
 
 @pytest.mark.parametrize("fault", [{"status": 502, "after": True},
-                                   {"hang_seconds": 3, "status": 504, "after": True}],
+                                   {"hang_seconds": 2, "status": 504, "after": True}],
                          ids=["502", "timeout"])
 async def test_a_write_is_never_sent_twice_blindly(installed, fault):
     hub, app, installation = installed
