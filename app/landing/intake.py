@@ -71,7 +71,8 @@ def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
     if event.action in ("closed", "reopened", "synchronize", "edited"):
         # the open hangar PRs on the base, or one's files, changed: look at overlaps again
         wake_overlaps(engine, repo=job.thread.repo, base=event.pull_request.base.ref,
-                      installation_id=job.thread.installation_id, clone_url=job.clone_url)
+                      installation_id=job.thread.installation_id, clone_url=job.clone_url,
+                      closed=event.number if event.action == "closed" else None)
     request = get(engine, land_id(job.thread.repo, event.number))
     if request:  # a close or a merge is the step's to record: it reads the PR and shows it
         wake_request(request)

@@ -48,6 +48,10 @@ class Overlaps(BaseModel):
     # "<first head> <second head>" → the files the second conflicts in once the first
     # lands ([]: none), as git answered
     predicted: dict[str, list[str]] = {}
+    # PRs closed since the last look, and whether anything else asked for a look: a look
+    # asked only by closes of PRs that overlapped with nothing lists nothing again.
+    closed: list[str] = []
+    relook: bool = False
     due_at: float = 0.0
     updated_at: float = Field(default_factory=now)
 
@@ -57,13 +61,18 @@ def overlap_id(repo: str, base: str) -> str:
 
 
 def wake_overlaps(engine: StepContext, *, repo: str, base: str, installation_id: int,
-                  clone_url: str) -> None:
-    """Something about the base's open hangar PRs changed: look at them again."""
+                  clone_url: str, closed: int | None = None) -> None:
+    """Something about the base's open hangar PRs changed (`closed`: only that this one was
+    closed or merged): look at them again."""
     row_id = overlap_id(repo, base)
     row = engine.store.get(TABLE, row_id, Overlaps) or Overlaps(
         id=row_id, repo=repo, base=base, installation_id=installation_id,
         clone_url=clone_url)
     row.due_at, row.installation_id, row.clone_url = 0.0, installation_id, clone_url
+    if closed is None:
+        row.relook = True
+    elif str(closed) not in row.closed:
+        row.closed = [*row.closed, str(closed)]
     save(engine, row)
     engine.wake(row_id)
 
@@ -95,7 +104,11 @@ async def advance_overlaps(engine: StepContext, row_id: str) -> None:
         return
     # Until the next wake (a turn's end, a push, a close), or the idle look's safety poll.
     row.due_at = time.time() + engine.settings.idle_pr_look_seconds
+    closed, relook = row.closed, row.relook
+    row.closed, row.relook = [], False
     save(engine, row)
+    if closed and not relook and forget_closed(engine, row, closed):
+        return
     ops = await engine.repo_ops(Thread(repo=row.repo, number=0,
                                        installation_id=row.installation_id))
     prs: dict[str, dict[str, Any]] = {}
@@ -121,6 +134,26 @@ async def advance_overlaps(engine: StepContext, row_id: str) -> None:
     changed = {n for n in {*before, *warnings} if before.get(n) != warnings.get(n)}
     jobs = {prs[n]["job"] if n in prs else row.prs.get(n, {}).get("job") for n in changed}
     show(engine, {job for job in jobs if job is not None})
+
+
+def forget_closed(engine: StepContext, row: Overlaps, closed: list[str]) -> bool:
+    """Drop the closed PRs from the last look without listing the base's open PRs again,
+    when that look knew them and no two of the others overlap: nothing else changed (a
+    turn's end, a push or a reopen asks for a whole look), and with no pair left there is
+    no prediction a moved base could change. False when a whole look is needed."""
+    if not set(closed) <= set(row.prs):
+        return False  # a PR the last look did not see: look at the base again
+    left = {number: [w for w in warned if str(w["pr"]) not in closed]
+            for number, warned in row.warnings.items() if number not in closed}
+    if any(left.values()):
+        return False  # the base may have moved under the pairs left: predict again
+    changed = {n for n in row.warnings if row.warnings[n] != left.get(n, [])}
+    jobs = {row.prs[n].get("job") for n in changed if n in row.prs}
+    row.prs = {n: p for n, p in row.prs.items() if n not in closed}
+    row.warnings = {}
+    save(engine, row)
+    show(engine, {job for job in jobs if job is not None})
+    return True
 
 
 def known_files(engine: StepContext, job_id: str, pr_number: int, head: str) -> list[str] | None:
