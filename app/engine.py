@@ -94,7 +94,8 @@ class StepContext(Protocol):
     async def may_write(self, ops: RepoOps, login: str) -> bool: ...
     async def config_text(self, ops: RepoOps, ref: str,
                           sha: str | None = None, path: str | None = None) -> str | None: ...
-    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str]) -> None: ...
+    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str],
+                      ref: str | None = None) -> None: ...
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None: ...
     def forget_protection(self, repo: str | None) -> None: ...
     async def kept(self, key: tuple[str, ...], read: Callable[[], Awaitable[Any]]) -> Any: ...
@@ -779,9 +780,14 @@ class Engine(Registrations):
             self._configs[key] = await ops.get_text(path, ref=ref)
         return self._configs[key]
 
-    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str]) -> None:
+    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str],
+                      ref: str | None = None) -> None:
         """Read these files at a commit in one query, for config_text(..., sha, path) to
-        answer from what it keeps; a failure leaves them to be read one by one."""
+        answer from what it keeps (`ref`: the branch that points at sha now, answered by
+        ref alone too, as config_text keeps a read at sha); a failure leaves them to be read
+        one by one."""
+        from app.repoconfig import CONFIG_PATH
+
         wanted = [path for path in paths if (ops.full_name, sha, path) not in
                   self._pinned_configs]
         if sha is None or len(wanted) < 2:
@@ -794,6 +800,10 @@ class Engine(Registrations):
             return
         for path, text in texts.items():
             self._pinned_configs[(ops.full_name, sha, path)] = text
+            if ref is not None:
+                key = (ops.full_name, ref) if path == CONFIG_PATH else (
+                    ops.full_name, f"{ref}:{path}")
+                self._configs.setdefault(key, text)
 
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None:
         """The branch's classic protection, or None when it has none or the installation

@@ -12,6 +12,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 CONFIG_PATH = ".github/hangar.yml"
+# Where GitHub looks for CODEOWNERS, in its order: the first one found is the one it uses.
+CODEOWNERS_PATHS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
 
 DEFAULT_SENSITIVE = [".github/**", "Dockerfile*", "deploy/**", "*.pem"]
 

@@ -18,10 +18,9 @@ from typing import Any
 
 from app.github import ci
 from app.render.reasons import Why
+from app.repoconfig import CODEOWNERS_PATHS as CODEOWNERS_PATHS  # landing reads them
 
 MERGE_METHODS = ("squash", "merge", "rebase")
-# Where GitHub looks for CODEOWNERS, in its order: the first one found is the one it uses.
-CODEOWNERS_PATHS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
 
 
 class Needs(StrEnum):

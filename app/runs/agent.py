@@ -15,6 +15,7 @@ from app.github.ops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.redact import redact, redact_data, tail
 from app.render.reasons import Why
+from app.repoconfig import CODEOWNERS_PATHS, CONFIG_PATH
 from app.runs.costs import turn_usage
 from app.runs.ending import Ending, trouble_of
 from app.runs.instructions import instructions_prompt, read_instructions
@@ -62,9 +63,12 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     ops = await engine.repo_ops(job.thread)
     if not run.env:
         # The environment says which model credential, and so which queue, a run is in.
-        # Its config is read at the base's commit, so later steps find it read already.
-        spec, problems = await environment_for(engine, ops, job.base_branch,
-                                               await ops.branch_sha(job.base_branch))
+        # Its config is read at the base's commit, so later steps find it read already,
+        # with the code owners the PR's review request reads there: one query for both.
+        base_sha = await ops.branch_sha(job.base_branch)
+        await engine.read_at(ops, base_sha, [CONFIG_PATH, *CODEOWNERS_PATHS],
+                             ref=job.base_branch)
+        spec, problems = await environment_for(engine, ops, job.base_branch, base_sha)
         engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])
         return
     pause = model_pause(engine, run)
