@@ -65,6 +65,9 @@ class Intent(BaseModel):
     title: str = ""  # the issue's or PR's title and body, for the prompt
     body: str = ""
     issue_author: str = ""  # who wrote the body (the webhook says; "" when not known)
+    # The thread's comments, when the webhook proved the command's the first of them:
+    # [{login, type, body}]; None: read them from GitHub.
+    comments_known: list[dict[str, str]] | None = None
     clone_url: str = ""
     default_branch: str = "main"
     state: IntentState = IntentState.NEW
@@ -103,6 +106,8 @@ class Job(BaseModel):
     title: str = ""
     body: str = ""
     issue_author: str = ""  # who wrote the body ("" when not known: read from GitHub)
+    # The issue's comments as its command's webhook proved them whole (None: not proved)
+    comments_known: list[dict[str, str]] | None = None
     clone_url: str
     base_branch: str
     attempts: int = 1

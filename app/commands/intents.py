@@ -176,6 +176,7 @@ def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int
     job = Job(
         id=job_id, thread=intent.thread, requested_by=intent.author, prompt=prompt,
         title=intent.title, body=intent.body, issue_author=intent.issue_author,
+        comments_known=intent.comments_known,
         clone_url=intent.clone_url, base_branch=base, attempts=attempts,
         trigger_label=trigger_label,
     )
@@ -326,11 +327,16 @@ def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
         installation_id=event.installation.id,
         is_pr=event.issue.pull_request is not None,
     )
+    # A new comment on an issue GitHub counts no comment on before it (`issue.comments`
+    # counts those before it in `created`) is the thread's only one: no listing needed.
+    only = (event.action == "created" and event.issue.comments == 0)
     record_commands(
         engine, f"comment-{event.comment.id}", thread, event.comment.body or "",
         event.comment.user, event.repository, title=event.issue.title,
         body=event.issue.body or "", comment_id=event.comment.id,
-        issue_author=event.issue.user.login)
+        issue_author=event.issue.user.login,
+        comments_known=[{"login": event.comment.user.login, "type": event.comment.user.type,
+                         "body": event.comment.body or ""}] if only else None)
 
 
 def record_label(engine: StepContext, event: IssuesEvent, delivery_id: str | None) -> None:
@@ -386,6 +392,7 @@ def record_commands(
     engine: StepContext, source: str, thread: Thread, text: str, user: Account,
     repository: Repository, *, title: str, body: str, comment_id: int = 0,
     issue_author: str = "", context: dict | None = None,
+    comments_known: list[dict[str, str]] | None = None,
 ) -> None:
     """Record each `/hangar` command in `text` as an intent, once per source. `context`:
     where it was written, beside the command's own arguments (a review thread)."""
@@ -411,6 +418,7 @@ def record_commands(
                 title=title,
                 body=body,
                 issue_author=issue_author,
+                comments_known=comments_known,
                 clone_url=repository.clone_url or "",
                 default_branch=repository.default_branch,
             )

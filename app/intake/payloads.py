@@ -49,6 +49,7 @@ class Issue(_Part):
     user: Account
     pull_request: dict | None = None
     state: str = "open"
+    comments: int | None = None  # in `issue_comment` created: those before this one
 
 
 class Comment(_Part):

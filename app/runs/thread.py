@@ -108,10 +108,16 @@ async def read_thread(engine: StepContext, ops: RepoOps, job: Job) -> ThreadCont
     else:
         issue = await ops.gh.getitem(f"{ops.base}/issues/{number}")
     raw = [(issue.get("user") or {}, issue.get("body") or "", True)]
-    async for comment in ops.gh.getiter(f"{ops.base}/issues/{number}/comments?per_page={PAGE}"):
-        if ops.is_own(comment):
-            continue  # hangar's status comments and replies: its own words, not the thread
-        raw.append((comment.get("user") or {}, comment.get("body") or "", False))
+    if job.comments_known is not None:
+        # The command's webhook proved these the whole thread (hangar's own came after).
+        raw += [({"login": c["login"], "type": c["type"]}, c["body"], False)
+                for c in job.comments_known]
+    else:
+        async for comment in ops.gh.getiter(
+                f"{ops.base}/issues/{number}/comments?per_page={PAGE}"):
+            if ops.is_own(comment):
+                continue  # hangar's status comments and replies: its own words
+            raw.append((comment.get("user") or {}, comment.get("body") or "", False))
     writers: dict[str, bool] = {}
     posts = []
     for user, text, is_body in raw:

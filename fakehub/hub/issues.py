@@ -87,13 +87,15 @@ class IssueOps:
             updated_at=stamp,
             via_app_id=actor.app_id if actor.kind == "installation" else None,
         )
-        self.store.comments[comment.id] = comment
         issue.updated_at = stamp
+        # GitHub's `created` payload counts the issue's comments before this one (its
+        # examples: `comments` 0 on an issue's first comment, 1 once it is edited).
+        shaped = self.shapes.issue(issue)
+        self.store.comments[comment.id] = comment
         self._emit_repo(
             repo,
             "issue_comment",
-            {"action": "created", "issue": self.shapes.issue(issue),
-             "comment": self.shapes.comment(comment)},
+            {"action": "created", "issue": shaped, "comment": self.shapes.comment(comment)},
             actor.user,
         )
         return comment
