@@ -1,7 +1,8 @@
 """The GitHub calls of one job, from the `/hangar` comment to its verified PR with both
-status comments saying so, counted from fakehub's log: hangar spaces every write a
-second apart, so each write there is a second before a person sees the result. The
-counts hold what was removed: a call that comes back fails here."""
+status comments saying so, then to its landing, counted from fakehub's log: hangar spaces
+every write a second apart, so each write there is a second before a person sees the
+result, and every read is charged to the installation's hourly allowance unless GitHub
+answers 304. The counts hold what was removed: a call that comes back fails here."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from app.models import Job, JobState
 from app.web.keys import STORE
 from tests.e2e.conftest import FIX_AGENT, wait_until
+from tests.e2e.test_landing import approve, landed, protect
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +36,7 @@ def job_at_rest(world, issue: int) -> bool:
 
 
 def test_one_job_to_verified_makes_only_the_calls_a_person_needs(world):
+    protect(world, checks=())  # a ruleset asking one approval, as the landing below needs
     # Status edits folded over a span the whole job fits in, even on a loaded machine: the
     # count is the job's, not the machine's speed.
     world.start_hangar(WORKS_A_MOMENT, settings={"status_edit_interval_seconds": FOLD_S})
@@ -45,8 +48,10 @@ def test_one_job_to_verified_makes_only_the_calls_a_person_needs(world):
                and job_at_rest(world, issue), 2 * FOLD_S, "both status comments saying so")
     calls = world.hub.api_calls(world.app.id, charged_to="installation")
     kinds = [shape(m, p) for m, p, _ in calls]
-    # GraphQL reads are POSTs too: the one here reads the code owners' files in one query.
-    assert kinds.count("POST /graphql") <= 1, kinds
+    # GraphQL reads are POSTs too: the one here reads the repository's config and its
+    # code owners' files at the base in one query, for the job's start and the PR's
+    # review request alike (no REST read of the config, nor a second query).
+    assert kinds.count("POST /graphql") == 1, kinds
     writes = [k for k in kinds if not k.startswith("GET ") and k != "POST /graphql"]
     repo = "/repos/acme/widgets"
     # The PR opens once, with its verification in its body, ready (land.draft_pr: a passed
@@ -67,5 +72,19 @@ def test_one_job_to_verified_makes_only_the_calls_a_person_needs(world):
     assert writes.count(f"PATCH {repo}/issues/comments/{{n}}") == 1, writes
     assert writes.count(f"POST {repo}/issues/comments/{{n}}/reactions") == 1
     assert len(writes) == 9, writes
-    # The repository's config is read once for the job, at the base's commit.
-    assert kinds.count(f"GET {repo}/contents/.github/hangar.yml") == 1, kinds
+    # The repository's config is read once for the job, at the base's commit, in that query.
+    assert f"GET {repo}/contents/.github/hangar.yml" not in kinds, kinds
+    # The command was the issue's first comment (its webhook says so): no listing of them.
+    assert f"GET {repo}/issues/{{n}}/comments" not in kinds, kinds
+
+    # A person approves; hangar lands it. The base's open PRs are listed once for the job
+    # (when the PR's files were first known): the PR's close changes no other PR's overlap.
+    approve(world, number)
+    wait_until(lambda: landed(world, number) and job_at_rest(world, issue), 2 * FOLD_S + 60,
+               "the PR landed and its status comments saying so")
+    whole = [shape(m, p) for m, p, _ in
+             world.hub.api_calls(world.app.id, charged_to="installation")]
+    assert f"PUT {repo}/pulls/{{n}}/merge" in whole, whole
+    assert whole.count(f"GET {repo}/pulls") == 1, whole
+    # Landing reads the config by the base's name: what the job's query read answers it.
+    assert f"GET {repo}/contents/.github/hangar.yml" not in whole, whole
