@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any, Generic, Protocol, TypeVar
 
 from cachetools import LRUCache, TTLCache
+from gidgethub import QueryError
 from pydantic import BaseModel
 
 from app.datadir import REBUILD_FLAG, gate_dir, rebuild_pending
@@ -784,16 +785,24 @@ class Engine(Registrations):
                       ref: str | None = None) -> None:
         """Read these files at a commit in one query, for config_text(..., sha, path) to
         answer from what it keeps (`ref`: the branch that points at sha now, answered by
-        ref alone too, as config_text keeps a read at sha); a failure leaves them to be read
-        one by one."""
+        ref alone too, as config_text keeps a read at sha; and whether classic protection
+        guards it, its absence kept as branch_protection keeps it); a failure leaves them
+        to be read one by one."""
         from app.repoconfig import CONFIG_PATH
 
         wanted = [path for path in paths if (ops.full_name, sha, path) not in
                   self._pinned_configs]
         if sha is None or len(wanted) < 2:
             return  # one file is one REST read either way
+        protected: bool | None = None
         try:
-            texts = await ops.texts_at(sha, wanted)
+            try:
+                texts, protected = await ops.texts_and_protection(sha, wanted, ref)
+            except QueryError:
+                if ref is None:
+                    raise
+                # Its protection may be unreadable (no administration: read): files alone
+                texts = await ops.texts_at(sha, wanted)
         except Exception as exc:
             log.warning("could not read files at a commit in one query; reading them one "
                         "by one", extra={"repo": ops.full_name, "error": repr(exc)[:300]})
@@ -804,6 +813,8 @@ class Engine(Registrations):
                 key = (ops.full_name, ref) if path == CONFIG_PATH else (
                     ops.full_name, f"{ref}:{path}")
                 self._configs.setdefault(key, text)
+        if ref is not None and protected is False:
+            self._protections.setdefault((ops.full_name, ref), None)
 
     async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None:
         """The branch's classic protection, or None when it has none or the installation

@@ -1,6 +1,7 @@
 """GitHub's GraphQL API, the part hangar uses: a pull request's review threads (and their
-comments) and its merge queue entry, `enqueuePullRequest`, `markPullRequestReadyForReview`
-and `resolveReviewThread`.
+comments) and its merge queue entry, files at a commit (`object(expression:)`), a branch's
+classic protection (`ref(qualifiedName:) { branchProtectionRule }`), `enqueuePullRequest`,
+`markPullRequestReadyForReview` and `resolveReviewThread`.
 
 Queries are parsed and validated by graphql-core against a subset of GitHub's own schema
 (the types and fields below are spelled as in GitHub's public schema), so a query GitHub
@@ -36,6 +37,19 @@ type Repository implements Node {
   nameWithOwner: String!
   pullRequest(number: Int!): PullRequest
   object(expression: String, oid: GitObjectID): GitObject
+  ref(qualifiedName: String!): Ref
+}
+
+type Ref implements Node {
+  id: ID!
+  name: String!
+  prefix: String!
+  branchProtectionRule: BranchProtectionRule
+}
+
+type BranchProtectionRule implements Node {
+  id: ID!
+  pattern: String!
 }
 
 interface GitObject {
@@ -207,7 +221,8 @@ def _root(hub, ident) -> dict:
 
         return {"id": node_id("Repository", repo.id), "name": repo.name,
                 "nameWithOwner": repo.full_name, "pullRequest": pull_request,
-                "object": lambda _i, expression=None, oid=None: _object(repo, expression)}
+                "object": lambda _i, expression=None, oid=None: _object(repo, expression),
+                "ref": lambda _i, qualifiedName: _ref(hub, ident, repo, qualifiedName)}
 
     return {"repository": repository}
 
@@ -237,6 +252,27 @@ def _object(repo: Repo, expression: str | None) -> dict | None:
         return None
     oid = tree.stdout.decode().strip()
     return {"__typename": "Tree", "id": node_id("Tree", oid), "oid": oid}
+
+
+def _ref(hub, ident, repo: Repo, qualified: str) -> dict | None:
+    """A branch by its full name (`refs/heads/main`); None when there is none. Its classic
+    protection is read as REST reads it: Apps need administration, people admin."""
+    name = qualified.removeprefix("refs/heads/")
+    if name.startswith("refs/") or gitrepo.ref_sha(repo.path, name) is None:
+        return None  # a tag or another kind of ref: not a branch this answers for
+
+    def rule(_info):
+        allowed = (auth.installation_permission(ident, "administration") != "none"
+                   if ident.kind == "installation"
+                   else ident.kind == "user" and hub.store.permission(repo, ident.user) == "admin")
+        if not allowed:
+            raise PermissionError("Resource not accessible by integration")
+        if name not in repo.protections:
+            return None
+        return {"id": node_id("BranchProtectionRule", f"{repo.id}:{name}"), "pattern": name}
+
+    return {"id": node_id("Ref", f"{repo.id}:{name}"), "name": name,
+            "prefix": "refs/heads/", "branchProtectionRule": rule}
 
 
 def _pull(hub, repo: Repo, issue) -> dict:

@@ -323,15 +323,30 @@ class RepoOps:
         """Files at a commit, in one GraphQL query instead of a REST read each (each read
         of a file that is not there is charged too); None for one that is not a file there.
         A binary or truncated one is read through REST, as get_text reads it."""
+        texts, _ = await self.texts_and_protection(sha, paths)
+        return texts
+
+    async def texts_and_protection(self, sha: str, paths: list[str], branch: str | None = None
+                                   ) -> tuple[dict[str, str | None], bool | None]:
+        """texts_at, and in the same query whether classic protection guards `branch`
+        (`Ref.branchProtectionRule`): a REST read of a branch without it is a 404, charged
+        every time. None when not asked, or the branch is not there."""
         names = ", ".join(f"$e{i}: String!" for i in range(len(paths)))
         fields = " ".join(f"f{i}: object(expression: $e{i}) {{ ... on Blob {{ text isBinary "
                           f"isTruncated }} }}" for i in range(len(paths)))
+        asked: dict[str, str] = {}
+        if branch is not None:
+            names += ", $branch: String!"
+            fields += " protection: ref(qualifiedName: $branch) { branchProtectionRule { id } }"
+            asked["branch"] = f"refs/heads/{branch}"
         query = (f"query($owner: String!, $name: String!, {names}) "
                  f"{{ repository(owner: $owner, name: $name) {{ {fields} }} }}")
         data = await self.gh.graphql(
-            query, endpoint=graphql_url(self.gh), owner=self.owner, name=self.name,
+            query, endpoint=graphql_url(self.gh), owner=self.owner, name=self.name, **asked,
             **{f"e{i}": f"{sha}:{path}" for i, path in enumerate(paths)})
         found = data["repository"]
+        ref = found.get("protection") if branch is not None else None
+        protected = None if ref is None else ref.get("branchProtectionRule") is not None
         texts: dict[str, str | None] = {}
         for i, path in enumerate(paths):
             blob = found[f"f{i}"] or {}  # null: nothing there; no answer at all raises
@@ -341,7 +356,7 @@ class RepoOps:
                 texts[path] = await self.get_text(path, ref=sha)
             else:
                 texts[path] = blob["text"]
-        return texts
+        return texts, protected
 
     # -- pull requests --------------------------------------------------------------
 

@@ -4,6 +4,8 @@ runs and statuses on one commit than GitHub's default page (30) holds."""
 from __future__ import annotations
 
 import aiohttp
+import pytest
+from gidgethub import QueryError
 
 from app.github.client import AppAuth, RetryPolicy
 from app.github.ops import RepoOps
@@ -104,3 +106,36 @@ async def test_files_at_a_commit_are_read_in_one_call_as_rest_reads_them(fakehub
     # The binary file is read through REST, as get_text reads it; the rest in one query.
     assert [(method, path) for method, path, _ in graphql_calls] == [
         ("POST", "/graphql"), ("GET", "/repos/acme/widgets/contents/logo.png")]
+
+
+async def test_the_same_query_says_whether_classic_protection_guards_the_branch(fakehub):
+    """Whether the base has classic protection, asked beside the files: its absence is a
+    404 REST charges every time. As REST answers it: an App without administration may not
+    read it (GitHub refuses that field), the files are then read alone."""
+    fakehub.create_user("acme")
+    fakehub.create_repo("acme", "widgets", {"README.md": "# widgets\n"})
+    sha = fakehub.ref_sha("acme/widgets", "main")
+    paths = [".github/hangar.yml", "README.md"]
+    app = fakehub.create_app(name="hangar", permissions=hangar_permissions())
+    blind = fakehub.create_app(name="blind", permissions={
+        k: v for k, v in hangar_permissions().items() if k != "administration"})
+    async with aiohttp.ClientSession() as session:
+        async def ops_of(some_app) -> RepoOps:
+            auth = AppAuth(some_app.id, some_app.private_key_pem, api_url=fakehub.api_url,
+                           session=session, retry=FAST)
+            installation = fakehub.install(some_app.id, "acme", ["acme/widgets"])
+            return RepoOps(await auth.client(installation), "acme/widgets")
+
+        ops = await ops_of(app)
+        texts, protected = await ops.texts_and_protection(sha, paths, "main")
+        assert protected is False and await ops.protection("main") is None
+        assert texts == {".github/hangar.yml": None, "README.md": "# widgets\n"}
+        fakehub.protect_branch("acme/widgets", "main")
+        assert (await ops.texts_and_protection(sha, paths, "main"))[1] is True
+        assert await ops.protection("main") is not None
+        assert (await ops.texts_and_protection(sha, paths, "gone"))[1] is None
+        assert (await ops.texts_and_protection(sha, paths))[1] is None
+        blind_ops = await ops_of(blind)
+        with pytest.raises(QueryError, match="not accessible"):
+            await blind_ops.texts_and_protection(sha, paths, "main")
+        assert await blind_ops.texts_at(sha, paths) == texts

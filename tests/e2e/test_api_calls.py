@@ -86,5 +86,7 @@ def test_one_job_to_verified_makes_only_the_calls_a_person_needs(world):
              world.hub.api_calls(world.app.id, charged_to="installation")]
     assert f"PUT {repo}/pulls/{{n}}/merge" in whole, whole
     assert whole.count(f"GET {repo}/pulls") == 1, whole
-    # Landing reads the config by the base's name: what the job's query read answers it.
+    # Landing reads the config by the base's name: what the job's query read answers it;
+    # that query also said the base has no classic protection (a 404 GitHub charges).
     assert f"GET {repo}/contents/.github/hangar.yml" not in whole, whole
+    assert f"GET {repo}/branches/main/protection" not in whole, whole
