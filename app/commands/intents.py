@@ -24,6 +24,7 @@ from app.intake.payloads import (
     Account,
     CheckRunEvent,
     CheckSuiteEvent,
+    Comment,
     IssueCommentEvent,
     IssuesEvent,
     PullRequestReviewEvent,
@@ -330,6 +331,8 @@ def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
     # A new comment on an issue GitHub counts no comment on before it (`issue.comments`
     # counts those before it in `created`) is the thread's only one: no listing needed.
     only = (event.action == "created" and event.issue.comments == 0)
+    if not only:
+        forget_whole_threads(engine, thread, event.comment)
     record_commands(
         engine, f"comment-{event.comment.id}", thread, event.comment.body or "",
         event.comment.user, event.repository, title=event.issue.title,
@@ -337,6 +340,22 @@ def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
         issue_author=event.issue.user.login,
         comments_known=[{"login": event.comment.user.login, "type": event.comment.user.type,
                          "body": event.comment.body or ""}] if only else None)
+
+
+def forget_whole_threads(engine: StepContext, thread: Thread, comment: Comment) -> None:
+    """A comment after a command that was its issue's first: the thread that command's
+    webhook proved whole has grown, so a job (or intent) that has not read it yet lists
+    it after all, as it would have without the proof (a job queued for a place, say)."""
+    if comment.user.is_bot and "<!-- hangar:" in (comment.body or ""):
+        return  # hangar's own: the listing leaves them out too
+    for job in engine.store.find("job", Job, thread__repo=thread.repo,
+                                 thread__number=thread.number):
+        if job.comments_known is not None:
+            engine.patch_job(job.id, comments_known=None)
+    for intent in engine.store.all("intent", Intent, active=True):
+        if intent.comments_known is not None and intent.thread.repo == thread.repo \
+                and intent.thread.number == thread.number:
+            engine.save_intent(changed(intent, comments_known=None))
 
 
 def record_label(engine: StepContext, event: IssuesEvent, delivery_id: str | None) -> None:

@@ -64,3 +64,27 @@ async def test_a_known_thread_is_the_prompts_without_a_listing():
     job.comments_known = None
     await read_thread(Writers(), RepoOps(gh, REPO), job)
     assert [c.path for c in gh.calls] == [f"/repos/{REPO}/issues/3/comments?per_page=100"]
+
+
+def test_a_later_comment_makes_the_thread_read_again(step_engine):
+    """Someone comments after the command, before its job's first turn read the thread (it
+    waited for a place): the webhook no longer proves the thread whole, so the turn lists
+    it. hangar's own status comment changes nothing."""
+    engine = step_engine(RecordingGitHub())
+    first = example("created")
+    record_comment(engine, first)
+    intent = engine.store.get("intent", f"comment-{first.comment.id}-0", Intent)
+    job = engine.save_job(Job(thread=intent.thread, requested_by="mona", prompt="fix it",
+                              clone_url="", base_branch="main",
+                              comments_known=intent.comments_known))
+    own = example("created", 2, comments=1)
+    own.comment.body = "<!-- hangar:status job-1 -->\nworking on it"
+    own.comment.user.type = "Bot"
+    record_comment(engine, own)
+    assert engine.get_job(job.id).comments_known is not None
+    assert engine.store.get("intent", intent.id, Intent).comments_known is not None
+    later = example("created", 3, comments=2)
+    later.comment.body = "also: the test is in tests/test_add.py"
+    record_comment(engine, later)
+    assert engine.get_job(job.id).comments_known is None
+    assert engine.store.get("intent", intent.id, Intent).comments_known is None
