@@ -111,10 +111,14 @@ class Verifying:
         return self.task.result() if done else None
 
     async def stop(self) -> None:
-        """Cancel it if it still runs, and let it destroy its sandbox."""
+        """Cancel it if it still runs, and let it destroy its sandbox. What it ended with is
+        taken: when the caller's step failed before reading it (a full disk fails both),
+        the step's own error is the one reported, and the task's is not left to the loop."""
         if not self.task.done():
             self.task.cancel()
             await asyncio.wait({self.task})
+        if not self.task.cancelled():
+            self.task.exception()
 
 
 async def begin_verification(engine: StepContext, run: Run, job: Job, ops: Any,
