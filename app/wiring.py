@@ -39,7 +39,7 @@ from app.metrics import Metrics
 from app.redact import remember, remember_pem, remember_url
 from app.settings import Settings
 from app.store import Store
-from app.web import api, fleet, jobpage, mcp, signin, upstream, webhook
+from app.web import api, fleet, jobpage, mcp_http, signin, upstream, webhook
 from app.web.keys import (
     AUTH,
     DISPATCHER,
@@ -83,7 +83,7 @@ def create_app(settings: Settings) -> web.Application:
     upstream.mount_sandbox_state(app)
     mount_configured(app, settings.app_id)
     api.setup(app)
-    mcp.mount(app)
+    mcp_http.mount(app)
     signin.setup(app)  # people signed in with GitHub, on the pages below
     fleet.setup(app)
     jobpage.setup(app)

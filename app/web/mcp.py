@@ -13,15 +13,11 @@ return as soon as the engine records a change, not on a timer. No tool approves.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ipaddress
-import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from types import CodeType
 from typing import Annotated, Any, TypeVar
-from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -40,7 +36,6 @@ from app.web.api import (
     PrChoice,
     StartJob,
     WaitQuery,
-    caller,
 )
 from app.web.keys import SETTINGS
 
@@ -348,21 +343,17 @@ def tool_of(fn: ToolFunction, annotations: ToolAnnotations) -> Tool:
 
 # -- streamable HTTP at /mcp, on hangar's own port ---------------------------------------
 
-MCP_SERVER = web.AppKey("mcp_server", MCPServer)
-MCP_ASGI = web.AppKey("mcp_asgi", object)
-MAX_MCP_BODY = 1 << 20
-
-
 def own_url(app: web.Application) -> str:
     settings = app[SETTINGS]
     host = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
     return f"http://{host}:{settings.port}"
 
 
-def mount(app: web.Application) -> None:
-    """Serve the tools at /mcp. Each tool call goes to this hangar's API with the token
-    of the HTTP request that carried it: one place checks scopes, and a session never
-    outlives or widens its token (stateless: no session ids to steal)."""
+def http_transport(app: web.Application) -> tuple[MCPServer, Any]:
+    """The server behind /mcp (app.web.mcp_http) and its ASGI transport. Each tool call
+    goes to this hangar's API with the token of the HTTP request that carried it: one
+    place checks scopes, and a session never outlives or widens its token (stateless: no
+    session ids to steal)."""
 
     def api_for(ctx: Context | None) -> HangarAPI:
         headers = (ctx.headers if ctx is not None else None) or {}
@@ -370,74 +361,11 @@ def mount(app: web.Application) -> None:
         return HangarAPI(own_url(app), authorization.partition(" ")[2].strip())
 
     server = build_server(api_for)
-    app[MCP_SERVER] = server
-    app[MCP_ASGI] = server.streamable_http_app(
+    asgi = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True,
         # hangar checks the bearer token itself; a Host check would refuse a proxy's name.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    app.cleanup_ctx.append(_session_manager)
-    app.router.add_route("*", "/mcp", serve_mcp)
-
-
-async def _session_manager(app: web.Application) -> AsyncIterator[None]:
-    # The manager's task group must be entered and left in one task: it gets its own.
-    stop = asyncio.Event()
-    started = asyncio.Event()
-
-    async def run() -> None:
-        async with app[MCP_SERVER].session_manager.run():
-            started.set()
-            await stop.wait()
-
-    task = asyncio.get_running_loop().create_task(run(), name="mcp-sessions")
-    await started.wait()
-    yield
-    stop.set()
-    await task
-
-
-def origin_allowed(origin: str | None, settings: Any) -> bool:
-    """The MCP specification's defence against DNS rebinding: a request from a browser
-    (it carries `Origin`) is served only from a loopback origin, hangar's own public URL
-    or an origin the operator lists (`mcp_allowed_origins`); one without `Origin` (not a
-    browser) is judged by its token alone."""
-    if origin is None:
-        return True
-    try:
-        parsed = urlsplit(origin)
-        host = (parsed.hostname or "").lower()
-    except ValueError:
-        return False
-    if parsed.scheme not in ("http", "https") or not host:
-        return False  # "null" (a sandboxed page, a file) or nonsense
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    with contextlib.suppress(ValueError):
-        if ipaddress.ip_address(host).is_loopback:
-            return True
-    allowed = {_origin_of(url) for url in [settings.public_url, *settings.mcp_allowed_origins]
-               if url}
-    return _origin_of(origin) in allowed
-
-
-def _origin_of(url: str) -> str:
-    parts = urlsplit(url.strip())
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    port = f":{parts.port}" if parts.port and parts.port != default else ""
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}{port}"
-
-
-async def serve_mcp(request: web.Request) -> web.StreamResponse:
-    if not origin_allowed(request.headers.get("Origin"), request.app[SETTINGS]):
-        raise web.HTTPForbidden(text=json.dumps({"error": (
-            "this Origin may not use hangar's MCP server (a browser page on another site); "
-            "an operator allows an origin with HANGAR_MCP_ALLOWED_ORIGINS")}),
-            content_type="application/json")
-    caller(request)  # 503 while the API is off, 401 without a live token
-    length = request.content_length or 0
-    if length > MAX_MCP_BODY:
-        raise web.HTTPRequestEntityTooLarge(max_size=MAX_MCP_BODY, actual_size=length)
-    return await serve_asgi(request.app[MCP_ASGI], request, await request.read())
+    return server, asgi
 
 
 async def serve_asgi(asgi: Any, request: web.Request, body: bytes) -> web.StreamResponse:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.web.mcp import origin_allowed
+from app.web.mcp_http import origin_allowed
 
 SETTINGS = SimpleNamespace(public_url="https://hangar.example.com",
                            mcp_allowed_origins=["https://console.example.org:8443"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from app.web.mcp_http import TRANSPORT
 from tests.e2e.conftest import ROOT
 from tests.e2e.test_api import call, make_token
 from tests.e2e.test_fanout import THREE_WAYS
@@ -207,6 +209,20 @@ async def test_mcp_over_http_refuses_a_foreign_origin(served):
         refused = await http.post(f"{world.hangar.url}/mcp", json=asked,
                                   headers={**headers, "Origin": "http://evil.example"})
         assert refused.status_code == 403 and "Origin" in refused.json()["error"]
+        # the MCP SDK is loaded by the first call that passes the checks, not at start
+        transport = world.hangar.app[TRANSPORT]
+        assert transport.asgi is None and transport.task is None
         local = await http.post(f"{world.hangar.url}/mcp", json=asked,
                                 headers={**headers, "Origin": "http://localhost:5173"})
         assert local.status_code == 200, local.text
+        assert transport.asgi is not None and not transport.task.done()
+
+
+def test_serve_starts_without_the_mcp_sdk():
+    """What `hangar serve` imports before it starts holds nothing of the MCP SDK: the
+    SDK takes longer to import than the rest of hangar, and most hangars never serve it."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, app.wiring; "
+         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout
