@@ -60,6 +60,10 @@ REBUILD_RETRY_S = 5.0
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
 
+# What a task cancelled at the end of a stop is given to take its cancel.
+CANCEL_MOMENT_S = 0.1
+
+
 def backoff_delay(failures: int, base: float = 2.0) -> float:
     """Seconds a row waits after its n-th failure in a row: 2, 4, 8, … (from the base
     `step_backoff_seconds`) up to 5 minutes."""
@@ -349,22 +353,25 @@ class Engine(Registrations):
         return self._loop_task
 
     async def stop(self) -> None:
-        """Stop scheduling; let in-flight steps finish (they are idempotent if cut)."""
+        """Stop scheduling; let in-flight steps finish (they are idempotent if cut), all
+        within one shutdown grace: what runs hangar (Kubernetes: 30 s by default) kills
+        it when a stop takes longer."""
         self._stopping = True
         self._wake.set()
+        deadline = time.monotonic() + self.settings.shutdown_grace_seconds
         pending = [t for t in self._tasks.values() if not t.done()]
         if pending:
-            _, still = await asyncio.wait(
-                pending, timeout=self.settings.shutdown_grace_seconds
-            )
+            _, still = await asyncio.wait(pending, timeout=self.settings.shutdown_grace_seconds)
             for task in still:
                 task.cancel()
+        # The replica's tasks hold the leases of the steps above until they end.
         for task in self._replica_tasks:
             task.cancel()
         if self._replica_tasks:
-            # A task blocked in the database's driver may not see its cancel at once: the
-            # stop is bounded, as the steps' is.
-            await asyncio.wait(self._replica_tasks, timeout=self.settings.shutdown_grace_seconds)
+            # A task blocked in the database's driver may not see its cancel at once: it
+            # has what is left of the grace, and a moment to take its cancel.
+            left = max(deadline - time.monotonic(), CANCEL_MOMENT_S)
+            await asyncio.wait(self._replica_tasks, timeout=left)
 
     def wake(self, *row_ids: str) -> None:
         """Look at the due times again now; the rows named are due at once (once), on
