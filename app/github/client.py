@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import aiohttp
 import jwt
 from cachetools import LRUCache, TLRUCache
+from cryptography.hazmat.primitives import serialization
 from gidgethub import HTTPException
 from gidgethub.aiohttp import GitHubAPI
 from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
@@ -462,7 +463,8 @@ class AppAuth:
     ):
         self.app_id = app_id
         self.budget = budget  # with replicas: the installations' budgets, in the store
-        self._key = private_key_pem
+        self._key_pem = private_key_pem
+        self._key: Any = None  # the PEM parsed at the first JWT, then kept
         self.api_url = api_url
         self.session = session
         self.metrics = metrics
@@ -487,6 +489,12 @@ class AppAuth:
     def jwt(self, now: float | None = None) -> str:
         now = int(now if now is not None else time.time())
         claims = {"iat": now - 60, "exp": now + 540, "iss": str(self.app_id)}
+        if self._key is None:
+            # Parsing and checking an RSA key takes ~200 ms of CPU, signing ~2 ms: given the
+            # PEM, PyJWT would parse it at every JWT, holding the event loop each time.
+            self._key = serialization.load_pem_private_key(
+                self._key_pem.encode() if isinstance(self._key_pem, str) else self._key_pem,
+                password=None)
         return jwt.encode(claims, self._key, algorithm="RS256")
 
     async def client_for_app(self) -> GitHubClient:

@@ -35,6 +35,30 @@ def test_jwt_is_backdated_and_short_lived(installed):
     assert claims["exp"] - claims["iat"] <= 600
 
 
+def test_the_key_is_parsed_once_not_at_every_jwt(installed, monkeypatch):
+    """Parsing and checking the RSA key costs ~100x a signature, on the event loop."""
+    import jwt.algorithms
+    from cryptography.hazmat.primitives import serialization
+
+    parsed = []
+    real = serialization.load_pem_private_key
+
+    def counted(*args, **kwargs):
+        parsed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(serialization, "load_pem_private_key", counted)
+    monkeypatch.setattr(jwt.algorithms, "load_pem_private_key", counted)
+    _, app, _ = installed
+    auth = AppAuth(app.id, app.private_key_pem, api_url="http://unused", session=None)
+    public = real(app.private_key_pem.encode(), password=None).public_key()
+    for now in (1_700_000_000, 1_700_000_100, 1_700_000_200):
+        claims = jwt.decode(auth.jwt(now), public, algorithms=["RS256"],
+                            options={"verify_exp": False, "verify_iat": False})
+        assert claims["iat"] == now - 60
+    assert len(parsed) == 1
+
+
 async def test_installation_token_is_minted_once_and_reused(installed):
     hub, app, installation = installed
     async with aiohttp.ClientSession() as session:
