@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 
+from ahocorasick_rs import AhoCorasick, MatchKind
+
 REDACTED = "[redacted]"
 # Shorter values are not masked: they would mask ordinary words.
 MIN_SECRET_CHARS = 8
@@ -50,6 +52,9 @@ _PATTERNS = re.compile(
 )
 # A URL's userinfo (any scheme): scheme://user:password@host.
 _USERINFO_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@]+:[^/\s@]+@")
+# What every match of it holds, found from its literal "://" (the pattern above starts at
+# each word instead, ~7x slower): most texts with a URL have no userinfo in it.
+_USERINFO_HINT = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
 # Query parameters that carry credentials: ?key=…, &access_token=…, &sig=…
 _QUERY_SECRET = re.compile(
     r"(?i)([?&](?:api[_-]?key|key|token|access[_-]?token|auth|sig|signature|password|"
@@ -85,7 +90,7 @@ class Secrets:
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._lock = threading.Lock()
-        self._pattern: re.Pattern[str] | None = None
+        self._pattern: Forms | None = None
 
     def add(self, *values: str | None) -> None:
         fresh = self.unknown(v for v in values if v)
@@ -112,7 +117,7 @@ class Secrets:
         """Those of `values` long enough to mask and not registered."""
         return {v for v in values if v and len(v) >= MIN_SECRET_CHARS} - self._values
 
-    def pattern(self) -> re.Pattern[str] | None:
+    def pattern(self) -> Forms | None:
         pattern = self._pattern
         if pattern is None and self._values:
             # Built with no lock held: building may log (the collector finalising an
@@ -120,39 +125,39 @@ class Secrets:
             # the same thread; a lock held here would wait for itself forever.
             with self._lock:
                 values = frozenset(self._values)
-            pattern = _alternation(values)
+            pattern = Forms(values)
             with self._lock:
                 if self._values == values:
                     self._pattern = pattern
         return pattern
 
 
-def _alternation(values: Iterable[str]) -> re.Pattern[str]:
-    """One pattern for every encoding of every value, as a trie: at each position of a
-    text the regex engine follows one branch per character instead of trying every form
-    (3-4 times faster with 30 secrets), and the longest form matches first."""
-    trie: dict[str, dict] = {}
-    for form in {form for value in values for form in encodings(value)}:
-        node = trie
-        for char in form:
-            node = node.setdefault(char, {})
-        node[""] = {}
-    return re.compile(_branches(trie))
+class Forms:
+    """Every encoding of some values, found in a text in one pass (Aho-Corasick, the
+    leftmost and then the longest form first).
 
+    A regular expression over the same forms (a trie of alternations) cost ~260 us per
+    log line and ~0.4 s to build with the App's key among them: Python's engine tries
+    the trie at every position of the text, and nearly every character of a text starts
+    some base64 form."""
 
-def _branches(node: dict[str, dict]) -> str:
-    chain = []
-    while True:  # a run of single characters is written out without recursing
-        nexts = sorted(key for key in node if key)
-        ends = "" in node
-        if len(nexts) == 1 and not ends:
-            chain.append(re.escape(nexts[0]))
-            node = node[nexts[0]]
-            continue
-        if not nexts:
-            return "".join(chain)
-        group = "|".join(re.escape(key) + _branches(node[key]) for key in nexts)
-        return "".join(chain) + f"(?:{group})" + ("?" if ends else "")
+    def __init__(self, values: Iterable[str]):
+        forms = sorted({form for value in values for form in encodings(value)})
+        self._finder = AhoCorasick(forms, matchkind=MatchKind.LeftmostLongest) if forms else None
+
+    def search(self, text: str) -> bool:
+        return self._finder is not None and bool(self._finder.find_matches_as_indexes(text))
+
+    def sub(self, replacement: str, text: str) -> str:
+        found = self._finder.find_matches_as_indexes(text) if self._finder is not None else []
+        if not found:
+            return text
+        parts, last = [], 0
+        for _form, start, end in found:
+            parts += [text[last:start], replacement]
+            last = end
+        parts.append(text[last:])
+        return "".join(parts)
 
 
 KNOWN = Secrets()
@@ -191,13 +196,13 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
         return text
     extra = KNOWN.unknown(known)
     if extra:
-        text = _alternation(extra).sub(REDACTED, text)
+        text = Forms(extra).sub(REDACTED, text)
     pattern = KNOWN.pattern()
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
     text = _PATTERNS.sub(REDACTED, text)
     # The shapes below are rare: a plain substring test (C speed) spares their patterns.
-    if "://" in text:
+    if "://" in text and _USERINFO_HINT.search(text):
         text = _USERINFO_URL.sub(r"\1" + REDACTED + "@", text)
     if "=" in text:
         text = _QUERY_SECRET.sub(r"\1" + REDACTED, text)

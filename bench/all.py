@@ -70,6 +70,11 @@ BENCHES = [
           ["proxy_push.py", "--size-mb", "30", "--runs", "5"], [
         Figure("push through the proxy vs direct", r"^ratio ", ">= 0.9x median of 5"),
     ]),
+    Bench("redact", ["log_line.py"], ["log_line.py", "--lines", "5000", "--rounds", "3"], [
+        Figure("a log line vs one with no masking", r"^ratio hangar/plain log line",
+               "(for reading)"),
+        Figure("  a 5 KB comment's text masked", r"^a 5 KB comment", "(for reading)"),
+    ]),
     Bench("budget", ["api_budget.py"], ["api_budget.py", "--window", "10"], [
         Figure("GitHub calls for one job", r"^1\. one job", "<= 25"),
         Figure("  per idle PR an hour", r"^2\. one idle PR", "<= 2"),
