@@ -100,16 +100,52 @@ def delete_ref(repo: Path, ref: str) -> None:
     git(repo, "update-ref", "-d", ref)
 
 
+def _kept_by_commit_ids(compute):
+    """`compute(repo, a, b)`, kept for two full commit ids: its answer depends on them
+    alone (a PR's shape asks for the same few several times a second while a test polls
+    it). An error is not kept: an object may arrive later."""
+    kept = functools.lru_cache(maxsize=4096)(lambda repo, a, b: compute(Path(repo), a, b))
+
+    @functools.wraps(compute)
+    def answer(repo: Path, a: str, b: str):
+        if _SHA.fullmatch(a) and _SHA.fullmatch(b):
+            return kept(str(repo), a, b)
+        return compute(repo, a, b)
+
+    return answer
+
+
 def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
+    try:
+        return _is_ancestor(repo, ancestor, descendant)
+    except GitError:
+        return False
+
+
+@_kept_by_commit_ids
+def _is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
     proc = git(repo, "merge-base", "--is-ancestor", ancestor, descendant, check=False)
+    if proc.returncode not in (0, 1):
+        raise GitError(proc.stderr.decode(errors="replace"))
     return proc.returncode == 0
 
 
 def merge_base(repo: Path, a: str, b: str) -> str | None:
+    try:
+        return _merge_base(repo, a, b)
+    except GitError:
+        return None
+
+
+@_kept_by_commit_ids
+def _merge_base(repo: Path, a: str, b: str) -> str | None:
     proc = git(repo, "merge-base", a, b, check=False)
+    if proc.returncode not in (0, 1):  # 1: no common ancestor
+        raise GitError(proc.stderr.decode(errors="replace"))
     return proc.stdout.decode().strip() or None
 
 
+@_kept_by_commit_ids
 def merge_tree(repo: Path, ours: str, theirs: str) -> tuple[str | None, bool]:
     """(tree, clean): the tree of merging `theirs` into `ours`; tree None on conflict."""
     proc = git(repo, "merge-tree", "--write-tree", "--no-messages", ours, theirs, check=False)
@@ -268,6 +304,7 @@ def commits_between(repo: Path, base: str | None, head: str, limit: int = 250) -
     return _parse_commits(text)
 
 
+@_kept_by_commit_ids
 def count_commits(repo: Path, base: str, head: str) -> int:
     return int(out(repo, "rev-list", "--count", head, f"^{base}"))
 
