@@ -22,15 +22,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Generic, Protocol, TypeVar
 
-from cachetools import LRUCache, TTLCache
-from gidgethub import QueryError
 from pydantic import BaseModel
 
 from app.datadir import REBUILD_FLAG, gate_dir, rebuild_pending
 from app.github.client import AppAuth, limited_until
 from app.github.ops import RepoOps
+from app.github.reads import GitHubReads
 from app.metrics import Metrics
-from app.models import Deferred, Intent, IntentState, Job, JobState, Run, Thread, changed
+from app.models import Deferred, Intent, IntentState, Job, JobState, Run, changed
 from app.settings import Settings
 from app.store import Store
 from proxy import TokenRegistry
@@ -48,16 +47,7 @@ R = TypeVar("R", bound=BaseModel)  # a kind's row model
 NEVER = math.inf  # a row due only when a wake names it (and once at the engine's start)
 MAX_STEP_FAILURES = 5  # a row whose step raised this many times in a row ends with the error
 BACKOFF_MAX_S = 300.0
-# A command is acted on, and an approval counted, with a permission at most this old;
-# membership and collaborator events drop it at once.
-PERMISSION_TTL_S = 30
-CONFIG_TTL_S = 30
-# A branch's classic protection, or its absence (a 404 is charged every time and never a
-# 304), and what guards a branch as a land check shows it, are kept this long; a
-# `branch_protection_rule` or `repository_ruleset` event drops them at once.
-PROTECTION_TTL_S = 12 * 3600
 REBUILD_RETRY_S = 5.0
-WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
 
 # What a task cancelled at the end of a stop is given to take its cancel.
@@ -71,8 +61,8 @@ def backoff_delay(failures: int, base: float = 2.0) -> float:
 
 
 class StepContext(Protocol):
-    """What a step may use: its rows (the store and the row helpers), the GitHub client
-    for an installation (repo_ops, with cached permissions and repository config),
+    """What a step may use: its rows (the store and the row helpers), what it reads of
+    GitHub (github: repo_ops, with cached permissions and repository config),
     sandboxes (provider), the sandbox gate's tokens and ledgers, settings, notes for the
     status comment, a lock for work several rows share, and wake. `Engine` is one; a
     test may pass its own."""
@@ -80,6 +70,7 @@ class StepContext(Protocol):
     settings: Settings
     store: Store
     auth: AppAuth
+    github: GitHubReads  # repo_ops, and permissions, config and protection, kept
     metrics: Metrics
     tokens: TokenRegistry
     models: ModelLedger | None
@@ -94,16 +85,6 @@ class StepContext(Protocol):
     def note(self, row_id: str, what: str) -> None: ...
     def lock(self, key: str) -> AbstractAsyncContextManager[Any]: ...
     def provider(self, name: str) -> Provider: ...
-    async def repo_ops(self, thread: Thread) -> RepoOps: ...
-    async def permission(self, ops: RepoOps, login: str) -> str: ...
-    async def may_write(self, ops: RepoOps, login: str) -> bool: ...
-    async def config_text(self, ops: RepoOps, ref: str,
-                          sha: str | None = None, path: str | None = None) -> str | None: ...
-    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str],
-                      ref: str | None = None) -> None: ...
-    async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None: ...
-    def forget_protection(self, repo: str | None) -> None: ...
-    async def kept(self, key: tuple[str, ...], read: Callable[[], Awaitable[Any]]) -> Any: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
     def existing_job(self, job_id: str) -> Job: ...
@@ -273,6 +254,8 @@ class Engine(Registrations):
         self.settings = settings
         self.store = store
         self.auth = auth
+        # What steps read of GitHub, with the permissions, config and protection kept.
+        self.github = GitHubReads(auth, settings)
         self.metrics = metrics
         self.tokens = tokens
         # The model gateway's ledger: model tokens, usage and rate limits.
@@ -290,10 +273,6 @@ class Engine(Registrations):
         self._provider_factory = providers or self._make_provider
         # A place coming free wakes the rows that waited for one.
         self.fleet = Fleet(settings.max_sandboxes, freed=lambda rows: self.wake(*rows))
-        self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)
-        self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
-        self._pinned_configs: LRUCache[tuple[str, ...], str | None] = LRUCache(1024)
-        self._protections: TTLCache[tuple[str, ...], Any] = TTLCache(1024, PROTECTION_TTL_S)
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken: set[str] = set()  # rows a wake named: due at once, once
@@ -739,109 +718,11 @@ class Engine(Registrations):
         self.store.note(row_id, what)
         log.info(what, extra={"job" if row_id.startswith("job") else "run": row_id})
 
-    # -- GitHub -----------------------------------------------------------------------
-
-    async def repo_ops(self, thread: Thread) -> RepoOps:
-        return RepoOps(await self.auth.client(thread.installation_id), thread.repo,
-                       own_app_id=self.settings.app_id)
-
-    async def permission(self, ops: RepoOps, login: str) -> str:
-        key = (ops.full_name, login)
-        cached = self._permissions.get(key)
-        if cached is None:
-            cached = await ops.permission(login)
-            self._permissions[key] = cached
-        return cached
-
-    def forget_permissions(self, owner: str | None) -> int:
-        """Drop cached permissions on the owner's repositories (all, when owner is None)."""
-        stale = [k for k in list(self._permissions)
-                 if owner is None or k[0].split("/")[0].lower() == owner.lower()]
-        for key in stale:
-            self._permissions.pop(key, None)
-        return len(stale)
-
     def lock(self, key: str) -> AbstractAsyncContextManager[Any]:
         """A lock for work that several rows' steps may do at once (e.g. one comment); with
         replicas, held in the store too, so that one replica at a time does it."""
         local = self._locks.setdefault(key, asyncio.Lock())
         return _SharedLock(self, key, local) if self.store.shared else local
-
-    async def config_text(self, ops: RepoOps, ref: str, sha: str | None = None,
-                          path: str | None = None) -> str | None:
-        """`.github/hangar.yml` (or another file at `path`) at ref, read at most every
-        CONFIG_TTL_S per repo and ref; given the commit ref points at now, read once for
-        that commit (it never changes: a file that is not there, a 404, is kept too, and a
-        404 no ETag makes free)."""
-        from app.repoconfig import CONFIG_PATH
-
-        path = path or CONFIG_PATH
-        key = (ops.full_name, ref) if path == CONFIG_PATH else (ops.full_name, f"{ref}:{path}")
-        if sha is not None:
-            pinned = (ops.full_name, sha, path)
-            if pinned not in self._pinned_configs:
-                self._pinned_configs[pinned] = await ops.get_text(path, ref=sha)
-                # ref's file as of now too: a later read by ref alone costs no second call
-                self._configs.setdefault(key, self._pinned_configs[pinned])
-            return self._pinned_configs[pinned]
-        if key not in self._configs:
-            self._configs[key] = await ops.get_text(path, ref=ref)
-        return self._configs[key]
-
-    async def read_at(self, ops: RepoOps, sha: str | None, paths: list[str],
-                      ref: str | None = None) -> None:
-        """Read these files at a commit in one query, for config_text(..., sha, path) to
-        answer from what it keeps (`ref`: the branch that points at sha now, answered by
-        ref alone too, as config_text keeps a read at sha; and whether classic protection
-        guards it, its absence kept as branch_protection keeps it); a failure leaves them
-        to be read one by one."""
-        from app.repoconfig import CONFIG_PATH
-
-        wanted = [path for path in paths if (ops.full_name, sha, path) not in
-                  self._pinned_configs]
-        if sha is None or len(wanted) < 2:
-            return  # one file is one REST read either way
-        protected: bool | None = None
-        try:
-            try:
-                texts, protected = await ops.texts_and_protection(sha, wanted, ref)
-            except QueryError:
-                if ref is None:
-                    raise
-                # Its protection may be unreadable (no administration: read): files alone
-                texts = await ops.texts_at(sha, wanted)
-        except Exception as exc:
-            log.warning("could not read files at a commit in one query; reading them one "
-                        "by one", extra={"repo": ops.full_name, "error": repr(exc)[:300]})
-            return
-        for path, text in texts.items():
-            self._pinned_configs[(ops.full_name, sha, path)] = text
-            if ref is not None:
-                key = (ops.full_name, ref) if path == CONFIG_PATH else (
-                    ops.full_name, f"{ref}:{path}")
-                self._configs.setdefault(key, text)
-        if ref is not None and protected is False:
-            self._protections.setdefault((ops.full_name, ref), None)
-
-    async def branch_protection(self, ops: RepoOps, branch: str) -> dict | None:
-        """The branch's classic protection, or None when it has none or the installation
-        may not read it: kept PROTECTION_TTL_S, absence too (GitHub charges every 404)."""
-        return await self.kept((ops.full_name, branch), lambda: ops.protection(branch))
-
-    async def kept(self, key: tuple[str, ...], read: Callable[[], Awaitable[Any]]) -> Any:
-        """What `read` answers about a repository (key[0]), kept PROTECTION_TTL_S and
-        dropped by forget_protection: what guards its branches."""
-        if key not in self._protections:
-            self._protections[key] = await read()
-        return self._protections[key]
-
-    def forget_protection(self, repo: str | None) -> None:
-        """A `branch_protection_rule` event: the repository's classic protection changed."""
-        for key in [k for k in list(self._protections) if repo is None or k[0] == repo]:
-            self._protections.pop(key, None)
-
-    async def may_write(self, ops: RepoOps, login: str) -> bool:
-        return await self.permission(ops, login) in WRITE_PERMISSIONS
 
     # -- sandboxes ------------------------------------------------------------------
 

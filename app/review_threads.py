@@ -97,7 +97,7 @@ async def advance_reply(engine: StepContext, row_id: str) -> None:
         if row is not None:
             engine.store.put(TABLE, row_id, row, active=False)
         return
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     # This turn's own commits: from where the agent began to the head it left.
     turn = (await ops.compare(run.start_sha, run.head_sha)
             if run.start_sha and run.head_sha and run.head_sha != run.start_sha else None)
@@ -116,7 +116,7 @@ async def advance_reply(engine: StepContext, row_id: str) -> None:
         comment_id = made["id"]
     if verified(run, turn):
         # Only a reply saying the turn's commits passed verification may close the thread.
-        config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch))
+        config, _ = parse_repo_config(await engine.github.config_text(ops, run.base_branch))
         if config.review.resolve_threads:
             await ops.resolve_thread(row.pr_number, row.root)
     finish(engine, row, comment_id)

@@ -119,7 +119,7 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
         if row is not None:
             engine.store.put(TABLE, row_id, row, active=False)
         return
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     # The verified turn says the head, the base and the files: no read of the PR (a PR
     # closed meanwhile makes GitHub refuse the request, which is recorded).
     run = next((r for r in engine.runs_of(job.id)
@@ -134,17 +134,18 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
     # Read at the compare's base commit, as landing reads them: kept for that commit (a
     # 404 too), so asking again for a later head costs no second read.
     base_sha = compare.get("base_sha")
-    await engine.read_at(ops, base_sha, [CONFIG_PATH, *CODEOWNERS_PATHS])
-    config, _ = parse_repo_config(await engine.config_text(ops, base, base_sha))
+    await engine.github.read_at(ops, base_sha, [CONFIG_PATH, *CODEOWNERS_PATHS])
+    config, _ = parse_repo_config(await engine.github.config_text(ops, base, base_sha))
     codeowners = None
     for path in CODEOWNERS_PATHS:
-        codeowners = await engine.config_text(ops, base, base_sha, path=path)
+        codeowners = await engine.github.config_text(ops, base, base_sha, path=path)
         if codeowners is not None:
             break
     people, teams = candidates(code_owners(codeowners, files), config.land.reviewers)
     # Never the one whose approval would not count, nor someone who cannot approve.
     excluded = askers(engine, job, row.pr_number) if config.land.forbid_self_approval else set()
-    people = [p for p in people if p.lower() not in excluded and await engine.may_write(ops, p)]
+    people = [p for p in people
+              if p.lower() not in excluded and await engine.github.may_write(ops, p)]
     refused = None
     if people or teams:
         try:

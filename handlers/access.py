@@ -18,6 +18,6 @@ log = logging.getLogger(__name__)
 @router.register("team_add")
 async def access_changed(event: sansio.Event, *, engine, parts=None, **_) -> None:
     change = parts_as(AccessEvent, event.data, parts)
-    dropped = engine.forget_permissions(change.owner)
+    dropped = engine.github.forget_permissions(change.owner)
     log.info("access changed (%s %s): %d cached permission(s) dropped", event.event,
              change.action, dropped, extra={"event": event.event, "owner": change.owner})

@@ -68,7 +68,7 @@ async def advance_autofix(engine: StepContext, autofix_id: str) -> None:
     if job is None:
         save(engine, row, active=False)
         return
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     if await fix_now(engine, ops, job, row, requested=False) == "CI green":
         # Nothing to fix until CI says otherwise: its events (and a push, a review) make
         # the row due at once; the slow poll would only read the same green again.

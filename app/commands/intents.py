@@ -81,14 +81,14 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
     intent = engine.store.get("intent", intent_id, Intent)
     if intent is None or intent.state == IntentState.DONE:
         return
-    ops = await engine.repo_ops(intent.thread)
+    ops = await engine.github.repo_ops(intent.thread)
     # Who may use a command, and where, is checked here once for every command, from its
     # declaration; hangar's own intents (a usage reply, a button, a review) need write.
     spec = None if intent.command in INTERNAL else grammar.spec_for(intent.command)
     who = spec.who if spec else "write"
     # The API's callers hold the operator's token: they are trusted like a maintainer.
     trusted = intent.author_type == "Api"
-    if who != "anyone" and not trusted and not await engine.may_write(ops, intent.author):
+    if who != "anyone" and not trusted and not await engine.github.may_write(ops, intent.author):
         if intent.command not in QUIET:
             await reply(ops, intent, Why(Answer.NO_WRITE_ACCESS, login=intent.author),
                         key=f"refused-{intent.author}")

@@ -18,7 +18,7 @@ async def environment_for(engine: StepContext, ops: RepoOps, ref: str,
     """The environment for work on ref (`sha`: the commit ref points at now, if known)."""
     from sandbox.envspec import EnvSpecError, select_environment
 
-    config, problems = parse_repo_config(await engine.config_text(ops, ref, sha))
+    config, problems = parse_repo_config(await engine.github.config_text(ops, ref, sha))
     try:
         spec = select_environment(engine.envs, config.environment,
                                   default=default_env_name(engine), told=problems)

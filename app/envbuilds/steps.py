@@ -206,7 +206,8 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
     app_client = await engine.auth.client_for_app()
     installation = await app_client.getitem(f"/repos/{repo}/installation",
                                             jwt=engine.auth.jwt())
-    ops = await engine.repo_ops(Thread(repo=repo, number=0, installation_id=installation["id"]))
+    ops = await engine.github.repo_ops(
+        Thread(repo=repo, number=0, installation_id=installation["id"]))
     info = await ops.gh.getitem(ops.base)
     spec, _ = await environment_for(engine, ops, info["default_branch"])
     if not spec.install:

@@ -65,8 +65,8 @@ async def advance_grading(engine: StepContext, job_id: str) -> None:
 
 async def policy_of(engine: StepContext, job: Job) -> FanoutPolicy:
     """The repository's `fanout:` on the job's base (a malformed file's defaults stand)."""
-    ops = await engine.repo_ops(job.thread)
-    config, _ = parse_repo_config(await engine.config_text(ops, job.base_branch))
+    ops = await engine.github.repo_ops(job.thread)
+    config, _ = parse_repo_config(await engine.github.config_text(ops, job.base_branch))
     return config.fanout
 
 
@@ -103,7 +103,7 @@ async def ci_of(engine: StepContext, runs: list[Run]) -> dict[int, str]:
     for run in runs:
         job = engine.get_job(run.job_id)
         if run.pr_number and run.head_sha and job is not None:
-            ops = await engine.repo_ops(job.thread)
+            ops = await engine.github.repo_ops(job.thread)
             ci[run.attempt] = ci_verdict(*await read_ci(ops, run.head_sha))
     return ci
 

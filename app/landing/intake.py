@@ -164,7 +164,7 @@ def record_thread(engine: StepContext, event: ReviewThreadEvent) -> None:
 def record_gate_changed(engine: StepContext, event: RulesChangedEvent) -> None:
     """A ruleset or classic protection changed: forget what was kept, look again."""
     repo = event.repository.full_name if event.repository else None
-    engine.forget_protection(repo)
+    engine.github.forget_protection(repo)
     for request in engine.store.all("land", LandRequest, active=True):
         if repo is None or request.repo == repo:
             wake_request(request)

@@ -109,7 +109,7 @@ async def advance_overlaps(engine: StepContext, row_id: str) -> None:
     save(engine, row)
     if closed and not relook and forget_closed(engine, row, closed):
         return
-    ops = await engine.repo_ops(Thread(repo=row.repo, number=0,
+    ops = await engine.github.repo_ops(Thread(repo=row.repo, number=0,
                                        installation_id=row.installation_id))
     prs: dict[str, dict[str, Any]] = {}
     async for pr in ops.gh.getiter(

@@ -115,7 +115,7 @@ async def advance_group(engine: StepContext, row_id: str) -> None:
             save_group(engine, group)
         return
     job = engine.existing_job(group.job_id)
-    ops = await engine.repo_ops(Thread(repo=group.repo, number=job.thread.number,
+    ops = await engine.github.repo_ops(Thread(repo=group.repo, number=job.thread.number,
                                        installation_id=group.installation_id))
     reused = reusable(engine, group)
     if reused is not None:

@@ -148,7 +148,7 @@ WAITING_FOR_PEOPLE = (LandReason.APPROVALS_WANTED, LandReason.GATE_WAITS,
 
 async def land_step(engine: StepContext, request: LandRequest) -> None:
     job = engine.existing_job(request.job_id)
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     if request.policy is not None and expired(
             request, LandPolicy.model_validate(request.policy), time.time()):
         return await expire(engine, ops, request)
@@ -171,7 +171,7 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     # the base holds, the PR's commits and files, read once for the whole step.
     compare = await ops.compare(request.base, head)
     config, problems = parse_repo_config(
-        await engine.config_text(ops, request.base, compare.get("base_sha")))
+        await engine.github.config_text(ops, request.base, compare.get("base_sha")))
     if problems != request.problems:
         request.problems = problems
         save(engine, request)
@@ -241,7 +241,7 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
 async def auto_land_off(engine: StepContext, ops: RepoOps, request: LandRequest) -> bool:
     """A quiet row (a verified PR nobody asked to land): True, and parked until an event,
     when the base's policy has auto-land off. One read of the (cached) policy file."""
-    config, _ = parse_repo_config(await engine.config_text(ops, request.base))
+    config, _ = parse_repo_config(await engine.github.config_text(ops, request.base))
     if config.land.auto_land.enabled:
         return False
     request.due_at = time.time() + engine.settings.idle_pr_look_seconds
@@ -450,7 +450,7 @@ async def review_verdicts(
     carried = carried_from(request) if policy.approval_survives_clean_update else []
     for review in approvals:
         is_bot = review.user_type == "Bot" or review.user.endswith("[bot]")
-        permission = "none" if is_bot else await engine.permission(ops, review.user)
+        permission = "none" if is_bot else await engine.github.permission(ops, review.user)
         verdicts.append((review, approval_refusal(
             review, head_sha=request.head_sha, requester=request.requested_by,
             permission=permission, policy=policy, carried_from=carried,
@@ -801,7 +801,7 @@ async def gate_facts_now(engine: StepContext, ops: RepoOps, request: LandRequest
     decisive = {r.user for r in request.reviews
                 if r.state in ("approved", "changes_requested")
                 and r.user_type != "Bot" and not r.user.endswith("[bot]")}
-    permissions = {login.lower(): await engine.permission(ops, login) for login in decisive}
+    permissions = {login.lower(): await engine.github.permission(ops, login) for login in decisive}
     base_sha = (compare or {}).get("base_sha")
     codeowners = None
     teams: dict[str, list[str]] = {}
@@ -832,9 +832,9 @@ def hangar_pushed(engine: StepContext, request: LandRequest) -> bool:
 async def read_codeowners(engine: StepContext, ops: RepoOps, base: str,
                           base_sha: str | None) -> str | None:
     """The base's CODEOWNERS, where GitHub looks for it (the first found counts)."""
-    await engine.read_at(ops, base_sha, list(CODEOWNERS_PATHS))
+    await engine.github.read_at(ops, base_sha, list(CODEOWNERS_PATHS))
     for path in CODEOWNERS_PATHS:
-        text = await engine.config_text(ops, base, base_sha, path=path)
+        text = await engine.github.config_text(ops, base, base_sha, path=path)
         if text is not None:
             return text
     return None
@@ -1061,8 +1061,9 @@ async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
     if request.head_sha and check:
         status, conclusion = land_check_status(request.state)
         # What guards the base, as the check shows it: kept (rules change by events).
-        gate = await engine.kept((ops.full_name, request.base, "gate report"), lambda: read_gate(
-            ops, request.base, engine.settings.app_id))
+        gate = await engine.github.kept(
+            (ops.full_name, request.base, "gate report"),
+            lambda: read_gate(ops, request.base, engine.settings.app_id))
         summary = render.fit_output(words.land_check_summary(request, gate))
         title = render.land_title(request)
         shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"
@@ -1118,7 +1119,7 @@ async def base_gate(engine: StepContext, ops: RepoOps, branch: str
     """What every rule on `branch` asks of a merge (its rulesets' rules, every page, and
     its classic protection, whose absence is kept), and the rulesets they come from."""
     rules, rulesets = await read_rules(ops, branch)
-    classic = await engine.branch_protection(ops, branch)
+    classic = await engine.github.branch_protection(ops, branch)
     names = {rs["id"]: rs.get("name") or str(rs["id"]) for rs in rulesets if rs.get("id")}
     return branch_gate(rules, classic, names), rulesets
 

@@ -60,13 +60,13 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     if run.kind == RunKind.VERIFY:
         return
     job = engine.existing_job(run.job_id)
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     if not run.env:
         # The environment says which model credential, and so which queue, a run is in.
         # Its config is read at the base's commit, so later steps find it read already,
         # with the code owners the PR's review request reads there: one query for both.
         base_sha = await ops.branch_sha(job.base_branch)
-        await engine.read_at(ops, base_sha, [CONFIG_PATH, *CODEOWNERS_PATHS],
+        await engine.github.read_at(ops, base_sha, [CONFIG_PATH, *CODEOWNERS_PATHS],
                              ref=job.base_branch)
         spec, problems = await environment_for(engine, ops, job.base_branch, base_sha)
         engine.patch_run(run.id, env=spec.model_dump(), warnings=[*run.warnings, *problems])

@@ -151,7 +151,7 @@ LABEL_PROMPT = "Resolve this issue as its title, description and comments descri
 async def run_from_label(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     """A label added by a person with write access (checked before this, quietly): a job,
     as `/hangar` would start, when it is the trigger label of the repository's config."""
-    config, _ = parse_repo_config(await engine.config_text(ops, intent.default_branch))
+    config, _ = parse_repo_config(await engine.github.config_text(ops, intent.default_branch))
     wanted = config.trigger.label
     label = intent.args.get("label") or ""
     if wanted is None or wanted.lower() != label.lower():

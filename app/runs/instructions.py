@@ -29,10 +29,10 @@ async def read_instructions(engine: StepContext, ops: RepoOps, base: str,
     found: dict[str, str] = {}
     if spec.instructions and spec.instructions.strip():
         found["environment"] = spec.instructions.strip()
-    config, _ = parse_repo_config(await engine.config_text(ops, base, base_sha))
+    config, _ = parse_repo_config(await engine.github.config_text(ops, base, base_sha))
     value = (config.instructions or "").strip()
     if value and is_path(value):
-        text = await engine.config_text(ops, base, base_sha, path=value.lstrip("/"))
+        text = await engine.github.config_text(ops, base, base_sha, path=value.lstrip("/"))
         value = (text or "").strip()[:FILE_MAX_CHARS]
     if value:
         found["repository"] = value

@@ -40,7 +40,7 @@ async def advance_job(engine: StepContext, job_id: str) -> None:
     unshown = [r for r in runs if r.finished and r.ending
                and r.agent_check_shown != r.ending["code"]]
     if unshown:
-        ops = await engine.repo_ops(job.thread)
+        ops = await engine.github.repo_ops(job.thread)
         for run in unshown:
             await complete_agent_check(engine, ops, run)
     if runs and all(r.finished for r in runs):
@@ -120,7 +120,7 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
         if not force and next_edit > time.time():
             due = min(due or next_edit, next_edit)
             continue
-        ops = ops or await engine.repo_ops(job.thread)
+        ops = ops or await engine.github.repo_ops(job.thread)
         known = job.status_comments.get(number)
         # Only a post that may have been made already is looked for first: one begun
         # before a crash, or any for a job older than this hangar (a restored backup does

@@ -75,6 +75,6 @@ async def show_progress(engine: StepContext, run: Run, sb: Any, log_path: str, n
     job = engine.get_job(run.job_id)
     if run.start_sha is None or job is None:
         return
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     await upsert_check(engine, ops, run, AGENT_CHECK, run.start_sha, status="in_progress",
                        output=agent_check_progress(run, now))

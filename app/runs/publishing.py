@@ -145,7 +145,7 @@ async def push_with_retries(
 ) -> PushOutcome:
     """Push source to the run's branch until GitHub holds head, a refusal, or no tries left."""
     job = engine.existing_job(run.job_id)
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     said = ""
     attempts = 0
     for pause in (*PUSH_BACKOFF_S, None):
@@ -210,7 +210,7 @@ async def hold(engine: StepContext, run: Run, sb: Any, head: str, outcome: PushO
     await offer_retry_button(engine, run)
     job = engine.get_job(run.job_id)
     if job is not None:
-        await complete_agent_check(engine, await engine.repo_ops(job.thread),
+        await complete_agent_check(engine, await engine.github.repo_ops(job.thread),
                                    engine.existing_run(run.id))
 
 
@@ -220,7 +220,7 @@ async def offer_retry_button(engine: StepContext, run: Run) -> None:
     if run.pr_number is None:
         return  # a first turn has no PR yet: `/hangar retry` on the issue is the way
     job = engine.existing_job(run.job_id)
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     current = await ops.branch_sha(run.branch)
     if current is None:
         return
@@ -327,7 +327,8 @@ async def rescue_commits(engine: StepContext, sb: Any, run: Run) -> bool:
     if head is None:
         return True
     job = engine.get_job(run.job_id)
-    if job is None or await branch_holds(await engine.repo_ops(job.thread), run.branch, head):
+    if job is None or await branch_holds(await engine.github.repo_ops(job.thread), run.branch,
+                                         head):
         return True
     outcome = PushOutcome(landed=False, github_says=render.found_unpushed())
     await hold(engine, changed(run, **{"sandbox": sb.model_dump()}), sb, head, outcome,

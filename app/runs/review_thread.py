@@ -71,7 +71,8 @@ async def read_review_threads(engine: StepContext, ops: RepoOps, run: Run) -> li
             login = user.get("login") or "ghost"
             if login not in writers:
                 # A bot never counts as a person with write access.
-                writers[login] = user.get("type") != "Bot" and await engine.may_write(ops, login)
+                writers[login] = (user.get("type") != "Bot"
+                                  and await engine.github.may_write(ops, login))
             posts.append(Post(author=login, writer=writers[login], text=comment.get("body") or "",
                               is_body=comment is first))
         threads.append(thread_of(first, posts, budget))

@@ -109,7 +109,7 @@ def record_ending(engine: StepContext, run: Run, *, changed: bool) -> Run:
 
 async def collect(engine: StepContext, run: Run) -> None:
     job = engine.existing_job(run.job_id)
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     # What hangar just pushed is what GitHub holds; else (the agent pushed, or a `verify`
     # of the branch) GitHub's branch says.
     head = run.published_head or await ops.branch_sha(run.branch)
@@ -131,7 +131,7 @@ async def collect(engine: StepContext, run: Run) -> None:
             return
     if head is None:  # the branch is gone from GitHub: there is nothing to collect
         raise LookupError(f"{run.id}: branch {run.branch} is not on GitHub")
-    config, _ = parse_repo_config(await engine.config_text(ops, run.base_branch,
+    config, _ = parse_repo_config(await engine.github.config_text(ops, run.base_branch,
                                                           (compare or {}).get("base_sha")))
     sensitive = sensitive_files(compare, config.land.sensitive_paths)
     run = engine.patch_run(run.id, head_sha=head, compare=compare, sensitive=sensitive)

@@ -124,7 +124,7 @@ async def read_thread(engine: StepContext, ops: RepoOps, job: Job) -> ThreadCont
         login = user.get("login") or "ghost"
         if login not in writers:
             # A bot never counts as a person with write access.
-            writers[login] = user.get("type") != "Bot" and await engine.may_write(ops, login)
+            writers[login] = user.get("type") != "Bot" and await engine.github.may_write(ops, login)
         posts.append(Post(author=login, writer=writers[login], text=text, is_body=is_body))
     kept, left_out = bounded(posts)
     return ThreadContext(title=issue.get("title") or job.title, number=number, posts=kept,

@@ -40,7 +40,7 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
     push landed; `pr`: the PR as collect left it (its body may say the result already);
     `shown`: collect made `hangar / verify` completed with that result already."""
     job = engine.existing_job(run.job_id)
-    ops = await engine.repo_ops(job.thread)
+    ops = await engine.github.repo_ops(job.thread)
     head = await ops.branch_sha(run.branch) if run.kind == RunKind.VERIFY else run.head_sha
     if head is None:  # collect records the head before a turn's verification starts
         raise LookupError(f"{run.id} has no head to verify")

@@ -105,7 +105,7 @@ def step_engine(settings: Settings):
         async def repo_ops(thread) -> RepoOps:
             return RepoOps(gh, thread.repo)
 
-        engine.repo_ops = repo_ops
+        engine.github.repo_ops = repo_ops
         return engine
 
     return make

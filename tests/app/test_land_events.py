@@ -107,11 +107,11 @@ def test_a_resolved_conversation_wakes_the_request(engine):
 
 
 def test_a_changed_ruleset_forgets_the_kept_protection_and_looks_again(engine):
-    engine._protections[(REPO, "main")] = None  # absence kept
+    engine.github._protections[(REPO, "main")] = None  # absence kept
     stop(engine, LandState.REJECTED, landing.LandReason.GATE_CANNOT, cannot=[])
     landing.record_gate_changed(engine, RulesChangedEvent.model_validate({
         "action": "edited", "repository": {"full_name": REPO}}))
-    assert (REPO, "main") not in engine._protections
+    assert (REPO, "main") not in engine.github._protections
     assert request(engine).state == LandState.QUEUED
 
 

@@ -45,7 +45,7 @@ def engine(settings):
     async def repo_ops(thread):
         return engine.ops
 
-    engine.repo_ops = repo_ops
+    engine.github.repo_ops = repo_ops
     return engine
 
 

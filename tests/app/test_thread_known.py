@@ -45,8 +45,13 @@ def test_only_a_new_first_comment_is_known_to_be_the_whole_thread(step_engine):
 
 
 class Writers:
-    async def may_write(self, ops, login: str) -> bool:
-        return login == "mona"
+    """A step's context whose GitHub says only mona may write."""
+
+    class Reads:
+        async def may_write(self, ops, login: str) -> bool:
+            return login == "mona"
+
+    github = Reads()
 
 
 async def test_a_known_thread_is_the_prompts_without_a_listing():
