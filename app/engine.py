@@ -24,7 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from app.datadir import REBUILD_FLAG, gate_dir, rebuild_pending
+from app.datadir import REBUILD_FLAG, rebuild_pending
 from app.github.client import AppAuth, limited_until
 from app.github.ops import RepoOps
 from app.github.reads import GitHubReads
@@ -36,7 +36,7 @@ from proxy import TokenRegistry
 from proxy.egress import EgressLedger
 from proxy.gateway import ModelLedger
 from sandbox.envspec import EnvSpec
-from sandbox.fleet import CountedProvider, Fleet
+from sandbox.fleet import Fleet, Providers
 from sandbox.provider import Provider
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def backoff_delay(failures: int, base: float = 2.0) -> float:
 class StepContext(Protocol):
     """What a step may use: its rows (the store and the row helpers), what it reads of
     GitHub (github: repo_ops, with cached permissions and repository config),
-    sandboxes (provider), the sandbox gate's tokens and ledgers, settings, notes for the
+    sandboxes (providers), the sandbox gate's tokens and ledgers, settings, notes for the
     status comment, a lock for work several rows share, and wake. `Engine` is one; a
     test may pass its own."""
 
@@ -77,6 +77,7 @@ class StepContext(Protocol):
     egress: EgressLedger | None
     envs: dict[str, EnvSpec]
     fleet: Fleet  # every sandbox this hangar holds, against HANGAR_MAX_SANDBOXES
+    providers: Providers  # sandbox providers by name, counted in the fleet
     instance_id: str
     rebuilding: bool
     command_actions: dict[str, CommandAction]  # each `/hangar` command's action
@@ -84,7 +85,6 @@ class StepContext(Protocol):
     def wake(self, *row_ids: str) -> None: ...
     def note(self, row_id: str, what: str) -> None: ...
     def lock(self, key: str) -> AbstractAsyncContextManager[Any]: ...
-    def provider(self, name: str) -> Provider: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
     def existing_job(self, job_id: str) -> Job: ...
@@ -249,6 +249,7 @@ class Engine(Registrations):
         egress: EgressLedger | None = None,
     ):
         from sandbox.envspec import default_envs_dir, load_envs
+        from sandbox.providers import configured_provider
 
         super().__init__()
         self.settings = settings
@@ -269,10 +270,12 @@ class Engine(Registrations):
         self.instance_id = hashlib.sha256(
             (settings.replica_name if store.shared else str(Path(settings.data_dir).resolve())
              ).encode()).hexdigest()[:12]
-        self._providers: dict[str, Provider] = {}
-        self._provider_factory = providers or self._make_provider
         # A place coming free wakes the rows that waited for one.
         self.fleet = Fleet(settings.max_sandboxes, freed=lambda rows: self.wake(*rows))
+        # Each made once, from the settings unless a test gives its own, and counted.
+        self.providers = Providers(
+            providers or (lambda name: configured_provider(name, settings, self.instance_id)),
+            self.fleet)
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken: set[str] = set()  # rows a wake named: due at once, once
@@ -723,36 +726,6 @@ class Engine(Registrations):
         replicas, held in the store too, so that one replica at a time does it."""
         local = self._locks.setdefault(key, asyncio.Lock())
         return _SharedLock(self, key, local) if self.store.shared else local
-
-    # -- sandboxes ------------------------------------------------------------------
-
-    def provider(self, name: str) -> Provider:
-        if name not in self._providers:
-            # Counted: every sandbox made or ended through it is the fleet's.
-            self._providers[name] = CountedProvider(self._provider_factory(name), self.fleet)
-        return self._providers[name]
-
-    def _make_provider(self, name: str) -> Provider:
-        from sandbox.providers import get_provider
-
-        if name == "local":
-            root = Path(self.settings.data_dir).resolve() / "sandboxes"
-            return get_provider(
-                "local", root=root, proxy_port=self.settings.port,
-                gate_dir=gate_dir(self.settings.data_dir),
-                hidden_paths=[Path(self.settings.data_dir).resolve()],
-            )
-        if name == "docker":
-            return get_provider("docker", instance=self.instance_id, proxy_port=self.settings.port,
-                                gate_dir=gate_dir(self.settings.data_dir))
-        if name == "kubernetes":
-            builds = {"build_registry": self.settings.build_registry,
-                      "build_registry_auth": self.settings.build_registry_auth,
-                      "build_pull_secret": self.settings.build_pull_secret}
-            if self.settings.sandbox_port:
-                return get_provider(name, proxy_port=self.settings.sandbox_port, **builds)
-            return get_provider(name, **builds)
-        return get_provider(name)
 
 
 def _run_placed(run: Run) -> tuple[bool, str | None]:

@@ -153,3 +153,18 @@ class CountedProvider(Provider):
 
     async def end_abandoned(self) -> builtins.list[str]:
         return await self._provider.end_abandoned()
+
+
+class Providers:
+    """The providers hangar uses, by name, each made once (by `make`) and counted: every
+    sandbox made or ended through one is the fleet's."""
+
+    def __init__(self, make: Callable[[str], Provider], fleet: Fleet):
+        self._make = make
+        self._fleet = fleet
+        self._made: dict[str, Provider] = {}
+
+    def __getitem__(self, name: str) -> Provider:
+        if name not in self._made:
+            self._made[name] = CountedProvider(self._make(name), self._fleet)
+        return self._made[name]

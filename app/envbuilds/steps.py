@@ -52,7 +52,7 @@ async def image_id(engine: StepContext, spec: Any) -> str:
     """The id of the environment's image (docker: the engine's; kubernetes: the registry's
     digest), so a rebuilt or retagged image rebuilds the builds."""
     if spec.provider == "docker":
-        provider = engine.provider("docker")
+        provider = engine.providers["docker"]
         spec = await envimage.ensure(provider, spec)
 
         def look() -> str:
@@ -63,7 +63,7 @@ async def image_id(engine: StepContext, spec: Any) -> str:
         except Exception:
             return spec.image
     if spec.provider == "kubernetes" and spec.image:
-        provider = engine.provider("kubernetes")
+        provider = engine.providers["kubernetes"]
         if snapshots.unsupported(provider) is None:  # builds are pushed: ask the registry
             try:
                 return await snapshots.image_digest(provider, spec.image)
@@ -264,7 +264,7 @@ async def _finish(engine: StepContext, row: EnvBuildRow, **outcome: Any) -> None
 
     done, dropped = builds.finish(engine.store, row, keep=engine.settings.env_builds_keep,
                                      egress_blocked=refusals(engine, row.id), **outcome)
-    provider = engine.provider(row.provider)
+    provider = engine.providers[row.provider]
     for old in dropped:
         await snapshots.drop(provider, old.image)
     log.info("environment build %s", done.state, extra={"build": row.id, "repo": row.repo})
@@ -278,7 +278,7 @@ class BuildFailed(Exception):
 
 
 async def _destroy_leftovers(engine: StepContext, row: EnvBuildRow) -> None:
-    provider = engine.provider(row.provider)
+    provider = engine.providers[row.provider]
     for leftover in await provider.list(_labels(engine, row)):
         await provider.destroy(leftover)
         engine.tokens.revoke(leftover.id)
@@ -295,7 +295,7 @@ async def run_build(engine: StepContext, row: EnvBuildRow) -> tuple[str, str, st
     from proxy import sandbox_git_files
     from sandbox.envspec import EnvSpec
 
-    provider = engine.provider(row.provider)
+    provider = engine.providers[row.provider]
     if why := snapshots.unsupported(provider):  # fail before install costs anything
         raise BuildFailed(why)
     spec = EnvSpec.model_validate(row.spec)

@@ -100,7 +100,7 @@ async def rebase(engine: StepContext, ops: RepoOps, request: LandRequest,
     """Rebase the request's branch onto its base in a land-worker sandbox, and push it
     through the proxy with a lease on the request's head."""
     spec, _ = await environment_for(engine, ops, request.base)
-    provider = engine.provider(spec.provider)
+    provider = engine.providers[spec.provider]
     spec = await envimage.ensure(provider, spec)
     labels = {"hangar.instance": engine.instance_id, "hangar.land": request.id,
               "hangar.role": "land"}

@@ -112,7 +112,7 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     # From its start, the turn has a `hangar / agent` check run saying it works.
     await upsert_check(engine, ops, run, AGENT_CHECK, start_sha, status="in_progress",
                        output=render.agent_check_started(run))
-    provider = engine.provider(spec.provider)
+    provider = engine.providers[spec.provider]
     sb = await prepare_sandbox(engine, run, job, spec, role="agent",
                                checkout=checkout_for(run, base_sha))
     from sandbox.harness import harness_for
@@ -188,7 +188,7 @@ async def save_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> 
     """Keep the CLI's session store from this turn's sandbox; a warning if it cannot."""
     if not harness.session_dir:
         return None
-    provider = engine.provider(sb.provider)
+    provider = engine.providers[sb.provider]
     parent, _, name = harness.session_dir.rpartition("/")
     packed = await provider.run(sb, ["tar", "-czf", SESSION_ARCHIVE, "-C", parent, name],
                                 timeout=300, offline=True)
@@ -210,7 +210,7 @@ async def restore_session(engine: StepContext, run: Run, sb: Any, harness: Any) 
     path = session_archive(engine, before) if before and harness.session_dir else None
     if path is None or not path.exists():
         return
-    provider = engine.provider(sb.provider)
+    provider = engine.providers[sb.provider]
     await provider.copy_in(sb, {SESSION_ARCHIVE: path.read_bytes()}, mode=0o600)
     parent = harness.session_dir.rpartition("/")[0]
     await must(provider, sb, ["tar", "-xzf", SESSION_ARCHIVE, "-C", parent],
@@ -273,7 +273,7 @@ async def watch_agent(engine: StepContext, run: Run) -> None:
         # A crash between taking the slot and starting the agent: start again.
         engine.patch_run(run.id, state=RunState.QUEUED)
         return
-    provider = engine.provider(run.sandbox["provider"])
+    provider = engine.providers[run.sandbox["provider"]]
     sb = Sandbox.model_validate(run.sandbox)
     watch = RunWatch.model_validate(run.watch) if run.watch else RunWatch(
         started_at=run.started_at or time.time(), max_minutes=run.env.get("max_minutes"))
@@ -315,7 +315,7 @@ async def agent_stopped(
     from sandbox.envspec import EnvSpec
     from sandbox.harness import harness_for
 
-    provider = engine.provider(sb.provider)
+    provider = engine.providers[sb.provider]
     try:
         log_text = (await asyncio.wait_for(provider.copy_out(sb, AGENT_LOG),
                                            PROVIDER_CALL_TIMEOUT_S)).decode("utf-8", "replace")

@@ -148,7 +148,7 @@ async def reap_orphans(engine: StepContext) -> None:
     rebuild from GitHub may know it; after one it is reported, never destroyed."""
     for name in {"local", *(s.provider for s in engine.envs.values())}:
         try:
-            provider = engine.provider(name)
+            provider = engine.providers[name]
             sandboxes = await provider.list({"hangar.instance": engine.instance_id})
         except Exception:
             continue
@@ -178,7 +178,7 @@ async def end_abandoned_sandboxes(engine: StepContext) -> None:
     none of their work can ever be collected."""
     for name in {"local", *(spec.provider for spec in engine.envs.values())}:
         try:
-            ended = await engine.provider(name).end_abandoned()
+            ended = await engine.providers[name].end_abandoned()
         except Exception as exc:  # a provider that cannot be reached has nothing to end
             log.info("could not look for abandoned %s sandboxes: %s", name, exc)
             continue
@@ -190,7 +190,7 @@ async def end_abandoned_sandboxes(engine: StepContext) -> None:
 async def count_held_sandboxes(engine: StepContext) -> None:
     for name in {"local", *(spec.provider for spec in engine.envs.values())}:
         try:
-            held = await engine.provider(name).list({"hangar.instance": engine.instance_id})
+            held = await engine.providers[name].list({"hangar.instance": engine.instance_id})
         except Exception as exc:  # a provider that cannot be reached holds none for us
             log.info("could not count the %s sandboxes: %s", name, exc)
             continue

@@ -59,7 +59,7 @@ async def show_progress(engine: StepContext, run: Run, sb: Any, log_path: str, n
     last = float(before.get("at") or run.started_at or 0)
     if now < last + engine.settings.status_edit_interval_seconds:
         return
-    provider = engine.provider(sb.provider)
+    provider = engine.providers[sb.provider]
     try:
         data = await asyncio.wait_for(
             provider.copy_out(sb, log_path, max_bytes=PROGRESS_LOG_BYTES), timeout)

@@ -103,7 +103,7 @@ async def publish(engine: StepContext, run: Run) -> None:
             engine.patch_run(run.id, stage=RunStage.COLLECTING)
         return
     sb = Sandbox.model_validate(run.sandbox)
-    provider = engine.provider(sb.provider)
+    provider = engine.providers[sb.provider]
     warnings = list(run.warnings)
     dirty, head = False, None
     try:
@@ -191,7 +191,7 @@ async def branch_holds(ops: Any, branch: str, head: str) -> bool:
 async def hold(engine: StepContext, run: Run, sb: Any, head: str, outcome: PushOutcome, *,
                dirty: bool) -> None:
     """Keep the commits in a bundle outside the sandbox (or keep the sandbox if too big)."""
-    provider = engine.provider(sb.provider)
+    provider = engine.providers[sb.provider]
     bundle = await make_bundle(engine, provider, sb, run)
     held = HeldWork(head_sha=head, bundle=bundle[0] if bundle else None,
                     size=bundle[1] if bundle else 0, refused=outcome.refused,
@@ -271,7 +271,7 @@ async def publish_bundle(engine: StepContext, run: Run) -> None:
     assert path is not None and run.held is not None and run.base_sha is not None
     job = engine.existing_job(run.job_id)
     spec = EnvSpec.model_validate(run.env)
-    provider = engine.provider(spec.provider)
+    provider = engine.providers[spec.provider]
     sb = await prepare_sandbox(engine, run, job, spec, role="publish",
                                checkout=["git", "checkout", "-q", "--detach", run.base_sha])
     try:
@@ -319,7 +319,7 @@ async def rescue_commits(engine: StepContext, sb: Any, run: Run) -> bool:
     """Before the reaper destroys an agent's sandbox: hold any commits GitHub lacks.
 
     True when the sandbox may go (nothing unpushed, or now held in a bundle)."""
-    provider = engine.provider(sb.provider)
+    provider = engine.providers[sb.provider]
     try:
         head = await commits_to_publish(provider, sb, run) if run.base_sha else None
     except Exception:

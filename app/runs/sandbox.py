@@ -44,7 +44,7 @@ async def prepare_sandbox(
     from proxy import sandbox_git_files
     from sandbox import snapshots
 
-    provider = engine.provider(spec.provider)
+    provider = engine.providers[spec.provider]
     spec = await envimage.ensure(provider, spec)
     labels = {"hangar.instance": engine.instance_id, "hangar.run": run.id,
               "hangar.job": job.id, "hangar.role": role}
@@ -103,7 +103,7 @@ async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, s
     lockfile ids; a build that is behind is queued for the next sandbox; the run and the
     agent learn what this sandbox started from."""
 
-    provider = engine.provider(spec.provider)
+    provider = engine.providers[spec.provider]
     if not spec.install:  # no build to look for; the agent is still told what it has
         if role == "agent":
             await tell_agent(provider, sb, spec, StartPlan(None, Fallback.no_install))

@@ -246,7 +246,7 @@ async def verify_in_clean_sandbox(
 async def _verify(
     engine: StepContext, run: Run, job: Job, spec: Any, head_sha: str
 ) -> Verification:
-    provider = engine.provider(spec.provider)
+    provider = engine.providers[spec.provider]
     started = time.time()
     command = spec.verify.command
     clock = StepClock()

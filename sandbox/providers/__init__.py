@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sandbox.provider import Provider
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 PROVIDER_NAMES = ("local", "docker", "kubernetes")
 
@@ -30,3 +34,30 @@ def get_provider(name: str, **options: Any) -> Provider:
 
         return KubernetesProvider(**options)
     raise ValueError(f"unknown sandbox provider {name!r}; use one of {', '.join(PROVIDER_NAMES)}")
+
+
+def configured_provider(name: str, settings: Settings, instance_id: str) -> Provider:
+    """A provider by name as hangar's settings configure it: local sandboxes under the
+    data directory, which they never see; docker's labelled with the instance
+    (`instance_id`), so its reaper never touches another hangar's; kubernetes' with the
+    build registry. Every one reaches the sandbox gate on hangar's port."""
+    from app.datadir import gate_dir
+
+    if name == "local":
+        root = Path(settings.data_dir).resolve() / "sandboxes"
+        return get_provider(
+            "local", root=root, proxy_port=settings.port,
+            gate_dir=gate_dir(settings.data_dir),
+            hidden_paths=[Path(settings.data_dir).resolve()],
+        )
+    if name == "docker":
+        return get_provider("docker", instance=instance_id, proxy_port=settings.port,
+                            gate_dir=gate_dir(settings.data_dir))
+    if name == "kubernetes":
+        builds = {"build_registry": settings.build_registry,
+                  "build_registry_auth": settings.build_registry_auth,
+                  "build_pull_secret": settings.build_pull_secret}
+        if settings.sandbox_port:
+            return get_provider(name, proxy_port=settings.sandbox_port, **builds)
+        return get_provider(name, **builds)
+    return get_provider(name)

@@ -121,7 +121,7 @@ async def test_a_build_on_a_provider_that_cannot_keep_one_fails_before_it_starts
         assert said is None
         return
     assert why in said and "the agent is told to run install" in said
-    engine = SimpleNamespace(provider=lambda _: provider)
+    engine = SimpleNamespace(providers={name: provider})
     with pytest.raises(envbuild_steps.BuildFailed, match=why):
         await envbuild_steps.run_build(engine, SimpleNamespace(provider=name))
 

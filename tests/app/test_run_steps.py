@@ -395,7 +395,7 @@ async def test_a_restore_that_fails_is_no_pass(step_engine, tmp_path):
     spec = {"verify": {"command": VERIFY, "restore_paths": ["tests"]}}
     engine = step_engine(gh, provider=RecordingProvider({}), envs_dir=environments(tmp_path,
                                                                                    spec))
-    provider = engine.provider("local")
+    provider = engine.providers["local"]
     _, run = job_and_run(engine, stage=RunStage.VERIFYING, head_sha=HEAD, pr_number=PR_NUMBER,
                          compare={"base_sha": "b" * 40, "files": []})
     answer = provider.run
@@ -457,7 +457,7 @@ async def test_a_verification_that_finds_the_fleet_full_waits_and_says_so(step_e
                          envs_dir=environments(tmp_path, {"verify": {"command": VERIFY}}))
     _, run = job_and_run(engine, stage=RunStage.VERIFYING, head_sha=HEAD,
                          pr_number=PR_NUMBER)
-    other = await engine.provider("local").create(None, {"hangar.run": "run-x",
+    other = await engine.providers["local"].create(None, {"hangar.run": "run-x",
                                                          "hangar.role": "agent"})
     for _ in range(2):  # asked again while still full: one check-run write, not two
         await runs.verify(engine, run)
@@ -471,7 +471,7 @@ async def test_a_verification_that_finds_the_fleet_full_waits_and_says_so(step_e
         ("queued", "Waiting for a sandbox")]
     woken: list[str] = []
     engine.wake = lambda *rows: woken.extend(rows)
-    await engine.provider("local").destroy(other)
+    await engine.providers["local"].destroy(other)
     assert woken == [run.id]
     await runs.verify(engine, run)
     after = engine.get_run(run.id)

@@ -26,13 +26,13 @@ def test_the_engine_offers_every_attribute_of_the_step_context(settings):
     engine = Engine(settings=settings, store=Store(settings.db_path), auth=None,
                     metrics=Metrics(), tokens=None)
     attributes, _ = _members(StepContext)
-    assert {"store", "settings", "tokens", "envs", "github"} <= attributes
+    assert {"store", "settings", "tokens", "envs", "github", "providers"} <= attributes
     assert [a for a in sorted(attributes) if not hasattr(engine, a)] == []
 
 
 def test_the_engine_offers_every_method_of_the_step_context_with_its_shape():
     _, methods = _members(StepContext)
-    assert {"provider", "wake", "patch_run"} <= set(methods)
+    assert {"wake", "patch_run"} <= set(methods)
     for name, declared in methods.items():
         offered = getattr(Engine, name, None)
         assert offered is not None, f"Engine has no {name}"

@@ -136,7 +136,7 @@ def test_the_reaper_keeps_a_sandbox_whose_run_it_does_not_know(world):
 
     hangar = world.start_hangar()
     engine = hangar.app[ENGINE]
-    provider = engine.provider("local")
+    provider = engine.providers["local"]
     labels = {"hangar.instance": engine.instance_id, "hangar.run": "run-0000lost",
               "hangar.role": "agent"}
     sb = hangar.call(provider.create(engine.envs["default"], labels))

@@ -428,7 +428,7 @@ async def test_a_kubernetes_build_is_pushed_to_the_registry_its_pods_start_from(
     # The key holds the digest the environment image's name points at, as a pod pulls it.
     from app.envbuilds.steps import image_id
 
-    engine = SimpleNamespace(provider=lambda name: provider)
+    engine = SimpleNamespace(providers={"kubernetes": provider})
     first_id = await image_id(engine, spec)
     async with aiohttp.ClientSession() as session:
         _, _, digest = await oci.Registry(session, credentials).manifest(

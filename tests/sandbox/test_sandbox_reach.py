@@ -85,7 +85,7 @@ async def test_a_sandbox_reaches_the_git_proxy_and_nothing_else(hangar, provider
     other = socket.socket()
     other.bind(("127.0.0.1", 0))
     other.listen(1)
-    provider = hangar.app[ENGINE].provider(provider_name)
+    provider = hangar.app[ENGINE].providers[provider_name]
     sb = await provider.create(spec_for(provider_name, network="loopback"), {"hangar.test": "1"})
     try:
         seen = await _probe(provider, sb, port, ["/webhook", "/api/jobs", "/metrics",
@@ -187,7 +187,7 @@ async def _run_with_egress(hangar, provider_name: str, argv: list[str], *, run_i
     from app.web.keys import EGRESS
     from proxy.egress import proxy_env
 
-    provider = hangar.app[ENGINE].provider(provider_name)
+    provider = hangar.app[ENGINE].providers[provider_name]
     sb = await provider.create(spec_for(provider_name, network="loopback"), {"hangar.test": "1"})
     try:
         token = hangar.app[EGRESS].issue(sb.id, run_id=run_id, allow=[allow],
