@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
@@ -51,6 +52,7 @@ USER_AGENT = "hangar"
 API_VERSION = "2022-11-28"
 TOKEN_REFRESH_MARGIN_S = 300
 READS = ("GET", "HEAD")
+_TOKEN_MINT = re.compile(r"/app/installations/\d+/access_tokens$")
 # Set while a GraphQL query (no mutation) is sent: a POST that is a read.
 _GRAPHQL_READ: contextvars.ContextVar[bool] = contextvars.ContextVar("graphql_read",
                                                                      default=False)
@@ -251,7 +253,10 @@ class GitHubClient(GitHubAPI):
         allowance.read_shared_pause()
         if allowance.limited_until > time.time():
             raise RateLimited(allowance.limited_until, allowance.why)
-        if method in READS:
+        if method in READS or _TOKEN_MINT.search(url):
+            # Minting an installation token creates no content: the App's few mints (one
+            # an hour per installation and scope, one at a time per installation) are not
+            # held a second apart, which put a second before a job's first clone.
             return
         if allowance.budget is not None:
             await self._shared_write_slot(allowance)

@@ -200,6 +200,29 @@ async def test_content_creating_calls_are_spaced(installed):
         assert time.monotonic() - reads < 0.9  # reads are not spaced
 
 
+async def test_minting_tokens_creates_no_content_and_is_not_spaced(installed):
+    """A job's first clone waited a second for its push token, minted a second after the
+    installation's own token on the App's allowance: a mint is a POST, not content."""
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=RetryPolicy(write_spacing_s=1))
+        started = time.monotonic()
+        await auth.installation_token(installation)
+        await auth.installation_token(installation, repository="acme/widgets",
+                                      permissions={"contents": "write"})
+        await auth.installation_token(installation, repository="acme/widgets",
+                                      permissions={"issues": "write"})
+        assert auth.tokens_minted == 3
+        assert time.monotonic() - started < 1  # spaced, the three would take 2 s
+        gh = await auth.client(installation)
+        number = hub.create_issue("acme/widgets", "t", "b", as_user="acme")
+        posted = time.monotonic()
+        for n in range(2):  # the installation's content is still spaced
+            await gh.post(f"/repos/acme/widgets/issues/{number}/comments", data={"body": f"{n}"})
+        assert time.monotonic() - posted >= 1
+
+
 async def test_graphql_mutations_are_spaced_as_writes_and_queries_are_reads(installed):
     from gidgethub import GraphQLException
 
