@@ -111,6 +111,9 @@ class SqliteDatabase(Database):
         self._lock = threading.RLock()
         self._local = threading.local()
         self._shared_db: sqlite3.Connection | None = None
+        # Every thread's own connection, for close(): a connection left open at exit leaves
+        # the WAL beside the file, and a later open reads its pages over the file's own.
+        self._thread_dbs: list[sqlite3.Connection] = []
         if not per_thread:
             self._shared_db = self._open(check_same_thread=False)
 
@@ -129,8 +132,11 @@ class SqliteDatabase(Database):
             return self._shared_db
         db = getattr(self._local, "db", None)
         if db is None or self._local.pid != os.getpid():  # a forked child opens its own
-            db = self._open(check_same_thread=True)
+            # Used by this thread alone; close() may close it from another.
+            db = self._open(check_same_thread=False)
             self._local.db, self._local.pid = db, os.getpid()
+            with self._lock:
+                self._thread_dbs.append(db)
         return db
 
     @contextmanager
@@ -169,10 +175,10 @@ class SqliteDatabase(Database):
         with self._lock:
             if self._shared_db is not None:
                 self._shared_db.close()
-        db = getattr(self._local, "db", None)
-        if db is not None:
+            opened, self._thread_dbs = self._thread_dbs, []
+        for db in opened:
             db.close()
-            self._local.db = None
+        self._local.db = None
 
 
 class _Row(tuple):

@@ -90,3 +90,9 @@ def mount_sandbox_state(app: web.Application) -> None:
     app[TOKENS] = TokenRegistry(settings.database)
     app[MODELS] = ModelLedger(settings.database)
     app[EGRESS] = EgressLedger(settings.database)
+    app.on_cleanup.append(_close_sandbox_state)  # after the engine and the store stop
+
+
+async def _close_sandbox_state(app: web.Application) -> None:
+    for key in (TOKENS, MODELS, EGRESS):
+        app[key].close()
