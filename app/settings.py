@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     delivery_retention_days: float = Field(14.0, ge=3)
     # GitHub asks for about a second between content-creating calls of one installation.
     github_write_spacing_seconds: float = Field(1.0, ge=0)
+    # GitHub's secondary limit of content-creating calls a minute per installation; a
+    # GitHub Enterprise Server's site administrator sets its own.
+    github_writes_per_minute: int = Field(80, ge=1)
     # A status comment is edited at most once in this many seconds; the edits between
     # are folded into the next one (each edit is a write GitHub counts).
     status_edit_interval_seconds: float = Field(10.0, ge=0)

@@ -180,7 +180,8 @@ async def _session(app: web.Application) -> AsyncIterator[None]:
         api_url=settings.github_url,
         session=app[SESSION],
         metrics=app[METRICS],
-        retry=RetryPolicy(write_spacing_s=settings.github_write_spacing_seconds),
+        retry=RetryPolicy(write_spacing_s=settings.github_write_spacing_seconds,
+                          writes_per_minute=settings.github_writes_per_minute),
         # Replicas share each installation's budget through the store; one process keeps
         # it in memory.
         budget=app[STORE] if app[STORE].shared else None,

@@ -130,6 +130,7 @@ class HangarProcess:
             "HANGAR_POLL_INTERVAL_SECONDS": str(s.poll_interval_seconds),
             "HANGAR_REDELIVERY_INTERVAL_SECONDS": str(s.redelivery_interval_seconds),
             "HANGAR_GITHUB_WRITE_SPACING_SECONDS": str(s.github_write_spacing_seconds),
+            "HANGAR_GITHUB_WRITES_PER_MINUTE": str(s.github_writes_per_minute),
             "HANGAR_STATUS_EDIT_INTERVAL_SECONDS": str(s.status_edit_interval_seconds),
             "HANGAR_SANDBOX_GATE_HEADER_TIMEOUT_SECONDS": str(
                 s.sandbox_gate_header_timeout_seconds),
