@@ -365,6 +365,14 @@ class Engine(Registrations):
             self._tell_replicas("wake", *row_ids)
         self._look_soon()
 
+    def quiet(self, for_seconds: float) -> bool:
+        """No step runs, no write or wake waits for a look, and the next look is at least
+        `for_seconds` away: what this engine does next waits for a time or an event. Asked
+        on the engine's loop (between two looks); the end-to-end tests wait on it."""
+        return (not self._wake.is_set() and not self._noted and not self._woken
+                and all(task.done() for task in self._tasks.values())
+                and self._look_at >= time.time() + for_seconds)
+
     def _note(self, table: str, row_id: str) -> None:
         """Look at this row again now, and only at the rows noted or woken since."""
         loop = self._loop

@@ -51,6 +51,10 @@ class Dispatcher:
         self._queued.add(delivery.id)
         self._queue.put_nowait(delivery)
 
+    def idle(self) -> bool:
+        """Every delivery submitted has been dispatched."""
+        return not self._queued and self._queue.empty()
+
     def wake(self) -> None:
         """Look at the database now (for deliveries stored by someone else)."""
         self._queue.put_nowait(_RESCAN)

@@ -70,6 +70,10 @@ echo "turn $HANGAR_TURN done"
 
 VERIFY = "python3 -m unittest -q"
 
+# hangar is quiet (World.settle) when its engine's next timed look is at least this far
+# off: a row due sooner is work still under way (a run watched every half second).
+QUIET_S = 1.0
+
 
 def _worker_ports() -> Iterator[int]:
     """This test process's own ports, in turn: a thousand per pytest-xdist worker, below
@@ -256,6 +260,30 @@ class World:
         comment_id = self.hub.comment(self.repo, issue, comment, as_user=as_user or self.maintainer)
         return issue, comment_id
 
+    def settle(self, what: str) -> None:
+        """Until GitHub has sent every delivery (and run its CI), hangar on its thread has
+        handled each, and its engine waits for a time or an event, with nothing new sent
+        meanwhile: the decisions those deliveries asked for are taken. A test that a
+        delivery changes nothing waits on this, then looks once (that a later timed look
+        changes nothing either is the step tests' to show)."""
+        assert isinstance(self.hangar, ServiceThread), "settle() looks into hangar's thread"
+        app = self.hangar.app
+
+        async def hangar_quiet() -> bool:
+            from app.web.keys import DISPATCHER, ENGINE
+
+            return app[DISPATCHER].idle() and app[ENGINE].quiet(QUIET_S)
+
+        def quiet() -> bool:
+            self.hub.settle()
+            sent = len(self.hub.deliveries(self.app.id))
+            if not self.hangar.call(hangar_quiet()):
+                return False
+            self.hub.settle()
+            return len(self.hub.deliveries(self.app.id)) == sent
+
+        wait_until(quiet, 30, what)
+
     # -- reading what people see --------------------------------------------------
 
     def status_comments(self, number: int) -> list[dict]:
@@ -303,16 +331,6 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "c
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-
-
-def stays(predicate: Callable[[], Any], seconds: float, what: str) -> None:
-    """predicate holds for the whole window (a negative, checked throughout): only where
-    hangar's decision leaves no sign to wait for (an event it rightly ignores). The window
-    is the one given: unlike wait_until's deadline, stretching it would only cost time."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert predicate(), what
-        time.sleep(0.2)
 
 
 def own_sleep(seconds: int) -> str:

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import stays, wait_until
+from tests.e2e.conftest import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -124,9 +124,8 @@ def test_ci_failure_is_fixed_in_one_turn_and_events_twice_or_reordered_start_one
 
     for delivery in sent:  # and once more after the fix, in the original order
         world.hub.redeliver(delivery.guid)
-    world.hub.settle()
-    stays(lambda: len(autofix_labels(world, issue)) == 1 and head(world, number) == fixed_head,
-          4, "exactly one auto-fix turn")
+    world.settle("hangar to handle the redelivered CI events")
+    assert len(autofix_labels(world, issue)) == 1 and head(world, number) == fixed_head
     assert len(world.hangar_prs()) == 1
 
 
@@ -173,9 +172,8 @@ def test_autofix_off_starts_no_turn_and_on_starts_one(world):
     world.hub.set_status(world.repo, sha, "lint", "failure",
                          description="lint found 3 problems",
                          target_url="http://127.0.0.1:9/lint/1")
-    world.hub.settle()
-    stays(lambda: autofix_labels(world, issue) == [] and head(world, number) == sha, 5,
-          "no auto-fix turn while it is off")
+    world.settle("hangar to handle the failed status")
+    assert autofix_labels(world, issue) == [] and head(world, number) == sha  # no turn: off
     # the positive control: turned back on, the same failure starts a turn
     world.hub.comment(world.repo, number, "/hangar autofix on", as_user="mona")
     wait_until(lambda: autofix_labels(world, issue) == ["auto-fix turn 1 of 2: lint failed"],
@@ -298,9 +296,9 @@ def test_ci_on_a_human_push_heard_before_the_push_itself_starts_no_turn(world):
     for delivery in held:
         if delivery.event != "pull_request":
             world.hub.redeliver(delivery.guid)
-    world.hub.settle()
-    stays(lambda: autofix_labels(world, issue) == [] and head(world, number) == human, 5,
-          "no turn before hangar knows who pushed")
+    world.settle("hangar to handle CI's verdict")
+    # no turn before hangar knows who pushed
+    assert autofix_labels(world, issue) == [] and head(world, number) == human
     world.hub.redeliver(pushes[0].guid)
     wait_until(lambda: "someone pushed to the branch recently" in world.status(issue), 30,
                "the reason in the status comment")

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from fakehub import gitrepo
-from tests.e2e.conftest import FIX_AGENT, ROOT, stays, wait_until
+from tests.e2e.conftest import FIX_AGENT, ROOT, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -101,11 +101,11 @@ def unmerged(world, number: int) -> bool:
     return not pr_now(world, number)["merged"]
 
 
-def stays_unmerged(world, number: int, seconds: float = 4) -> bool:
-    """True when the PR is still not merged after `seconds`: for an event whose effect
-    is that nothing changes, so there is no sign of it to wait for."""
-    stays(lambda: not merged(world, number), seconds, "the PR stays unmerged")
-    return True
+def stays_unmerged(world, number: int) -> bool:
+    """True when the PR is not merged once hangar has handled every event so far: for an
+    event whose effect is that nothing changes, so there is no sign of it to wait for."""
+    world.settle("hangar to handle the events so far")
+    return not merged(world, number)
 
 
 def verified_pr(world, issue: int, timeout: float = 90) -> dict:

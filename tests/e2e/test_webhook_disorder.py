@@ -7,7 +7,6 @@ same X-GitHub-Delivery) and shuffling what it queued within 0.2 s.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -115,8 +114,7 @@ def test_a_delivery_that_comes_again_later_changes_nothing(world):
 
     wait_until(head_verified, 90, "hangar's verification of the pushed head")
     wait_until(stopped, 90, "the landing to stop on ci / lint")
-    hub.settle()
-    time.sleep(2.0)  # what the last deliveries woke has run
+    world.settle("what the last deliveries woke to have run")
     before = stopped()
     assert before is not None
     autofix_before = store.get("autofix", row_id(repo, number), AutofixRow)
@@ -125,8 +123,7 @@ def test_a_delivery_that_comes_again_later_changes_nothing(world):
     # the push's delivery again, as GitHub redelivers it: the same id, much later
     again = hub.redeliver(push.guid)
     assert again.guid == push.guid
-    hub.settle()
-    time.sleep(1.0)  # the engine's next tick
+    world.settle("hangar to handle the redelivered push")
 
     after = stopped()
     assert after is not None, "the stopped landing was started over"
