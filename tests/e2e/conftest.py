@@ -139,6 +139,9 @@ class HangarProcess:
             "HANGAR_SANDBOX_GATE_HEADER_TIMEOUT_SECONDS": str(
                 s.sandbox_gate_header_timeout_seconds),
             "HANGAR_LEASE_SECONDS": str(s.lease_seconds),
+            # A stop waits this long for steps in flight (a GitHub call backing off), as
+            # hangar on its thread does, not the 20 s an operator's deploy gives it.
+            "HANGAR_SHUTDOWN_GRACE_SECONDS": str(s.shutdown_grace_seconds),
         })
         if s.database_url is not None:
             env["HANGAR_DATABASE_URL"] = s.database_url.get_secret_value()
