@@ -115,7 +115,7 @@ def verified_pr(world, issue: int, timeout: float = 90) -> dict:
 # -- approve → landed ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("world", ["sqlite", "postgresql"], indirect=True)
+# On SQLite only: landing on PostgreSQL is test_replicas's, where every job lands once.
 def test_an_approval_lands_one_squash_commit_by_the_app(world):
     protect(world, checks=("ci / test",))
     world.hub.set_ci(world.repo, UNITTEST)

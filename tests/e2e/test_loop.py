@@ -257,7 +257,8 @@ def _branch_pushed(world, issue: int) -> bool:
 
 
 
-@pytest.mark.parametrize("world", ["sqlite", "postgresql"], indirect=True)
+# On SQLite only: on PostgreSQL, a missed delivery asked for again by the chores is
+# test_replicas's.
 def test_a_comment_made_while_hangar_was_down_is_caught_after_the_restart(world):
     world.start_hangar(process=True)
     world.hangar.kill9()
