@@ -229,5 +229,7 @@ async def run_pending_rebuild(engine: StepContext) -> Recovered:
     rebuild_done(engine.settings.data_dir)
     engine.store.clear_flag(REBUILD_FLAG)  # every replica's, on a shared database
     engine.rebuilding = False
+    # The commands that came meanwhile wait for no timer: the engine looks at every row.
+    engine.wake()
     await runs.reap_orphans(engine)
     return found
