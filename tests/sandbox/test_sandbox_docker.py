@@ -12,7 +12,9 @@ from sandbox_helpers import docker_reason, spec_for
 from sandbox.provider import SandboxError
 from tests.leaks import instance_label
 
-pytestmark = pytest.mark.docker
+# One worker for the file: its tests share the label `hangar.test=docker-only`, and those
+# that check nothing is left would see another's sandbox made at the same time.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-only")]
 
 
 @pytest.fixture
