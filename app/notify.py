@@ -38,6 +38,8 @@ CHANNEL = "notify_channel"  # a row per notifier: when it last sent, for its rat
 NOTIFY_RETRIES = 5  # after the first attempt
 TIMEOUT_S = 10.0
 BACKOFF_MAX_S = 3600.0
+# How long a notification waits behind an older one of its notifier that is due first.
+BEHIND_S = 0.2
 
 
 class Notification(BaseModel):
@@ -120,6 +122,14 @@ async def advance_delivery(engine: StepContext, row_id: str) -> None:
     if notifier is None:  # the operator removed it
         engine.store.put(TABLE, row_id, row.model_copy(update={"state": "failed"}), active=False)
         return
+    ahead = older_due(engine, row)
+    if ahead is not None:
+        # A notifier hears its notifications in the order they were made: an older one due
+        # now (a retry, or one the rate limit held) goes first.
+        engine.store.put(TABLE, row_id, row.model_copy(
+            update={"next_at": time.time() + BEHIND_S}), active=True)
+        engine.wake(ahead.id)
+        return
     wait = take_send_slot(engine, notifier)
     if wait > 0:  # over the channel's rate limit: it waits its turn, never dropped
         engine.store.put(TABLE, row_id, row.model_copy(update={"next_at": time.time() + wait}),
@@ -137,6 +147,17 @@ async def advance_delivery(engine: StepContext, row_id: str) -> None:
                                                         len(attempts))}
     fresh = row.model_copy(update={**update, "attempts": attempts})
     engine.store.put(TABLE, row_id, fresh, active=fresh.state == "pending")
+
+
+def older_due(engine: StepContext, row: NotificationDelivery) -> NotificationDelivery | None:
+    """A notification to the same notifier, made before `row` and due now, if any."""
+    now = time.time()
+    for other in engine.store.all(TABLE, NotificationDelivery, active=True):  # oldest first
+        if other.id == row.id:
+            return None
+        if other.notifier == row.notifier and other.state == "pending" and other.next_at <= now:
+            return other
+    return None
 
 
 def take_send_slot(engine: StepContext, notifier: NotifierSettings) -> float:

@@ -149,3 +149,33 @@ async def test_a_slack_notifier_posts_slacks_text_body_signed(
     [got] = receiver.got
     assert got["signed"] and got["event"] == "land.landed"
     assert list(got["body"]) == ["text"] and got["body"]["text"].startswith("acme/widgets: ")
+
+
+async def test_a_notifier_hears_its_notifications_in_the_order_they_were_made(
+        step_engine, receiver, monkeypatch):
+    """A retry, or a notification the rate limit held, goes before a newer one due at the
+    same moment: an operator never reads "landed" before the approval it followed."""
+    clock = Clock()
+    engine, session = await sent_through(step_engine, receiver, clock, monkeypatch,
+                                         notify_rate_limit=1, notify_rate_window_seconds=60)
+    try:
+        rows = []
+        for n in (1, 2):
+            emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{n}",
+                                      repo="acme/widgets",
+                                      facts={"run": f"run-{n}", "issue": n, "pr": None}))
+            rows.append(delivery_id("ops", f"run.lost:{n}"))
+        clock.at += 61  # both due, the window free: the newer is stepped first
+        await advance_delivery(engine, rows[1])
+        assert receiver.got == []
+        behind = engine.store.get(TABLE, rows[1], NotificationDelivery)
+        assert (behind.state, behind.attempts) == ("pending", [])
+        await advance_delivery(engine, rows[0])
+        clock.at = max(clock.at, behind.next_at)
+        await advance_delivery(engine, rows[1])  # its turn; the window holds it now
+        clock.at = engine.store.get(TABLE, rows[1], NotificationDelivery).next_at
+        await advance_delivery(engine, rows[1])
+        assert [g["body"]["facts"]["run"] for g in receiver.got] == ["run-1", "run-2"]
+    finally:
+        await session.close()
+
