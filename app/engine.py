@@ -69,8 +69,8 @@ class StepContext(Protocol):
 
     settings: Settings
     store: Store
-    auth: AppAuth
-    github: GitHubReads  # repo_ops, and permissions, config and protection, kept
+    # repo_ops, and permissions, config and protection, kept; the App's clients and tokens
+    github: GitHubReads
     metrics: Metrics
     tokens: TokenRegistry
     models: ModelLedger | None
@@ -254,7 +254,6 @@ class Engine(Registrations):
         super().__init__()
         self.settings = settings
         self.store = store
-        self.auth = auth
         # What steps read of GitHub, with the permissions, config and protection kept.
         self.github = GitHubReads(auth, settings)
         self.metrics = metrics

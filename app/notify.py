@@ -195,7 +195,7 @@ async def post(engine: StepContext, notifier: NotifierSettings, row: Notificatio
         "X-Hangar-Signature": signature(notifier.secret.get_secret_value(), body),
     }
     try:
-        async with engine.auth.session.post(
+        async with engine.github.session.post(
                 notifier.url, data=body, headers=headers, allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as response:
             return response.status, None

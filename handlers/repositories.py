@@ -40,7 +40,7 @@ async def repositories_removed(event: sansio.Event, *, engine, parts=None, **_) 
 async def permissions_accepted(event: sansio.Event, *, engine, parts=None, **_) -> None:
     # Tokens minted before carry the old permissions: the next one carries the new.
     accepted = parts_as(InstallationEvent, event.data, parts)
-    engine.auth.forget_installation(accepted.installation.id)
+    engine.github.forget_installation(accepted.installation.id)
     engine.wake()
 
 

@@ -203,9 +203,9 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
     from app.envbuilds.environments import environment_for
     from app.models import Thread
 
-    app_client = await engine.auth.client_for_app()
+    app_client = await engine.github.app_client()
     installation = await app_client.getitem(f"/repos/{repo}/installation",
-                                            jwt=engine.auth.jwt())
+                                            jwt=engine.github.jwt())
     ops = await engine.github.repo_ops(
         Thread(repo=repo, number=0, installation_id=installation["id"]))
     info = await ops.gh.getitem(ops.base)

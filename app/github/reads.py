@@ -6,13 +6,14 @@ collaborator event, a `branch_protection_rule` or `repository_ruleset` event).""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import aiohttp
 from cachetools import LRUCache, TTLCache
 from gidgethub import QueryError
 
-from app.github.client import AppAuth
+from app.github.client import AppAuth, GitHubClient, InstallationToken
 from app.github.ops import RepoOps
 from app.models import Thread
 from app.settings import Settings
@@ -32,10 +33,12 @@ WRITE_PERMISSIONS = ("admin", "maintain", "write")
 
 class GitHubReads:
     """The GitHub client for an installation (repo_ops), with cached permissions,
-    repository config and branch protection."""
+    repository config and branch protection; and what else a step asks of the App's
+    identity (a client for /app routes with its JWT, an installation's client or token),
+    so that a step never holds the App's key."""
 
     def __init__(self, auth: AppAuth, settings: Settings):
-        self.auth = auth
+        self._auth = auth
         self.settings = settings
         self._permissions: TTLCache[tuple[str, str], str] = TTLCache(4096, PERMISSION_TTL_S)
         self._configs: TTLCache[tuple[str, str], str | None] = TTLCache(1024, CONFIG_TTL_S)
@@ -43,8 +46,34 @@ class GitHubReads:
         self._protections: TTLCache[tuple[str, ...], Any] = TTLCache(1024, PROTECTION_TTL_S)
 
     async def repo_ops(self, thread: Thread) -> RepoOps:
-        return RepoOps(await self.auth.client(thread.installation_id), thread.repo,
+        return RepoOps(await self._auth.client(thread.installation_id), thread.repo,
                        own_app_id=self.settings.app_id)
+
+    async def app_client(self) -> GitHubClient:
+        """A client for /app routes; pass `jwt=self.jwt()` with each call."""
+        return await self._auth.client_for_app()
+
+    def jwt(self) -> str:
+        return self._auth.jwt()
+
+    async def client(self, installation_id: int) -> GitHubClient:
+        return await self._auth.client(installation_id)
+
+    async def installation_token(
+        self, installation_id: int, *, repository: str | None = None,
+        permissions: Mapping[str, str] | None = None,
+    ) -> InstallationToken:
+        return await self._auth.installation_token(
+            installation_id, repository=repository, permissions=permissions)
+
+    def forget_installation(self, installation_id: int) -> None:
+        """The installation's permissions changed: tokens minted before carry the old."""
+        self._auth.forget_installation(installation_id)
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The one HTTP session hangar holds (also for what is not GitHub: notifiers)."""
+        return self._auth.session
 
     async def permission(self, ops: RepoOps, login: str) -> str:
         key = (ops.full_name, login)

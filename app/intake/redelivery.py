@@ -64,8 +64,8 @@ async def catch_up(engine: StepContext) -> int:
     """Ask GitHub to redeliver what hangar missed; how many it asked for."""
     settings = engine.settings
     since = time.time() - settings.redelivery_window_hours * 3600
-    gh = await engine.auth.client_for_app()
-    jwt = engine.auth.jwt()
+    gh = await engine.github.app_client()
+    jwt = engine.github.jwt()
     recent: list[dict] = []
     # Newest first; GitHub pages with a cursor in the Link header, which getiter follows.
     async for delivery in gh.getiter(f"/app/hook/deliveries?per_page={PAGE}", jwt=jwt):

@@ -81,7 +81,7 @@ async def fetched(engine: StepContext, *, repo: str, clone_url: str, installatio
         if not (path / "HEAD").exists():
             path.mkdir(parents=True, exist_ok=True)
             await _git(path, "init", "-q", "--bare")
-        token = await engine.auth.installation_token(
+        token = await engine.github.installation_token(
             installation_id, repository=repo, permissions={"contents": "read"})
         basic = base64.b64encode(f"x-access-token:{token.token}".encode()).decode()
         # The token goes in the environment, never on a command line others can read.

@@ -100,12 +100,12 @@ def verification_from_check(check: dict | None) -> Verification | None:
 async def rebuild_from_github(engine: StepContext) -> Recovered:
     """Every installation, every repository, every open PR hangar opened."""
     found = Recovered()
-    gh = await engine.auth.client_for_app()
-    jwt = engine.auth.jwt()
+    gh = await engine.github.app_client()
+    jwt = engine.github.jwt()
     # GitHub names an App's bot account `<slug>[bot]`: only its PRs are hangar's.
     bot_login = f"{(await gh.getitem('/app', jwt=jwt))['slug']}[bot]"
     async for installation in gh.getiter("/app/installations", jwt=jwt):
-        client = await engine.auth.client(installation["id"])
+        client = await engine.github.client(installation["id"])
         async for repo in client.getiter("/installation/repositories",
                                          iterable_key="repositories"):
             ops = RepoOps(client, repo["full_name"], own_app_id=engine.settings.app_id)

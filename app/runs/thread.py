@@ -263,9 +263,9 @@ async def attach_images(engine: StepContext, job: Job, context: ThreadContext) -
     links = image_links(context.posts)
     if not links:
         return
-    token = await engine.auth.installation_token(job.thread.installation_id)
+    token = await engine.github.installation_token(job.thread.installation_id)
     context.images, context.refused = await download_images(
-        engine.auth.session, token.token, engine.settings.git_base_url, links)
+        engine.github.session, token.token, engine.settings.git_base_url, links)
 
 
 # -- the prompt's part -------------------------------------------------------------

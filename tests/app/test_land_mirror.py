@@ -22,7 +22,7 @@ class Token:
     token: str
 
 
-class Auth:
+class GitHub:
     def __init__(self, hub, installation_id: int):
         self.hub, self.installation_id = hub, installation_id
         self.asked: list[tuple] = []
@@ -38,11 +38,12 @@ class Settings:
 
 
 class Engine:
-    """What the mirror uses of the engine: the data directory, a lock, the App's tokens."""
+    """What the mirror uses of the engine: the data directory, a lock, the App's tokens
+    (through its GitHub reads)."""
 
     def __init__(self, hub, installation_id: int, data_dir: Path):
         self.settings = Settings(data_dir)
-        self.auth = Auth(hub, installation_id)
+        self.github = GitHub(hub, installation_id)
         self._locks: dict[str, asyncio.Lock] = {}
 
     def lock(self, key: str) -> asyncio.Lock:
@@ -81,7 +82,7 @@ async def test_the_conflicting_files_are_gits_not_the_files_both_sides_changed(r
     merged = await mirror.merge(path, head, "refs/heads/main")
     assert (merged.clean, merged.conflicts) == (False, ("calc.py",))
     # the mirror asked for a token that reads this one repository, and nothing more
-    assert engine.auth.asked == [(installation, "acme/widgets", {"contents": "read"})]
+    assert engine.github.asked == [(installation, "acme/widgets", {"contents": "read"})]
     # a clean merge says so, with git's tree
     other = push(hub, "hangar/2-cd", {"README.md": "# widgets\n"})
     path = await fetched(engine, hub, installation, "main", "hangar/2-cd")

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from app import notify
+from app.github.reads import GitHubReads
 from app.notify import (
     TABLE,
     Notification,
@@ -101,7 +102,7 @@ async def sent_through(step_engine, receiver, clock, monkeypatch, *, fmt="json",
     monkeypatch.setattr(notify, "time", clock)
     engine = step_engine(None, notifiers=[notifier(url=receiver.url, format=fmt)], **settings)
     session = aiohttp.ClientSession()
-    engine.auth = SimpleNamespace(session=session)
+    engine.github = GitHubReads(SimpleNamespace(session=session), engine.settings)
     return engine, session
 
 

@@ -121,12 +121,12 @@ async def get_ranking(call: Call) -> web.Response:
 async def start_job(call: Call) -> web.Response:
     body: StartJob = call.body
     reach(call, body.repo)
-    auth = call.engine.auth
-    installation = await get_or_none(await auth.client_for_app(),
-                                     f"/repos/{body.repo}/installation", jwt=auth.jwt())
+    github = call.engine.github
+    installation = await get_or_none(await github.app_client(),
+                                     f"/repos/{body.repo}/installation", jwt=github.jwt())
     if installation is None:
         raise ApiError(404, f"the App is not installed on {body.repo}")
-    gh = await auth.client(installation["id"])
+    gh = await github.client(installation["id"])
     try:
         repo = await gh.getitem(f"/repos/{body.repo}")
         issue = await gh.getitem(f"/repos/{body.repo}/issues/{body.issue}")
