@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app import render
 from app.commands import grammar
@@ -50,8 +50,23 @@ from app.render.text import thread_reply_marker
 
 if TYPE_CHECKING:
     from app.engine import StepContext
+    from app.store import Store
 
 log = logging.getLogger(__name__)
+
+
+class PrTurns(Protocol):
+    """What finding a PR's job and asking for a turn on it use of the engine (other
+    concerns call these with their own narrow contexts): the job and run rows, and the
+    job's notes."""
+
+    store: Store
+
+    def get_job(self, job_id: str) -> Job | None: ...
+    def runs_of(self, job_id: str) -> list[Run]: ...
+    def save_run(self, run: Run) -> Run: ...
+    def patch_job(self, job_id: str, **fields: Any) -> Job: ...
+    def note(self, row_id: str, what: str) -> None: ...
 
 
 class Answer(StrEnum):
@@ -158,7 +173,7 @@ async def show_help(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
 ACTIONS = {"usage": usage, "help": show_help}
 
 
-async def hangar_pr_job(engine: StepContext, ops: RepoOps, intent: Intent) -> Job | None:
+async def hangar_pr_job(engine: PrTurns, ops: RepoOps, intent: Intent) -> Job | None:
     """The job that owns the PR this intent was written on; else a reply saying why not."""
     job = job_for_pr(engine, intent.thread.repo, intent.thread.number)
     if job is None:
@@ -232,7 +247,7 @@ Followup = Started | Busy | NoRunOnPr
 
 
 async def start_followup(
-    engine: StepContext, job: Job, pr_number: int, prompt: str, *, kind: RunKind, requested_by: str,
+    engine: PrTurns, job: Job, pr_number: int, prompt: str, *, kind: RunKind, requested_by: str,
     label: str | None = None, review_threads: list[int] | None = None,
 ) -> Followup:
     runs = engine.runs_of(job.id)
@@ -255,7 +270,7 @@ async def start_followup(
     return Started(run.id, kind)
 
 
-def request_verification(engine: StepContext, job: Job, pr_number: int,
+def request_verification(engine: PrTurns, job: Job, pr_number: int,
                          base: str | None = None) -> str:
     """A verification of the PR's head (`base`: the branch whose environment verifies it,
     when it is no longer the one the turns had: the PR was retargeted)."""
@@ -295,7 +310,7 @@ def wake_waiting(engine: StepContext, run_id: str) -> None:
             engine.save_intent(changed(intent, **{"retry_at": 0.0}))
 
 
-def job_for_pr(engine: StepContext, repo: str, pr_number: int) -> Job | None:
+def job_for_pr(engine: PrTurns, repo: str, pr_number: int) -> Job | None:
     """The job of the latest run on this PR (indexed: the history is never read whole)."""
     for run in reversed(engine.store.find("run", Run, pr_number=pr_number)):
         job = engine.get_job(run.job_id)

@@ -4,16 +4,25 @@ and environment builds both ask."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.github.ops import RepoOps
 from app.repoconfig import parse_repo_config
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.github.reads import GitHubReads
+    from sandbox.envspec import EnvSpec
 
 
-async def environment_for(engine: StepContext, ops: RepoOps, ref: str,
+class EnvironmentChoice(Protocol):
+    """What choosing an environment uses of the engine: the repository's config through
+    `github`, and hangar's environment specs."""
+
+    github: GitHubReads
+    envs: dict[str, EnvSpec]
+
+
+async def environment_for(engine: EnvironmentChoice, ops: RepoOps, ref: str,
                           sha: str | None = None) -> tuple[Any, list[str]]:
     """The environment for work on ref (`sha`: the commit ref points at now, if known)."""
     from sandbox.envspec import EnvSpecError, select_environment
@@ -28,5 +37,5 @@ async def environment_for(engine: StepContext, ops: RepoOps, ref: str,
     return spec, problems
 
 
-def default_env_name(engine: StepContext) -> str:
+def default_env_name(engine: EnvironmentChoice) -> str:
     return "default" if "default" in engine.envs else sorted(engine.envs)[0]

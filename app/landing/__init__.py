@@ -26,6 +26,8 @@ The whole concern lives in this folder, one kind of thing a file:
 - worker.py    the land worker: a sandbox that rebases a branch (land.update: rebase)
 - history.py   each repository's approval history: where auto-land could be suggested
 - plugin.py    `register(engine)`: the three row kinds, the commands, hooks, status notes
+- context.py   `LandingContext`: what landing's steps and helpers use of the engine,
+               and nothing more (a test passes a small object of its own)
 
 This file is the concern's face: code outside the folder imports from here only (the
 import-graph test holds it to that). It names `register` (plugin.py: what landing asks

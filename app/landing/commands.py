@@ -26,15 +26,15 @@ from app.render.reasons import Why
 from app.repoconfig import CONFIG_PATH, parse_repo_config
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.github.ops import RepoOps
+    from app.landing.context import LandingContext
 
 # An acknowledgement an approver gives on the head: its flag, and the row's field.
 ACKS = {"ack_sensitive": ("--ack-sensitive", "ack_sensitive_sha"),
         "ack_large": ("--ack-large", "ack_large_sha")}
 
 
-async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+async def handle_command(engine: LandingContext, ops: RepoOps, intent: Intent) -> str:
     job = await hangar_pr_job(engine, ops, intent)
     if job is None:
         return "not a hangar PR"
@@ -71,7 +71,7 @@ async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> s
     return "land requested"
 
 
-async def cancel(engine: StepContext, ops: RepoOps, intent: Intent, request: LandRequest) -> str:
+async def cancel(engine: LandingContext, ops: RepoOps, intent: Intent, request: LandRequest) -> str:
     if request.state in (LandState.LANDED, LandState.MERGING):
         await reply(ops, intent, words.nothing_to_cancel(request.pr_number, request.state.value))
         return f"too late to cancel: {request.state.value}"
@@ -83,7 +83,7 @@ async def cancel(engine: StepContext, ops: RepoOps, intent: Intent, request: Lan
     return "land cancelled"
 
 
-async def resolve(engine: StepContext, ops: RepoOps, intent: Intent) -> str | Deferred:
+async def resolve(engine: LandingContext, ops: RepoOps, intent: Intent) -> str | Deferred:
     """A turn on the PR's branch that merges its base and resolves the conflicts; the new
     head is verified like any turn's, and needs its own approval."""
     job = await hangar_pr_job(engine, ops, intent)

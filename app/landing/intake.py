@@ -26,7 +26,6 @@ from app.render.landing import RESOLVE_ACTION
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.intake.payloads import (
         CheckRunEvent,
         CheckSuiteEvent,
@@ -35,9 +34,10 @@ if TYPE_CHECKING:
         ReviewThreadEvent,
         RulesChangedEvent,
     )
+    from app.landing.context import LandingContext
 
 
-def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
+def record_review(engine: LandingContext, event: PullRequestReviewEvent) -> None:
     job = job_for_pr(engine, event.repository.full_name, event.pull_request.number)
     if job is None:
         return
@@ -64,7 +64,7 @@ def record_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
     save(engine, request)
 
 
-def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
+def record_pull_request(engine: LandingContext, event: PullRequestEvent) -> None:
     job = job_for_pr(engine, event.repository.full_name, event.number)
     if job is None:
         return
@@ -89,7 +89,7 @@ def record_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
         move(engine, request, LandState.QUEUED, Why(LandReason.REOPENED))
 
 
-def after_run_step(engine: StepContext, run_id: str) -> None:
+def after_run_step(engine: LandingContext, run_id: str) -> None:
     """A turn or a verification of a hangar PR finished: the PR's files are known (its
     overlaps with the base's other open hangar PRs are looked at), and a verified head
     is looked at by landing (auto-land may approve it; a waiting request moves on)."""
@@ -106,14 +106,14 @@ def after_run_step(engine: StepContext, run_id: str) -> None:
     fresh(wake_verified, engine, job, run.pr_number)
 
 
-def wake_verified(engine: StepContext, job: Job, pr_number: int) -> None:
+def wake_verified(engine: LandingContext, job: Job, pr_number: int) -> None:
     request = ensure_request(engine, job, pr_number, quiet=True)
     if request.active:
         wake_request(request)
         save(engine, request)
 
 
-def record_land_rerun(engine: StepContext, event: CheckRunEvent) -> None:
+def record_land_rerun(engine: LandingContext, event: CheckRunEvent) -> None:
     """"Re-run" on check run `hangar / land`: the request is looked at again from the start."""
     if event.action != "rerequested" or event.check_run.name != LAND_CHECK:
         return
@@ -126,7 +126,7 @@ def record_land_rerun(engine: StepContext, event: CheckRunEvent) -> None:
     save(engine, request)
 
 
-def record_resolve_button(engine: StepContext, event: CheckRunEvent) -> None:
+def record_resolve_button(engine: LandingContext, event: CheckRunEvent) -> None:
     """"Resolve conflicts" on check run `hangar / land`: as `/hangar resolve` from whoever
     pressed it (their write access is checked like a comment's)."""
     action = (event.requested_action or {}).get("identifier")
@@ -146,14 +146,14 @@ def record_resolve_button(engine: StepContext, event: CheckRunEvent) -> None:
                               args={"prompt": ""}))
 
 
-def record_suite_rerun(engine: StepContext, event: CheckSuiteEvent) -> None:
+def record_suite_rerun(engine: LandingContext, event: CheckSuiteEvent) -> None:
     """"Re-run all checks" on hangar's suite: landings of that head look again."""
     head = event.check_suite.get("head_sha")
     if head:
         record_ci(engine, event.repository.full_name, head)
 
 
-def record_thread(engine: StepContext, event: ReviewThreadEvent) -> None:
+def record_thread(engine: LandingContext, event: ReviewThreadEvent) -> None:
     """A conversation was resolved or unresolved: a landing waiting for it looks again."""
     request = get(engine, land_id(event.repository.full_name, event.pull_request.number))
     if request is not None and request.active:
@@ -161,7 +161,7 @@ def record_thread(engine: StepContext, event: ReviewThreadEvent) -> None:
         save(engine, request)
 
 
-def record_gate_changed(engine: StepContext, event: RulesChangedEvent) -> None:
+def record_gate_changed(engine: LandingContext, event: RulesChangedEvent) -> None:
     """A ruleset or classic protection changed: forget what was kept, look again."""
     repo = event.repository.full_name if event.repository else None
     engine.github.forget_protection(repo)
@@ -174,7 +174,8 @@ def record_gate_changed(engine: StepContext, event: RulesChangedEvent) -> None:
 
 
 def record_ci(
-    engine: StepContext, repo: str, head_sha: str, *, check: str | None = None, ours: bool = False
+    engine: LandingContext, repo: str, head_sha: str, *, check: str | None = None,
+    ours: bool = False,
 ) -> None:
     """A check or status completed on head_sha: wake the landings of that head, and look
     again at one that checks stopped (a re-run may have passed). hangar's own land check

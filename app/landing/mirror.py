@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.landing.context import LandingContext
 
 GIT_TIMEOUT_S = 300
 # Every git call: no hooks, no fsmonitor, no credential prompt, no system or user config.
@@ -72,7 +72,7 @@ def _base_env() -> dict[str, str]:
             "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent", "LC_ALL": "C"}
 
 
-async def fetched(engine: StepContext, *, repo: str, clone_url: str, installation_id: int,
+async def fetched(engine: LandingContext, *, repo: str, clone_url: str, installation_id: int,
                   refs: list[str]) -> Path:
     """The mirror of `repo` with `refs` (branch names) fetched as they are on GitHub now;
     one fetch at a time per repository."""

@@ -24,7 +24,7 @@ from app.landing import mirror
 from app.models import Run, Thread, now
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.landing.context import LandingContext
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def overlap_id(repo: str, base: str) -> str:
     return f"overlap-{repo.replace('/', '-')}-{base}"
 
 
-def wake_overlaps(engine: StepContext, *, repo: str, base: str, installation_id: int,
+def wake_overlaps(engine: LandingContext, *, repo: str, base: str, installation_id: int,
                   clone_url: str, closed: int | None = None) -> None:
     """Something about the base's open hangar PRs changed (`closed`: only that this one was
     closed or merged): look at them again."""
@@ -77,12 +77,12 @@ def wake_overlaps(engine: StepContext, *, repo: str, base: str, installation_id:
     engine.wake(row_id)
 
 
-def save(engine: StepContext, row: Overlaps) -> None:
+def save(engine: LandingContext, row: Overlaps) -> None:
     row.updated_at = time.time()
     engine.store.put(TABLE, row.id, row, active=True)
 
 
-def warnings_for(engine: StepContext, repo: str, pr_number: int) -> list[dict[str, Any]]:
+def warnings_for(engine: LandingContext, repo: str, pr_number: int) -> list[dict[str, Any]]:
     """What the status comment warns of for this PR: the other open hangar PRs on its
     base that change the same files, and git's prediction for each."""
     for run in reversed(engine.store.find("run", Run, pr_number=pr_number)):
@@ -98,7 +98,7 @@ def names(files: list[dict]) -> list[str]:
                               for n in (f.get("filename"), f.get("previous_filename")) if n))
 
 
-async def advance_overlaps(engine: StepContext, row_id: str) -> None:
+async def advance_overlaps(engine: LandingContext, row_id: str) -> None:
     row = engine.store.get(TABLE, row_id, Overlaps)
     if row is None or row.due_at > time.time():
         return
@@ -136,7 +136,7 @@ async def advance_overlaps(engine: StepContext, row_id: str) -> None:
     show(engine, {job for job in jobs if job is not None})
 
 
-def forget_closed(engine: StepContext, row: Overlaps, closed: list[str]) -> bool:
+def forget_closed(engine: LandingContext, row: Overlaps, closed: list[str]) -> bool:
     """Drop the closed PRs from the last look without listing the base's open PRs again,
     when that look knew them and no two of the others overlap: nothing else changed (a
     turn's end, a push or a reopen asks for a whole look), and with no pair left there is
@@ -156,7 +156,7 @@ def forget_closed(engine: StepContext, row: Overlaps, closed: list[str]) -> bool
     return True
 
 
-def known_files(engine: StepContext, job_id: str, pr_number: int, head: str) -> list[str] | None:
+def known_files(engine: LandingContext, job_id: str, pr_number: int, head: str) -> list[str] | None:
     """The PR's files as its latest turn at this head collected them (a compare GitHub
     cut short is no list of all of them)."""
     for run in sorted(engine.runs_of(job_id), key=lambda r: r.queued_at, reverse=True):
@@ -167,7 +167,7 @@ def known_files(engine: StepContext, job_id: str, pr_number: int, head: str) -> 
     return None
 
 
-async def predict(engine: StepContext, row: Overlaps,
+async def predict(engine: LandingContext, row: Overlaps,
                   prs: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """For each PR, the others that change one of its files, with git's word on whether
     it conflicts once the other lands first."""
@@ -213,7 +213,7 @@ async def conflicts_after(path: Any, base: str, *, first: str, then: str) -> lis
     return list(after.conflicts)
 
 
-def show(engine: StepContext, job_ids: set[str]) -> None:
+def show(engine: LandingContext, job_ids: set[str]) -> None:
     """The jobs' status comments say what changed."""
     for job_id in job_ids:
         runs.ask_status_edit(engine, job_id)

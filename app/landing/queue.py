@@ -21,8 +21,8 @@ from app.models import Run, RunKind, RunStage, RunState, Thread, Verification, n
 from app.render import landing as words
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.intake.payloads import MergeGroupEvent
+    from app.landing.context import LandingContext
 
 GROUP_REF = re.compile(r"^(?:refs/heads/)?gh-readonly-queue/.+/pr-(\d+)-[0-9a-f]{40}$")
 
@@ -55,12 +55,12 @@ def group_id(repo: str, head_sha: str) -> str:
     return f"group-{repo.replace('/', '-')}-{head_sha}"
 
 
-def save_group(engine: StepContext, group: MergeGroup) -> None:
+def save_group(engine: LandingContext, group: MergeGroup) -> None:
     group.updated_at = time.time()
     engine.store.put("merge_group", group.id, group, active=group.active)
 
 
-def record_merge_group(engine: StepContext, event: MergeGroupEvent) -> None:
+def record_merge_group(engine: LandingContext, event: MergeGroupEvent) -> None:
     """`merge_group` checks_requested: a row that reports hangar / verify on the group;
     destroyed: that row ends (the PR's own events say whether it merged)."""
     mg = event.merge_group
@@ -88,7 +88,7 @@ def record_merge_group(engine: StepContext, event: MergeGroupEvent) -> None:
     engine.wake(row_id)
 
 
-def reusable(engine: StepContext, group: MergeGroup) -> Verification | None:
+def reusable(engine: LandingContext, group: MergeGroup) -> Verification | None:
     """hangar's passed verification of a PR head the group holds exactly: the head was up
     to date with the very base commit the group is built on, so the group's tree is the
     head's (whatever the queue's merge method)."""
@@ -104,7 +104,7 @@ def reusable(engine: StepContext, group: MergeGroup) -> Verification | None:
     return None
 
 
-async def advance_group(engine: StepContext, row_id: str) -> None:
+async def advance_group(engine: LandingContext, row_id: str) -> None:
     group = engine.store.get("merge_group", row_id, MergeGroup)
     if group is None or not group.active:
         return
@@ -139,7 +139,7 @@ async def advance_group(engine: StepContext, row_id: str) -> None:
     engine.wake(run.id)
 
 
-def wake_group(engine: StepContext, run_id: str) -> None:
+def wake_group(engine: LandingContext, run_id: str) -> None:
     """A run step ended: the merge group verifying with it looks again."""
     for group in engine.store.all("merge_group", MergeGroup, active=True):
         if group.run_id == run_id:

@@ -15,7 +15,7 @@ from app.render import landing as words
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.landing.context import LandingContext
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ def land_id(repo: str, pr_number: int) -> str:
     return f"land-{repo.replace('/', '-')}-{pr_number}"
 
 
-def ensure_request(engine: StepContext, job: Job, pr_number: int, *,
+def ensure_request(engine: LandingContext, job: Job, pr_number: int, *,
                    quiet: bool = False) -> LandRequest:
     """The PR's land request; made now if there is none (`quiet`: for auto-land's look
     at a verified PR nobody asked to land, said nowhere until it speaks)."""
@@ -166,7 +166,7 @@ class RowChanged(Exception):
     stops and the next one starts from the fresh row."""
 
 
-def save(engine: StepContext, request: LandRequest) -> LandRequest:
+def save(engine: LandingContext, request: LandRequest) -> LandRequest:
     """Write the row, unless someone else wrote it since this copy was read.
 
     A step that awaited GitHub may hold a stale copy, and so may intake on one replica
@@ -199,11 +199,11 @@ def fresh(record: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise AssertionError("unreachable")
 
 
-def get(engine: StepContext, request_id: str) -> LandRequest | None:
+def get(engine: LandingContext, request_id: str) -> LandRequest | None:
     return engine.store.get("land", request_id, LandRequest)
 
 
-def move(engine: StepContext, request: LandRequest, state: LandState, why: Why | None) -> None:
+def move(engine: LandingContext, request: LandRequest, state: LandState, why: Why | None) -> None:
     reason = words.reason(why)
     if request.state == state and request.reason == reason:
         return
@@ -221,7 +221,7 @@ def set_reason(request: LandRequest, why: Why | None) -> None:
     request.reason = words.reason(why)
 
 
-def rename_requests(engine: StepContext, old: str, new: str) -> int:
+def rename_requests(engine: LandingContext, old: str, new: str) -> int:
     """The repository was renamed: its land requests go under the new name (and id)."""
     moved = 0
     for request in engine.store.all("land", LandRequest):
@@ -236,7 +236,7 @@ def rename_requests(engine: StepContext, old: str, new: str) -> int:
     return moved
 
 
-def end_requests(engine: StepContext, repo: str) -> None:
+def end_requests(engine: LandingContext, repo: str) -> None:
     """hangar may no longer touch the repository: its land requests end."""
     for request in engine.store.all("land", LandRequest, active=True):
         if request.repo == repo:

@@ -88,14 +88,14 @@ from app.repoconfig import LandPolicy, parse_repo_config
 from app.sensitive import COMPARE_FILES, sensitive_names
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.github.ops import RepoOps
+    from app.landing.context import LandingContext
 
 
 log = logging.getLogger(__name__)
 
 
-def give_up(engine: StepContext, request_id: str, reason: str) -> None:
+def give_up(engine: LandingContext, request_id: str, reason: str) -> None:
     """The step failed again and again: stop, and say so (a person can start it again)."""
     request = get(engine, request_id)
     if request is None or not request.active or request.state == LandState.FAILED:
@@ -103,7 +103,7 @@ def give_up(engine: StepContext, request_id: str, reason: str) -> None:
     move(engine, request, LandState.FAILED, Why(LandReason.GAVE_UP, error=reason))
 
 
-async def advance_land(engine: StepContext, request_id: str) -> None:
+async def advance_land(engine: LandingContext, request_id: str) -> None:
     request = get(engine, request_id)
     if request is None or not request.active or request.due_at > time.time():
         return
@@ -120,7 +120,7 @@ async def advance_land(engine: StepContext, request_id: str) -> None:
             reschedule(engine, request_id)
 
 
-def reschedule(engine: StepContext, request_id: str) -> None:
+def reschedule(engine: LandingContext, request_id: str) -> None:
     """After a step: when the request is looked at next, if sooner than its step said."""
     request = get(engine, request_id)
     if (request is not None and request.active
@@ -146,7 +146,7 @@ WAITING_FOR_PEOPLE = (LandReason.APPROVALS_WANTED, LandReason.GATE_WAITS,
                       LandReason.AUTO_LAND_REFUSED, LandReason.FROZEN_OPERATOR)
 
 
-async def land_step(engine: StepContext, request: LandRequest) -> None:
+async def land_step(engine: LandingContext, request: LandRequest) -> None:
     job = engine.existing_job(request.job_id)
     ops = await engine.github.repo_ops(job.thread)
     if request.policy is not None and expired(
@@ -238,7 +238,7 @@ async def land_step(engine: StepContext, request: LandRequest) -> None:
     await show(engine, ops, request)
 
 
-async def auto_land_off(engine: StepContext, ops: RepoOps, request: LandRequest) -> bool:
+async def auto_land_off(engine: LandingContext, ops: RepoOps, request: LandRequest) -> bool:
     """A quiet row (a verified PR nobody asked to land): True, and parked until an event,
     when the base's policy has auto-land off. One read of the (cached) policy file."""
     config, _ = parse_repo_config(await engine.github.config_text(ops, request.base))
@@ -249,7 +249,7 @@ async def auto_land_off(engine: StepContext, ops: RepoOps, request: LandRequest)
     return True
 
 
-def made(engine: StepContext, request: LandRequest, policy: LandPolicy,
+def made(engine: LandingContext, request: LandRequest, policy: LandPolicy,
          approved: list[ReviewRecord]) -> None:
     """The request is made (asked for, approved, or approved by auto-land): the policy in
     force now is kept with it; its approvals' time is kept for their expiry."""
@@ -271,7 +271,7 @@ def made(engine: StepContext, request: LandRequest, policy: LandPolicy,
         save(engine, request)
 
 
-async def auto_land(engine: StepContext, ops: RepoOps, request: LandRequest,
+async def auto_land(engine: LandingContext, ops: RepoOps, request: LandRequest,
                     policy: LandPolicy, pr: dict, compare: dict) -> bool:
     """Auto-land's look at a head nobody approved: True when its rule approves it (the
     approval is recorded as the policy's, with the rule's text); else False, the reason
@@ -306,7 +306,7 @@ async def auto_land(engine: StepContext, ops: RepoOps, request: LandRequest,
     return True
 
 
-async def expire(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:
+async def expire(engine: LandingContext, ops: RepoOps, request: LandRequest) -> None:
     """Approved, not landed within land.approval_ttl_minutes: the request ends expired,
     its approvals spent; the PR stays open and a new approval starts it again."""
     policy = LandPolicy.model_validate(request.policy or {})
@@ -318,7 +318,7 @@ async def expire(engine: StepContext, ops: RepoOps, request: LandRequest) -> Non
     await show(engine, ops, request)
 
 
-async def head_changed(engine: StepContext, ops: RepoOps, request: LandRequest,
+async def head_changed(engine: LandingContext, ops: RepoOps, request: LandRequest,
                        head: str) -> None:
     """The PR has a new head: hangar's own update of the old one (kept, so an approval of
     the old head may carry over when the policy says so), or anyone's push, which is
@@ -337,7 +337,7 @@ async def head_changed(engine: StepContext, ops: RepoOps, request: LandRequest,
         move(engine, request, LandState.QUEUED, Why(LandReason.HEAD_MOVED_TO, head=head))
 
 
-async def is_clean_update(engine: StepContext, request: LandRequest, head: str,
+async def is_clean_update(engine: LandingContext, request: LandRequest, head: str,
                           old: str) -> bool:
     """Whether `head` is GitHub's clean merge of the base into `old` and nothing else
     (read from hangar's mirror; only when the policy lets approvals survive one)."""
@@ -356,7 +356,7 @@ async def is_clean_update(engine: StepContext, request: LandRequest, head: str,
         return False
 
 
-async def quiet_look(engine: StepContext, ops: RepoOps, request: LandRequest) -> bool:
+async def quiet_look(engine: LandingContext, ops: RepoOps, request: LandRequest) -> bool:
     """A look of the slow poll at a request that waits for a person: read only the reviews
     (an approval whose webhook was missed); True when nothing else is to be done. Events
     (a push, a close, a check, a review, a command) make the next look a full one, and a
@@ -382,7 +382,7 @@ async def quiet_look(engine: StepContext, ops: RepoOps, request: LandRequest) ->
 
 
 async def base_changed(
-    engine: StepContext, ops: RepoOps, request: LandRequest, base: str
+    engine: LandingContext, ops: RepoOps, request: LandRequest, base: str
 ) -> None:
     """The PR was retargeted: it lands into the base GitHub has now, checked against it,
     and an approval (or acknowledgement) given for the old base says nothing about the new
@@ -398,7 +398,7 @@ async def base_changed(
         move(engine, request, LandState.QUEUED, Why(LandReason.BASE_CHANGED, old=old, new=base))
 
 
-async def sync_reviews(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:
+async def sync_reviews(engine: LandingContext, ops: RepoOps, request: LandRequest) -> None:
     """Read the PR's reviews from GitHub: a review whose webhook was missed (hangar was
     down, a delivery failed) still counts, and a dismissal is seen."""
     changed = False
@@ -420,7 +420,7 @@ async def sync_reviews(engine: StepContext, ops: RepoOps, request: LandRequest) 
         save(engine, request)
 
 
-def lane_taken(engine: StepContext, request: LandRequest) -> bool:
+def lane_taken(engine: LandingContext, request: LandRequest) -> bool:
     """Whether another request on this repo and base is updating, waiting for CI or
     merging; if so, say so on this one. (No await: the check and the move are one.)"""
     busy = [r for r in engine.store.all("land", LandRequest, active=True)
@@ -434,7 +434,7 @@ def lane_taken(engine: StepContext, request: LandRequest) -> bool:
 
 
 async def review_verdicts(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    engine: LandingContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     compare: dict | None = None,
 ) -> list[tuple[ReviewRecord, Why | str | None]]:
     latest: dict[str, ReviewRecord] = {}
@@ -468,7 +468,7 @@ def carried_from(request: LandRequest) -> list[str]:
     return heads
 
 
-async def who_made(engine: StepContext, ops: RepoOps, request: LandRequest,
+async def who_made(engine: LandingContext, ops: RepoOps, request: LandRequest,
                    compare: dict | None = None) -> dict[str, Any]:
     """approval_verdict's askers, makers and makers_unknown for this PR, read now
     (`compare`: the base against the PR's head, read in this step)."""
@@ -479,7 +479,7 @@ async def who_made(engine: StepContext, ops: RepoOps, request: LandRequest,
             "makers_unknown": unknown or pusher_unknown(engine, request)}
 
 
-def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
+def status_notes(engine: LandingContext, repo: str, pr_number: int) -> PrNotes:
     """What landing says about a PR in its job's status comment, and whether it landed."""
     request = engine.store.get("land", land_id(repo, pr_number), LandRequest)
     notes = [words.overlap_note(pr_number, w["pr"], w["files"], w.get("conflicts"))
@@ -492,14 +492,14 @@ def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     return PrNotes(tuple(notes), landed=request.state == LandState.LANDED)
 
 
-def pushers(engine: StepContext, request: LandRequest) -> list[str]:
+def pushers(engine: LandingContext, request: LandRequest) -> list[str]:
     """People GitHub named as pushers to the branch (hangar's own pushes are its bot's)."""
     row = engine.store.get("autofix", autofix_row_id(request.repo, request.pr_number),
                            AutofixRow)
     return row.pushers if row else []
 
 
-def pusher_unknown(engine: StepContext, request: LandRequest) -> Why | None:
+def pusher_unknown(engine: LandingContext, request: LandRequest) -> Why | None:
     """Why the head's pusher is not known yet, or None: hangar's agent pushed it, or
     GitHub's push event (synchronize) named who did. A commit's author and committer can
     be anyone's; only the event names the pusher, and it may come after an approval."""
@@ -558,7 +558,7 @@ async def read_commit_makers(ops: RepoOps, request: LandRequest,
 
 
 async def explain_reviews(
-    engine: StepContext, ops: RepoOps, request: LandRequest,
+    engine: LandingContext, ops: RepoOps, request: LandRequest,
     verdicts: list[tuple[ReviewRecord, Why | str | None]],
 ) -> None:
     """Say once, per review, why an approval does not count."""
@@ -574,7 +574,7 @@ async def explain_reviews(
         save(engine, request)
 
 
-async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compare: dict,
+async def update(engine: LandingContext, ops: RepoOps, request: LandRequest, compare: dict,
                  policy: LandPolicy | None = None) -> None:
     """Bring the branch up to date with the base (`compare`: base against head, now): a
     merge of the base by GitHub's update-branch, or (land.update: rebase) a rebase in the
@@ -616,14 +616,14 @@ async def update(engine: StepContext, ops: RepoOps, request: LandRequest, compar
                                 f"{request.base}")
 
 
-def record_update_ask(engine: StepContext, request_id: str, head: str, at: float) -> None:
+def record_update_ask(engine: LandingContext, request_id: str, head: str, at: float) -> None:
     request = get(engine, request_id)
     if request is not None and request.head_sha == head:
         request.updated_from, request.updated_at_ask = head, at
         save(engine, request)
 
 
-async def rebase(engine: StepContext, ops: RepoOps, request: LandRequest) -> None:
+async def rebase(engine: LandingContext, ops: RepoOps, request: LandRequest) -> None:
     """land.update: rebase. The land worker rebases the branch onto the base in a sandbox
     and pushes it with a lease on the head; a clean rebase's head is hangar's update."""
     job = engine.existing_job(request.job_id)
@@ -657,7 +657,7 @@ async def head_moved(ops: RepoOps, request: LandRequest) -> bool:
     return pr["head"]["sha"] != request.head_sha
 
 
-async def conflicting_files(engine: StepContext, request: LandRequest) -> list[str]:
+async def conflicting_files(engine: LandingContext, request: LandRequest) -> list[str]:
     """The files in which the PR's head conflicts with its base now, as git's own merge
     (merge-ort, GitHub's) finds them in hangar's mirror: exactly those, not every file
     both sides changed. Empty when git could not be asked (the reason then says so)."""
@@ -675,7 +675,7 @@ async def conflicting_files(engine: StepContext, request: LandRequest) -> list[s
 
 
 async def wait_for_ci(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    engine: LandingContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     gate: Gate | None = None,
 ) -> None:
     """The required checks on the head: each counted only from the sources its rule takes
@@ -724,7 +724,7 @@ async def wait_for_ci(
         move(engine, request, LandState.AWAITING_APPROVAL, None)
 
 
-def ensure_verified(engine: StepContext, request: LandRequest) -> Verification | None:
+def ensure_verified(engine: LandingContext, request: LandRequest) -> Verification | None:
     """hangar's latest verification of exactly this head with the environment of the base
     it lands into; None while there is none (one is asked for when nothing runs)."""
 
@@ -743,7 +743,7 @@ def ensure_verified(engine: StepContext, request: LandRequest) -> Verification |
 
 
 async def await_approval(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    engine: LandingContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     approved: list[ReviewRecord], compare: dict | None = None, *, gate: Gate | None = None,
     pr: dict | None = None,
 ) -> None:
@@ -790,7 +790,7 @@ async def await_approval(
     move(engine, request, LandState.MERGING, None)
 
 
-async def gate_facts_now(engine: StepContext, ops: RepoOps, request: LandRequest, gate: Gate,
+async def gate_facts_now(engine: LandingContext, ops: RepoOps, request: LandRequest, gate: Gate,
                          compare: dict | None, pr: dict | None) -> Facts:
     """What the gate's rules look at, read now (only what the gate asks about)."""
     files = [name for f in (compare or {}).get("files") or []
@@ -823,13 +823,13 @@ async def gate_facts_now(engine: StepContext, ops: RepoOps, request: LandRequest
         if gate.deployments else ())
 
 
-def hangar_pushed(engine: StepContext, request: LandRequest) -> bool:
+def hangar_pushed(engine: LandingContext, request: LandRequest) -> bool:
     """hangar's agent made the head (its own push, as the App)."""
     return any(r.head_sha == request.head_sha for r in engine.runs_of(request.job_id)
                if r.pr_number == request.pr_number and r.kind != RunKind.VERIFY)
 
 
-async def read_codeowners(engine: StepContext, ops: RepoOps, base: str,
+async def read_codeowners(engine: LandingContext, ops: RepoOps, base: str,
                           base_sha: str | None) -> str | None:
     """The base's CODEOWNERS, where GitHub looks for it (the first found counts)."""
     await engine.github.read_at(ops, base_sha, list(CODEOWNERS_PATHS))
@@ -856,7 +856,7 @@ async def sensitive_on_pr(
 
 
 async def merge(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    engine: LandingContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     gate: Gate | None = None, rulesets: list[dict] | None = None,
 ) -> None:
     job = engine.existing_job(request.job_id)
@@ -959,7 +959,7 @@ async def merge(
     await landed(engine, ops, request, result.get("sha"))
 
 
-async def through_queue(engine: StepContext, ops: RepoOps, request: LandRequest, pr: dict,
+async def through_queue(engine: LandingContext, ops: RepoOps, request: LandRequest, pr: dict,
                         queue: dict) -> None:
     """Add the approved head to the base's merge queue (GraphQL `enqueuePullRequest`, the
     head pinned), then follow it there: GitHub merges it (its close says so), or removes
@@ -1003,7 +1003,7 @@ MERGE_RETRY_S = 1.0
 
 
 async def merge_shown_if_slow(
-    engine: StepContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
+    engine: LandingContext, ops: RepoOps, request: LandRequest, policy: LandPolicy,
     gate: Gate | None = None, rulesets: list[dict] | None = None,
 ) -> None:
     """Merge; the status comment says "merging" only if GitHub takes a while. A merge
@@ -1040,7 +1040,7 @@ async def allowed_methods(ops: RepoOps) -> list[str]:
 
 
 async def landed(
-    engine: StepContext, ops: RepoOps, request: LandRequest, merge_sha: str | None
+    engine: LandingContext, ops: RepoOps, request: LandRequest, merge_sha: str | None
 ) -> None:
     if request.state == LandState.LANDED:
         return
@@ -1053,7 +1053,7 @@ async def landed(
     await show(engine, ops, request)
 
 
-async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
+async def show(engine: LandingContext, ops: RepoOps, request: LandRequest, *,
                check: bool = True) -> None:
     """The land state in check run `hangar / land` on the head (unless not `check`), and
     in the status comment."""
@@ -1076,7 +1076,7 @@ async def show(engine: StepContext, ops: RepoOps, request: LandRequest, *,
     runs.ask_status_edit(engine, request.job_id)
 
 
-async def show_check(engine: StepContext, ops: RepoOps, request: LandRequest, shown: str,
+async def show_check(engine: LandingContext, ops: RepoOps, request: LandRequest, shown: str,
                      **fields: Any) -> None:
     """Write check run `hangar / land` on the head: by its id once known; a create is
     marked on the row first, so only one that may have been sent (or made for a job older
@@ -1114,7 +1114,7 @@ async def read_protection(ops: RepoOps, branch: str) -> dict | None:
     return await ops.protection(branch)
 
 
-async def base_gate(engine: StepContext, ops: RepoOps, branch: str
+async def base_gate(engine: LandingContext, ops: RepoOps, branch: str
                     ) -> tuple[Gate, list[dict]]:
     """What every rule on `branch` asks of a merge (its rulesets' rules, every page, and
     its classic protection, whose absence is kept), and the rulesets they come from."""

@@ -22,8 +22,8 @@ from sandbox import envimage
 from sandbox.provider import HOME_DIR, REPO_DIR
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.github.ops import RepoOps
+    from app.landing.context import LandingContext
     from app.landing.rows import LandRequest
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def read_outcome(exit_code: int | None, output: str) -> Outcome:
     return Failed(redact(tail("\n".join(last[-3:]) or f"exit {exit_code}", 300)))
 
 
-async def rebase(engine: StepContext, ops: RepoOps, request: LandRequest,
+async def rebase(engine: LandingContext, ops: RepoOps, request: LandRequest,
                  clone_url: str) -> Outcome:
     """Rebase the request's branch onto its base in a land-worker sandbox, and push it
     through the proxy with a lease on the request's head."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app import render
 from app.egress import running_refusal_notes
@@ -17,6 +17,7 @@ from app.runs.sandbox import complete_agent_check
 
 if TYPE_CHECKING:
     from app.engine import StepContext
+    from app.models import Job
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,15 @@ def give_up(engine: StepContext, job_id: str, reason: str) -> None:
         engine.patch_job(job_id, state=JobState.FAILED)
         engine.note(job_id, f"{job_id} failed: {reason}")
 
-def ask_status_edit(engine: StepContext, job_id: str) -> None:
+class StatusAsks(Protocol):
+    """What asking for a status edit uses of the engine: the job row and wake."""
+
+    def get_job(self, job_id: str) -> Job | None: ...
+    def patch_job(self, job_id: str, **fields: Any) -> Job: ...
+    def wake(self, *row_ids: str) -> None: ...
+
+
+def ask_status_edit(engine: StatusAsks, job_id: str) -> None:
     """What a job's status comment says changed in another concern's rows (a land request,
     an auto-fix row, a review request, a ranking): the job's step edits the comment, folded
     like every edit. A row write and a wake, so no concern calls into the job's I/O."""

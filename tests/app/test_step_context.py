@@ -10,6 +10,7 @@ import inspect
 import pytest
 
 from app.engine import Engine, StepContext
+from app.landing import context as landing_context
 from app.metrics import Metrics
 from app.store import Store
 from tests.sources import app_files
@@ -68,3 +69,17 @@ def test_a_step_uses_only_what_its_context_offers(module):
     assert sorted(used - attributes - set(methods)) == [], (
         f"app/{module} uses these of the engine that StepContext does not name: add "
         "them to StepContext (app/engine.py) if a step may use them")
+
+
+# Concerns that declare their own, narrower context: their steps and helpers use only it.
+OWN_CONTEXTS = {"landing": landing_context.LandingContext}
+
+
+@pytest.mark.parametrize("module", sorted(OWN_CONTEXTS))
+def test_a_concern_uses_only_what_its_own_context_names(module):
+    context = OWN_CONTEXTS[module]
+    attributes, methods = _members(context)
+    used = set().union(*(used_of_the_context(path.read_text()) for path in app_files(module)
+                         if path.name != "plugin.py"))
+    assert sorted(used - attributes - set(methods)) == [], (
+        f"app/{module} uses these of the engine that {context.__name__} does not name")
