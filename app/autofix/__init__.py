@@ -18,6 +18,8 @@ paths (never this face), in this order: rules ← rows ← steps ← intake, com
 - intake.py: what auto-fix does when the engine records an event or ends a run step.
 - commands.py: `/hangar autofix on|off`, the "Fix with hangar" button, review turns.
 - plugin.py: `register(engine)`: the row kind, commands, hook and status notes.
+- context.py: `AutofixContext`: what auto-fix's steps and helpers use of the engine, and
+  nothing more (a test passes a small object of its own).
 """
 
 from app.autofix.intake import on_ci, on_pull_request, on_review

@@ -13,11 +13,11 @@ from app.models import Intent
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.autofix.context import AutofixContext
     from app.github.ops import RepoOps
 
 
-async def handle_command(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+async def handle_command(engine: AutofixContext, ops: RepoOps, intent: Intent) -> str:
     job = await hangar_pr_job(engine, ops, intent)
     if job is None:
         return "not a hangar PR"

@@ -17,11 +17,11 @@ from app.commands import job_for_pr
 from app.models import AutofixRow, Intent, Job, Run, RunStage, Thread
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.autofix.context import AutofixContext
     from app.intake.payloads import PullRequestEvent, PullRequestReviewEvent
 
 
-def on_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
+def on_review(engine: AutofixContext, event: PullRequestReviewEvent) -> None:
     """A review asking for changes starts a turn; one that holds a `/hangar` command is
     that command instead."""
     if (event.action == "dismissed" or event.review.state.lower() != "changes_requested"
@@ -32,7 +32,7 @@ def on_review(engine: StepContext, event: PullRequestReviewEvent) -> None:
         record_change_request(engine, job, event)
 
 
-def on_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
+def on_pull_request(engine: AutofixContext, event: PullRequestEvent) -> None:
     if event.action not in ("closed", "synchronize"):
         return
     job = job_for_pr(engine, event.repository.full_name, event.number)
@@ -44,7 +44,7 @@ def on_pull_request(engine: StepContext, event: PullRequestEvent) -> None:
         record_push(engine, job, event)
 
 
-def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = None,
+def on_ci(engine: AutofixContext, repo: str, head_sha: str, *, check: str | None = None,
           ours: bool = False) -> None:
     # Of hangar's own checks only `verify` is evidence for auto-fix (and the end of a
     # turn wakes it too): its agent and land checks and its suite tell it nothing.
@@ -52,7 +52,7 @@ def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = 
         record_ci(engine, repo, head_sha)
 
 
-def after_run_step(engine: StepContext, run_id: str) -> None:
+def after_run_step(engine: AutofixContext, run_id: str) -> None:
     """A turn is over once its verification is done: look at the head's CI now (a fix
     waits for the turn)."""
     run = engine.get_run(run_id)
@@ -63,7 +63,7 @@ def after_run_step(engine: StepContext, run_id: str) -> None:
         record_ci(engine, job.thread.repo, run.head_sha)
 
 
-def record_ci(engine: StepContext, repo: str, head_sha: str) -> None:
+def record_ci(engine: AutofixContext, repo: str, head_sha: str) -> None:
     """A check or status finished on head_sha: look again at the PR whose head it is.
 
     Only that PR: a busy repository's CI must not make every open PR ask GitHub again. A
@@ -82,7 +82,7 @@ def record_ci(engine: StepContext, repo: str, head_sha: str) -> None:
             patch(engine, row.id, due_at=0)
 
 
-def record_closed(engine: StepContext, repo: str, pr_number: int) -> None:
+def record_closed(engine: AutofixContext, repo: str, pr_number: int) -> None:
     """GitHub said the PR was closed (or merged): nothing to fix there, no look needed.
     Any later event on it (a reopen, a push, CI) makes the row active again."""
     row = get_row(engine, row_id(repo, pr_number))
@@ -90,7 +90,7 @@ def record_closed(engine: StepContext, repo: str, pr_number: int) -> None:
         save(engine, row, active=False)
 
 
-def record_push(engine: StepContext, job: Job, event: PullRequestEvent) -> None:
+def record_push(engine: AutofixContext, job: Job, event: PullRequestEvent) -> None:
     row = ensure_row(engine, job, event.number)
     last = last_turn(engine, job, event.number)  # a push makes its answer stale
     fields: dict[str, Any] = {"due_at": 0, "turn_seen": last.id if last else row.turn_seen,
@@ -104,7 +104,7 @@ def record_push(engine: StepContext, job: Job, event: PullRequestEvent) -> None:
     patch(engine, row.id, **fields)
 
 
-def record_change_request(engine: StepContext, job: Job, event: PullRequestReviewEvent) -> None:
+def record_change_request(engine: AutofixContext, job: Job, event: PullRequestReviewEvent) -> None:
     """A review asking for changes starts a turn that addresses that review only."""
     row = ensure_row(engine, job, event.pull_request.number)
     if event.review.id in row.seen_reviews or event.review.user.is_bot:

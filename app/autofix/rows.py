@@ -10,7 +10,7 @@ from app.models import AutofixRow, Job, autofix_row_id, changed
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.autofix.context import AutofixContext
 
 __all__ = ["AutofixRow", "autofix_row_id", "ensure_row", "get_row", "give_up", "judged",
            "patch", "row_id", "save"]
@@ -19,11 +19,11 @@ __all__ = ["AutofixRow", "autofix_row_id", "ensure_row", "get_row", "give_up", "
 row_id = autofix_row_id  # an auto-fix row is one per repository and PR
 
 
-def get_row(engine: StepContext, autofix_id: str) -> AutofixRow | None:
+def get_row(engine: AutofixContext, autofix_id: str) -> AutofixRow | None:
     return engine.store.get("autofix", autofix_id, AutofixRow)
 
 
-def ensure_row(engine: StepContext, job: Job, pr_number: int) -> AutofixRow:
+def ensure_row(engine: AutofixContext, job: Job, pr_number: int) -> AutofixRow:
     existing = get_row(engine, row_id(job.thread.repo, pr_number))
     if existing:
         return existing
@@ -32,19 +32,19 @@ def ensure_row(engine: StepContext, job: Job, pr_number: int) -> AutofixRow:
     return save(engine, row)
 
 
-def save(engine: StepContext, row: AutofixRow, *, active: bool = True) -> AutofixRow:
+def save(engine: AutofixContext, row: AutofixRow, *, active: bool = True) -> AutofixRow:
     engine.store.put("autofix", row.id, row, active=active)
     return row
 
 
-def read_again(engine: StepContext, autofix_id: str) -> AutofixRow:
+def read_again(engine: AutofixContext, autofix_id: str) -> AutofixRow:
     """The row of a step that runs, read again: it is there (a row is never deleted)."""
     row = get_row(engine, autofix_id)
     assert row is not None, autofix_id
     return row
 
 
-def patch(engine: StepContext, autofix_id: str, **fields: Any) -> AutofixRow:
+def patch(engine: AutofixContext, autofix_id: str, **fields: Any) -> AutofixRow:
     """Read the row fresh, change only these fields, write it back (one transaction):
     events that arrived while a step awaited GitHub, on any replica, are kept."""
     return engine.store.update("autofix", autofix_id, AutofixRow,
@@ -56,7 +56,7 @@ def judged(row: AutofixRow, key: str) -> list[str]:
     return [*row.seen_heads[-MAX_JUDGED:], key] if key not in row.seen_heads else row.seen_heads
 
 
-def give_up(engine: StepContext, autofix_id: str, reason: str) -> None:
+def give_up(engine: AutofixContext, autofix_id: str, reason: str) -> None:
     """The step failed again and again: stop looking until an event wakes the row."""
     row = get_row(engine, autofix_id)
     if row is None:

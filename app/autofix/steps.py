@@ -36,11 +36,11 @@ from app.repoconfig import CONFIG_PATH, parse_repo_config
 from app.runs import ask_status_edit
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.autofix.context import AutofixContext
     from app.github.ops import RepoOps
 
 
-def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
+def status_notes(engine: AutofixContext, repo: str, pr_number: int) -> PrNotes:
     """Why auto-fix stopped trying on a PR, for its job's status comment."""
     row = engine.store.get("autofix", row_id(repo, pr_number), AutofixRow)
     if row and row.stopped:
@@ -48,7 +48,7 @@ def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
     return PrNotes()
 
 
-def last_turn(engine: StepContext, job: Job, pr_number: int) -> Any:
+def last_turn(engine: AutofixContext, job: Job, pr_number: int) -> Any:
     """The newest finished turn on the PR that saw it (its answer kept), or None."""
     done = [r for r in engine.runs_of(job.id)
             if r.pr_number == pr_number and r.finished and r.pr_seen]
@@ -58,7 +58,7 @@ def last_turn(engine: StepContext, job: Job, pr_number: int) -> Any:
 # -- the step ---------------------------------------------------------------------------
 
 
-async def advance_autofix(engine: StepContext, autofix_id: str) -> None:
+async def advance_autofix(engine: AutofixContext, autofix_id: str) -> None:
     row = get_row(engine, autofix_id)
     if row is None or row.due_at > time.time():
         return
@@ -78,16 +78,16 @@ async def advance_autofix(engine: StepContext, autofix_id: str) -> None:
                   due_at=time.time() + engine.settings.idle_pr_look_seconds)
 
 
-def attempt_of(engine: StepContext, job: Job, pr_number: int) -> int:
+def attempt_of(engine: AutofixContext, job: Job, pr_number: int) -> int:
     """Which attempt of the job opened this PR."""
     return next((r.attempt for r in engine.runs_of(job.id) if r.pr_number == pr_number), 1)
 
 
-def turn_running(engine: StepContext, job: Job, pr_number: int) -> bool:
+def turn_running(engine: AutofixContext, job: Job, pr_number: int) -> bool:
     return any(not r.finished for r in engine.runs_of(job.id) if r.pr_number == pr_number)
 
 
-def known_head(engine: StepContext, job: Job, row: AutofixRow, head: str) -> bool:
+def known_head(engine: AutofixContext, job: Job, row: AutofixRow, head: str) -> bool:
     """hangar's turn made this head, or GitHub said who pushed it. A verification is not
     hangar's word: it records the head it found on the branch, which may be a person's."""
     fresh = get_row(engine, row.id) or row
@@ -96,12 +96,12 @@ def known_head(engine: StepContext, job: Job, row: AutofixRow, head: str) -> boo
         if r.pr_number == row.pr_number and r.kind != RunKind.VERIFY)
 
 
-def merging(engine: StepContext, row: AutofixRow) -> bool:
+def merging(engine: AutofixContext, row: AutofixRow) -> bool:
     request = engine.store.get("land", land_id(row.repo, row.pr_number), LandRequest)
     return bool(request and request.state == LandState.MERGING)
 
 
-async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, *,
+async def fix_now(engine: AutofixContext, ops: RepoOps, job: Job, row: AutofixRow, *,
                   requested: bool, requested_by: str = "hangar") -> str:
     if turn_running(engine, job, row.pr_number):
         return "a turn is running"  # its end wakes the row again (after_run_step)
@@ -181,7 +181,7 @@ async def fix_now(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow, 
     return f"auto-fix turn {turn}" if started else "a turn is running"
 
 
-async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, prompt: str, *,
+async def start_followup_now(engine: AutofixContext, job: Job, row: AutofixRow, prompt: str, *,
                              requested_by: str, label: str,
                              review_threads: list[int] | None = None) -> bool:
     """Start the turn and count it, with no await between the two (start_followup has
@@ -196,7 +196,7 @@ async def start_followup_now(engine: StepContext, job: Job, row: AutofixRow, pro
     return True
 
 
-def show(engine: StepContext, job: Job) -> None:
+def show(engine: AutofixContext, job: Job) -> None:
     ask_status_edit(engine, job.id)
 
 
@@ -273,7 +273,7 @@ async def actions_log_tail(ops: RepoOps, run: dict) -> list[str]:
     return [tail(text, 3000)]
 
 
-async def review_turn(engine: StepContext, ops: RepoOps, job: Job, row: AutofixRow,
+async def review_turn(engine: AutofixContext, ops: RepoOps, job: Job, row: AutofixRow,
                       review: dict[str, Any]) -> str:
     """A turn for one change request: {review_id, author, body}. It waits for a running
     turn to end, then starts within the same bound."""

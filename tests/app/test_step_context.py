@@ -9,6 +9,7 @@ import inspect
 
 import pytest
 
+from app.autofix import context as autofix_context
 from app.engine import Engine, StepContext
 from app.landing import context as landing_context
 from app.metrics import Metrics
@@ -72,7 +73,8 @@ def test_a_step_uses_only_what_its_context_offers(module):
 
 
 # Concerns that declare their own, narrower context: their steps and helpers use only it.
-OWN_CONTEXTS = {"landing": landing_context.LandingContext}
+OWN_CONTEXTS = {"landing": landing_context.LandingContext,
+                "autofix": autofix_context.AutofixContext}
 
 
 @pytest.mark.parametrize("module", sorted(OWN_CONTEXTS))
