@@ -54,11 +54,13 @@ class _Transport:
                 await self.stop.wait()
 
         self.task = asyncio.get_running_loop().create_task(run(), name="mcp-sessions")
-        ended = asyncio.ensure_future(self.task)
-        await asyncio.wait([ended, asyncio.ensure_future(started.wait())],
-                           return_when=asyncio.FIRST_COMPLETED)
-        if ended.done():
-            ended.result()  # the manager failed to start: say why
+        waiting = asyncio.ensure_future(started.wait())
+        try:
+            await asyncio.wait([self.task, waiting], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+        if self.task.done():
+            self.task.result()  # the manager failed to start: say why
 
     async def close(self) -> None:
         self.stop.set()
