@@ -114,9 +114,11 @@ def test_ci_failure_is_fixed_in_one_turn_and_events_twice_or_reordered_start_one
     fixed_head = wait_until(fixed, 120, "CI green on the auto-fix turn's head")
     # hangar's own verification passed on the first head: only CI saw the bug
     assert conclusion(world, first_head, "hangar / verify") == "success"
-    wait_until(lambda: idle(world, issue), 30, "the status comment to settle")
-    status = world.status(issue)
-    assert "auto-fix turn 1 of 2: ci / test failed" in status
+    # The status comment is edited at most every interval: "idle" may still be the first
+    # turn's ending, so the wait is for the auto-fix turn's line itself.
+    wait_until(lambda: idle(world, issue)
+               and "auto-fix turn 1 of 2: ci / test failed" in world.status(issue), 30,
+               "the status comment to say the auto-fix turn")
     # the turn's prompt named the failed check and carried CI's own output
     prompt = prompt_of(world, number, 2)
     assert "ci / test failed" in prompt and "AssertionError: 5 != -5" in prompt
