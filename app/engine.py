@@ -11,11 +11,13 @@ would have said.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from app.creates import CreateInFlight, Creating, Plan
 from app.datadir import REBUILD_FLAG, rebuild_pending
 from app.github.client import AppAuth, limited_until
 from app.github.ops import RepoOps
@@ -43,6 +46,8 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)  # a kind's row model
+RowT = TypeVar("RowT", Job, Run)  # a row that marks its creates on GitHub
+T = TypeVar("T")
 
 NEVER = math.inf  # a row due only when a wake names it (and once at the engine's start)
 MAX_STEP_FAILURES = 5  # a row whose step raised this many times in a row ends with the error
@@ -58,6 +63,14 @@ def backoff_delay(failures: int, base: float = 2.0) -> float:
     """Seconds a row waits after its n-th failure in a row: 2, 4, 8, … (from the base
     `step_backoff_seconds`) up to 5 minutes."""
     return min(BACKOFF_MAX_S, base * 2 ** (failures - 1))
+
+
+def waits_until(exc: BaseException) -> float | None:
+    """When a step that raised `exc` may be tried again without counting a failure:
+    GitHub's rate limit, or another replica's create that may still be on its way."""
+    if isinstance(exc, CreateInFlight):
+        return exc.until
+    return limited_until(exc)
 
 
 class StepContext(Protocol):
@@ -88,13 +101,14 @@ class StepContext(Protocol):
     def get_job(self, job_id: str) -> Job | None: ...
     def get_run(self, run_id: str) -> Run | None: ...
     def existing_job(self, job_id: str) -> Job: ...
-    def inherited(self, job_id: str) -> bool: ...
+    def creating(self, job_id: str) -> Creating: ...
     def existing_run(self, run_id: str) -> Run: ...
     def save_job(self, job: Job) -> Job: ...
     def save_run(self, run: Run) -> Run: ...
     def save_intent(self, intent: Intent) -> Intent: ...
     def patch_run(self, run_id: str, **fields: Any) -> Run: ...
     def patch_job(self, job_id: str, **fields: Any) -> Job: ...
+    def claim_create(self, row: RowT, field: str, key: Any) -> tuple[RowT, Plan]: ...
     def runs_of(self, job_id: str) -> list[Run]: ...
     def active_runs(self) -> list[Run]: ...
     def pr_status(self, repo: str, pr_numbers: list[int]) -> PrStatus: ...
@@ -294,13 +308,14 @@ class Engine(Registrations):
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
-        self.started_at = time.time()  # see `inherited`
+        self.started_at = time.time()  # see `creating`
         self._loop_task: asyncio.Task | None = None
         # Replicas on one database (PostgreSQL): a row is stepped by the replica holding
         # its lease; chores by the one holding the leader lock; wake-ups cross by NOTIFY.
         # With SQLite's one process, every lease is this process's and it leads.
         self.leading = not store.shared
         self._leased: dict[str, str] = {}  # row id -> its table, leased by this replica
+        self._lease_thread: ThreadPoolExecutor | None = None
         self._leased_now: list[str] = []  # of the last look's due rows, those taken
         self._named_locks: set[str] = set()  # named locks this replica holds (lock())
         self._replica_tasks: list[asyncio.Task] = []
@@ -353,6 +368,9 @@ class Engine(Registrations):
             # has what is left of the grace, and a moment to take its cancel.
             left = max(deadline - time.monotonic(), CANCEL_MOMENT_S)
             await asyncio.wait(self._replica_tasks, timeout=left)
+        if self._lease_thread is not None:
+            self._lease_thread.shutdown(wait=False)
+            self._lease_thread = None
 
     def wake(self, *row_ids: str) -> None:
         """Look at the due times again now; the rows named are due at once (once), on
@@ -442,15 +460,23 @@ class Engine(Registrations):
             held = {(table, row_id) for row_id, table in list(self._leased.items())
                     if self._running(row_id)}
             try:
-                kept = await asyncio.to_thread(self.store.renew, held, until)
+                kept = await self._on_lease_thread(self.store.renew, held, until)
                 for name in list(self._named_locks):
-                    await asyncio.to_thread(self.store.take_lock, name, until)
+                    await self._on_lease_thread(self.store.take_lock, name, until)
             except Exception:
                 log.warning("could not renew this replica's leases", exc_info=True)
                 continue
             for table, row_id in held - kept:
                 log.error("lost the lease of a row whose step still runs here",
                           extra={"row": row_id, "table": table})
+
+    async def _on_lease_thread(self, call: Callable[..., T], *args: Any) -> T:
+        """On a thread of the leases' own: a renewal never queues behind the steps' work
+        in the loop's shared threads (git, sandboxes), and a busy replica keeps its rows."""
+        if self._lease_thread is None:
+            self._lease_thread = ThreadPoolExecutor(1, thread_name_prefix="hangar-leases")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._lease_thread, functools.partial(call, *args))
 
     async def _loop_forever(self) -> None:
         for what, run in self._at_start:
@@ -587,9 +613,8 @@ class Engine(Registrations):
         try:
             await step(self, row_id)
         except Exception as exc:
-            if limited_until(exc) is not None:  # GitHub asked hangar to wait: no failure
-                log.info("%s step waits for GitHub's rate limit", kind,
-                         extra={kind: row_id, "why": str(exc)})
+            if waits_until(exc) is not None:  # GitHub, or a create, asked it to wait
+                log.info("%s step waits: %s", kind, exc, extra={kind: row_id})
             else:
                 self.metrics.engine_step_errors.inc(kind=kind)
                 log.exception("%s step failed", kind, extra={kind: row_id, "error": repr(exc)})
@@ -619,7 +644,7 @@ class Engine(Registrations):
         The hold is kept in memory whatever the store says: a row whose failure cannot be
         recorded (a full disk) waits as long as one whose failure was, and never spins."""
         failures, _ = self._failures.get(key, (0, 0.0))
-        reset = limited_until(exc)
+        reset = waits_until(exc)
         if reset is not None:
             self._failures[key] = (failures, reset)
             self._release(key, hold_until=reset)
@@ -673,13 +698,13 @@ class Engine(Registrations):
     def get_run(self, run_id: str) -> Run | None:
         return self.store.get("run", run_id, Run)
 
-    def inherited(self, job_id: str) -> bool:
-        """Whether the job is older than this hangar. A hangar before it (killed between
-        a write to GitHub and saving its id, or one whose backup was then restored) may
-        have made for it what this database does not remember, so a first create on
-        GitHub for the job looks for what is there first."""
+    def creating(self, job_id: str) -> Creating:
+        """How this replica creates what belongs to the job on GitHub (app.creates). A
+        job older than this hangar may have had made for it what this database does not
+        remember (a hangar killed between a write to GitHub and saving its id, or a
+        backup restored since), so a first create for it looks first."""
         job = self.get_job(job_id)
-        return job is None or job.created_at < self.started_at
+        return Creating(self.store.owner, job is None or job.created_at < self.started_at)
 
     def existing_job(self, job_id: str) -> Job:
         """A job another row names: rows are never deleted, so one missing is a fault."""
@@ -717,6 +742,22 @@ class Engine(Registrations):
     def patch_job(self, job_id: str, **fields: Any) -> Job:
         return self.store.update("job", job_id, Job, lambda job: changed(job, **fields),
                                  placed=_job_placed)
+
+    def claim_create(self, row: RowT, field: str, key: Any) -> tuple[RowT, Plan]:
+        """Mark on the job or run row, as it is now, that this replica creates `key` on
+        GitHub (`field`: the row's marks), unless another replica's create of it may be
+        on its way: the row as written, and how to create (app.creates)."""
+        creating = self.creating(row.job_id if isinstance(row, Run) else row.id)
+        plan = Plan.LOOK
+
+        def claim(fresh: RowT) -> RowT:
+            nonlocal plan
+            marks, plan = creating.claim(getattr(fresh, field), key)
+            return fresh if plan == Plan.LOOK_ONLY else changed(fresh, **{field: marks})
+
+        if isinstance(row, Run):
+            return self.store.update("run", row.id, Run, claim, placed=_run_placed), plan
+        return self.store.update("job", row.id, Job, claim, placed=_job_placed), plan
 
     def runs_of(self, job_id: str) -> list[Run]:
         return self.store.find("run", Run, job_id=job_id)

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.creates import Mark, marks_of
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -121,8 +123,8 @@ class Job(BaseModel):
     # When each status comment was last written, and when the next folded edit is due
     # (0: none waits). A job keeps its row active until that edit is made.
     edited_at: dict[int, float] = {}
-    # Threads whose status comment is being posted: after a crash it may exist already.
-    status_posting: list[int] = []
+    # Threads whose status comment is being posted (app.creates): it may exist already.
+    status_posting: dict[int, Mark] = {}
     status_due_at: float = 0.0
     # Another concern changed what the status comment says (a land request moved, a review
     # was asked): it counts an ask here and wakes the job, whose step edits the comment
@@ -138,6 +140,8 @@ class Job(BaseModel):
     # `unfinished` names the heads whose CI had still not finished after `waited` seconds.
     grading: dict[str, Any] = {}
     created_at: float = Field(default_factory=now)
+
+    _marks_stored_before = field_validator("status_posting", mode="before")(marks_of)
 
     @property
     def status_asked(self) -> bool:
@@ -266,8 +270,8 @@ class Run(BaseModel):
     # The PR as GitHub answered hangar's last edit of it in this run (ghops.pr_facts).
     pr_seen: dict[str, Any] | None = None
     # What this run is creating on GitHub ("pr", a check's "<name>@<head sha>"): after a
-    # crash or a lost answer it may exist, so it is looked for before creating it again.
-    posting: list[str] = []
+    # crash, a lost answer or with another replica it may exist (app.creates).
+    posting: dict[str, Mark] = {}
     outcome: str | None = None  # a RunOutcome, or older rows' words
     # How the turn ended, once it has: {"code": an app.runs.ending.Ending, **its facts}.
     ending: dict[str, Any] | None = None
@@ -290,6 +294,8 @@ class Run(BaseModel):
     instructions: dict[str, str] = {}
     stage_failures: int = 0
     retry_at: float = 0.0
+
+    _marks_stored_before = field_validator("posting", mode="before")(marks_of)
 
     @property
     def finished(self) -> bool:

@@ -18,8 +18,9 @@ import time
 from typing import TYPE_CHECKING
 
 from gidgethub import HTTPException
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from app.creates import Creating, Mark, Plan, marks_of
 from app.github.ops import PAGE
 from app.models import Run, now
 from app.render import threads as words
@@ -42,9 +43,11 @@ class ThreadReply(BaseModel):
     run_id: str  # the latest finished turn that answers the thread
     replied_run: str | None = None  # the turn the reply says now
     comment_id: int | None = None  # hangar's reply in the thread
-    # A reply was being posted: after a crash it may exist, so it is looked for first.
-    posting: bool = False
+    # A reply was being posted (app.creates): it may exist, so it is looked for first.
+    posting: Mark | None = None
     updated_at: float = Field(default_factory=now)
+
+    _mark_stored_before = field_validator("posting", mode="before")(marks_of)
 
 
 def reply_id(repo: str, pr_number: int, root: int) -> str:
@@ -104,12 +107,17 @@ async def advance_reply(engine: StepContext, row_id: str) -> None:
     marker = REVIEW_THREAD_MARKER.format(root=row.root)
     text = f"{marker}\n{words.thread_reply(run, turn)}"
     comment_id = row.comment_id
-    if comment_id is None and (row.posting or engine.inherited(row.job_id)):
-        comment_id = await find_reply(ops, row, marker)
+    if comment_id is None:  # one reply, made once (app.creates)
+        row, plan = claim(engine, row)
+        comment_id = row.comment_id  # another replica's, saved meanwhile
+        if comment_id is None and plan != Plan.CREATE:
+            comment_id = await find_reply(ops, row, marker)
+        if comment_id is None and plan == Plan.LOOK_ONLY:
+            raise Creating.in_flight("a reply in a review thread", row.posting)
     if comment_id is not None and not await edited(ops, comment_id, text):
         comment_id = None  # deleted since (or not hangar's): a new reply
+        row, _ = claim(engine, row)
     if comment_id is None:
-        row = save(engine, row, posting=True)
         made = await ops.gh.post(
             f"{ops.base}/pulls/{row.pr_number}/comments/{row.root}/replies",
             data={"body": text})
@@ -147,10 +155,22 @@ async def edited(ops: RepoOps, comment_id: int, text: str) -> bool:
     return True
 
 
-def save(engine: StepContext, row: ThreadReply, **fields: object) -> ThreadReply:
-    row = row.model_copy(update={**fields, "updated_at": time.time()})
-    engine.store.put(TABLE, row.id, row, active=True)
-    return row
+def claim(engine: StepContext, row: ThreadReply) -> tuple[ThreadReply, Plan]:
+    """Mark the reply as this replica's to post, on the row as it is now, unless another
+    replica's post of it may be on its way."""
+    creating = engine.creating(row.job_id)
+    plan = Plan.LOOK
+
+    def mark(fresh: ThreadReply) -> ThreadReply:
+        nonlocal plan
+        marks, plan = creating.claim({"reply": fresh.posting} if fresh.posting else {},
+                                     "reply")
+        if plan == Plan.LOOK_ONLY:
+            return fresh
+        return fresh.model_copy(update={"posting": marks["reply"], "updated_at": time.time()})
+
+    return engine.store.update(TABLE, row.id, ThreadReply, mark,
+                               placed=lambda _: (True, None)), plan
 
 
 def finish(engine: StepContext, row: ThreadReply, comment_id: int) -> None:
@@ -159,7 +179,7 @@ def finish(engine: StepContext, row: ThreadReply, comment_id: int) -> None:
     fresh = engine.store.get(TABLE, row.id, ThreadReply) or row
     newer = fresh.run_id != row.run_id
     engine.store.put(TABLE, row.id, fresh.model_copy(update={
-        "comment_id": comment_id, "replied_run": row.run_id, "posting": False,
+        "comment_id": comment_id, "replied_run": row.run_id, "posting": None,
         "updated_at": time.time()}), active=newer)
     if newer:
         engine.wake(row.id)

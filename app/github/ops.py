@@ -128,10 +128,12 @@ class RepoOps:
 
     async def upsert_comment(
         self, number: int, marker: str, body: str, known_id: int | None = None,
-        *, look_first: bool = True,
-    ) -> int:
-        """Edit hangar's comment carrying `marker`, or post it once. Without a known id it
-        is looked for on the thread first, unless the caller knows it was never posted."""
+        *, look_first: bool = True, create: bool = True,
+    ) -> int | None:
+        """Edit hangar's comment carrying `marker`, or post it once (app.creates). Without
+        a known id it is looked for on the thread first, unless the caller knows it was
+        never posted; with not `create`, one not found is left to another replica's post
+        (None)."""
         body = render.fit_body(body)  # GitHub refuses a longer one: the comment would be lost
         comment_id = known_id
         if comment_id is None and look_first:
@@ -146,6 +148,8 @@ class RepoOps:
             except BadRequest as exc:
                 if int(exc.status_code) != 404:
                     raise
+        if not create:
+            return None
         created = await self.gh.post(f"{self.base}/issues/{number}/comments", data={"body": body})
         return created["id"]
 
@@ -426,10 +430,11 @@ class RepoOps:
         details_url: str | None = None,
         known_id: int | None = None,
         look_first: bool = True,
-    ) -> int:
-        """Update the check run, or create it once. Without a known id it is looked for
-        first, unless the caller knows it was never created (a create it may have sent is
-        marked before it is sent)."""
+        create: bool = True,
+    ) -> int | None:
+        """Update the check run, or create it once (app.creates). Without a known id it
+        is looked for first, unless the caller knows it was never created; with not
+        `create`, one not found is left to another replica's create (None)."""
         fields: dict[str, Any] = {"status": status}
         if conclusion:
             fields["conclusion"] = conclusion
@@ -448,6 +453,8 @@ class RepoOps:
         if check_id is not None:
             await self.gh.patch(f"{self.base}/check-runs/{check_id}", data=fields)
             return check_id
+        if not create:
+            return None
         created = await self.gh.post(
             f"{self.base}/check-runs",
             data={"name": name, "head_sha": head_sha, "external_id": external_id, **fields},

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from app.creates import Mark, marks_of
 from app.models import Job, now
 from app.render import landing as words
 from app.render.reasons import Why
@@ -113,10 +114,12 @@ class LandRequest(BaseModel):
     impostors: list[str] = []  # others' checks under hangar's names, set aside (said once)
     shown: str | None = None  # what check run `hangar / land` last said, to skip no-op edits
     check_ids: dict[str, int] = {}  # head sha → id of check run `hangar / land` on it
-    # Heads whose land check run is being created: after a crash it may exist already.
-    check_posting: list[str] = []
+    # Heads whose land check run is being created (app.creates): it may exist already.
+    check_posting: dict[str, Mark] = {}
     version: int = 0  # bumped by every save; a step holding an older copy stops
     updated_at: float = Field(default_factory=now)
+
+    _marks_stored_before = field_validator("check_posting", mode="before")(marks_of)
 
     @property
     def active(self) -> bool:

@@ -14,6 +14,7 @@ from gidgethub import BadRequest, GitHubException
 
 from app import render, runs
 from app.commands import request_verification
+from app.creates import Creating, Plan
 from app.engine import PrNotes
 from app.github import ci
 from app.github.client import get_or_none
@@ -1078,20 +1079,24 @@ async def show(engine: LandingContext, ops: RepoOps, request: LandRequest, *,
 
 async def show_check(engine: LandingContext, ops: RepoOps, request: LandRequest, shown: str,
                      **fields: Any) -> None:
-    """Write check run `hangar / land` on the head: by its id once known; a create is
-    marked on the row first, so only one that may have been sent (or made for a job older
-    than this hangar) is looked for."""
+    """Write check run `hangar / land` on the head: by its id once known; otherwise
+    created once (app.creates: marked on the row first, looked for when it may exist)."""
     head = head_of(request)
     known = request.check_ids.get(head)
-    may_exist = head in request.check_posting or engine.inherited(request.job_id)
+    plan = Plan.LOOK
     try:
-        if known is None and not may_exist:
-            request.check_posting = [*request.check_posting[-9:], head]
-            save(engine, request)
+        if known is None:
+            request.check_posting, plan = engine.creating(request.job_id).claim(
+                request.check_posting, head, keep=10)
+            if plan != Plan.LOOK_ONLY:
+                save(engine, request)
         check_id = await ops.upsert_check_run(LAND_CHECK, head, request.id, known_id=known,
-                                              look_first=may_exist, **fields)
+                                              look_first=plan != Plan.CREATE,
+                                              create=plan != Plan.LOOK_ONLY, **fields)
+        if check_id is None:
+            raise Creating.in_flight(f"check run {LAND_CHECK}", request.check_posting.get(head))
         request.check_ids = {**dict(list(request.check_ids.items())[-9:]), head: check_id}
-        request.check_posting = [h for h in request.check_posting if h != head]
+        request.check_posting = {h: m for h, m in request.check_posting.items() if h != head}
         request.shown = shown
         save(engine, request)
     except RowChanged:

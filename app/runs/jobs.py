@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from app import render
+from app.creates import Creating, Plan
 from app.egress import running_refusal_notes
 from app.models import JobState, RunOutcome, RunStage
 from app.render import pages
@@ -131,18 +132,21 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
             continue
         ops = ops or await engine.github.repo_ops(job.thread)
         known = job.status_comments.get(number)
-        # Only a post that may have been made already is looked for first: one begun
-        # before a crash, or any for a job older than this hangar (a restored backup does
-        # not remember what was posted after it was taken). Otherwise a thread's first
-        # comment costs one call, not a listing of the thread too.
-        may_exist = number in job.status_posting or engine.inherited(job.id)
-        if known is None and not may_exist:
-            job = engine.patch_job(job_id, status_posting=[*job.status_posting, number])
+        # Only a post that may have been made already is looked for first (app.creates):
+        # otherwise a thread's first comment costs one call, not a listing of it too.
+        plan = Plan.LOOK
+        if known is None:
+            job, plan = engine.claim_create(job, "status_posting", number)
+            known = job.status_comments.get(number)  # another replica's, saved meanwhile
         comment_id = await ops.upsert_comment(number, render.status_marker(job.id), body,
-                                              known_id=known, look_first=may_exist)
+                                              known_id=known, look_first=plan != Plan.CREATE,
+                                              create=plan != Plan.LOOK_ONLY)
+        if comment_id is None:
+            raise Creating.in_flight("a status comment", job.status_posting.get(number))
         job = engine.existing_job(job_id)
         job = engine.patch_job(job_id, status_comments={**job.status_comments, number: comment_id},
-                               status_posting=[n for n in job.status_posting if n != number],
+                               status_posting={n: m for n, m in job.status_posting.items()
+                                               if n != number},
                                rendered={**job.rendered, number: body},
                                edited_at={**job.edited_at, number: time.time()})
     if job.status_due_at != due or job.status_asks_seen < asks:

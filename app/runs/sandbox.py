@@ -8,6 +8,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from app import envbuilds
+from app.creates import Creating, Plan
 from app.envbuilds import default_env_name
 from app.github.ops import RepoOps
 from app.models import Job, Run
@@ -172,23 +173,26 @@ async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, h
                        **fields: Any) -> None:
     """Create or update this run's check run `name` on head, remembering its id. A check
     run is looked for before it is created only when a create may have been sent already
-    (the mark is written before the create, or the job is older than this hangar): a new
-    one costs one call, not two."""
+    (app.creates): a new one costs one call, not two."""
     key = f"{name}@{head}"
     fresh = engine.existing_run(run.id)
     known = fresh.check_ids.get(key)
-    may_exist = key in fresh.posting or engine.inherited(run.job_id)
-    if known is None and not may_exist:
-        engine.patch_run(run.id, posting=[*fresh.posting, key])
+    plan = Plan.LOOK
+    if known is None:
+        fresh, plan = engine.claim_create(fresh, "posting", key)
+        known = fresh.check_ids.get(key)  # another replica's, saved meanwhile
     details = pages.job_link(engine.settings.public_url, run.job_id)
     if details:  # hangar's page of the job, unless the caller links elsewhere
         fields.setdefault("details_url", details)
     check_id = await ops.upsert_check_run(name, head, run.id, known_id=known,
-                                          look_first=may_exist, **fields)
-    if known != check_id or may_exist:
+                                          look_first=plan != Plan.CREATE,
+                                          create=plan != Plan.LOOK_ONLY, **fields)
+    if check_id is None:
+        raise Creating.in_flight(f"check run {name}", fresh.posting.get(key))
+    if known != check_id or key in fresh.posting:
         fresh = engine.existing_run(run.id)
         engine.patch_run(run.id, check_ids={**fresh.check_ids, key: check_id},
-                         posting=[k for k in fresh.posting if k != key])
+                         posting={k: m for k, m in fresh.posting.items() if k != key})
 
 
 async def complete_agent_check(engine: StepContext, ops: RepoOps, run: Run) -> None:

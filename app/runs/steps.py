@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from gidgethub import BadRequest
 
 from app import render
+from app.creates import Plan
 from app.engine import MAX_STEP_FAILURES
 from app.github.ops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
@@ -182,7 +183,7 @@ async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run, *,
         engine.patch_job(job.id, trigger_label=None)
     fresh = engine.existing_run(run.id)
     engine.patch_run(run.id, pr_number=pr["number"],
-                     posting=[k for k in fresh.posting if k != "pr"])
+                     posting={k: m for k, m in fresh.posting.items() if k != "pr"})
     engine.note(run.job_id, f"{run.id} PR #{pr['number']} at {(run.head_sha or '')[:7]}")
     return pr
 
@@ -204,17 +205,17 @@ async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run,
                           draft: bool = False) -> dict:
     """The run's PR with its body up to date; opened when there is none (`draft`: as a
     draft, marked ready once a verification of it passes). The branch's PRs are listed
-    first only when an open may have been sent already (the mark is written before it)
-    or GitHub says one exists: a first open costs one call."""
+    first only when an open may have been sent already (app.creates) or GitHub says one
+    exists: a first open costs one call. (GitHub opens one PR per branch and base: an open
+    another replica sent meanwhile is refused, and found.)"""
     body = render.pr_body(job, run)
     pr: dict | None
+    mine = "pr" in run.posting
     if run.pr_number is not None:
         pr = await ops.get_pr(run.pr_number)
-    elif "pr" in run.posting:
-        pr = await ops.find_pr(run.branch)
     else:
-        run = engine.patch_run(run.id, posting=[*run.posting, "pr"])
-        pr = None
+        run, plan = engine.claim_create(run, "posting", "pr")
+        pr = await ops.find_pr(run.branch) if plan != Plan.CREATE else None
     if pr is None:
         try:
             pr = await ops.create_pr(title=render.pr_title(job), body=body, head=run.branch,
@@ -229,7 +230,7 @@ async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run,
                         + (" as a draft" if pr.get("draft") else ""))
             note_draft(engine, job, pr)
             return pr
-    elif "pr" in run.posting:
+    elif mine:
         note_draft(engine, job, pr)  # hangar's own open, before a crash
     if pr.get("body") != body:
         pr = await ops.update_pr(pr["number"], body=body)

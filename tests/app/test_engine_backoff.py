@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from app.creates import CreateInFlight
 from app.engine import MAX_STEP_FAILURES, Engine, backoff_delay
 from app.github.client import RateLimited
 from app.landing import LandRequest, LandState, merge_answer
@@ -77,13 +78,18 @@ async def test_a_failing_job_step_ends_the_job_failed_with_the_reason(engine):
     assert engine.get_job(job.id).state == JobState.FAILED
     assert any("GitHub said no" in what for _at, what in engine.store.notes(job.id))
 
-async def test_a_rate_limit_holds_until_the_reset_without_counting(engine, caplog):
-    """A rate limit is a wait GitHub asks for, not a failure: no error is logged or
-    counted for it (an operator's alert on step errors would fire on every busy minute)."""
+@pytest.mark.parametrize("wait", [
+    lambda until: RateLimited(until, "GitHub answered 403: rate limited"),
+    lambda until: CreateInFlight("a status comment", until),
+], ids=["rate limit", "another replica's create"])
+async def test_a_wait_holds_until_its_end_without_counting(engine, caplog, wait):
+    """A rate limit is a wait GitHub asks for, and another replica's create still on its
+    way one app.creates asks for, not failures: no error is logged or counted for them
+    (an operator's alert on step errors would fire on every busy minute)."""
     reset = time.time() + 1800
 
     async def limited(engine: Engine, row_id: str) -> None:
-        raise RateLimited(reset, "GitHub answered 403: rate limited")
+        raise wait(reset)
 
     caplog.set_level("INFO", logger="app.engine")
     for _ in range(MAX_STEP_FAILURES + 2):
@@ -93,7 +99,7 @@ async def test_a_rate_limit_holds_until_the_reset_without_counting(engine, caplo
     assert engine.metrics.engine_step_errors.value(kind="autofix") == 0
     said = [r for r in caplog.records if r.name == "app.engine"]
     assert said and all(r.levelname == "INFO" and not r.exc_info for r in said)
-    assert "waits for GitHub's rate limit" in said[0].getMessage()
+    assert said[0].getMessage().startswith(f"autofix step waits: {wait(reset)}")
 
 
 async def test_success_clears_the_hold(engine):

@@ -127,7 +127,7 @@ async def test_collect_finds_a_pr_someone_opened_from_hangars_branch(step_engine
     _, run = job_and_run(engine)
     await runs.collect(engine, run)
     after = engine.get_run(run.id)
-    assert after.pr_number == PR_NUMBER and after.posting == []
+    assert after.pr_number == PR_NUMBER and after.posting == {}
     assert after.stage == RunStage.DONE
 
 
@@ -156,7 +156,7 @@ async def test_a_restored_backup_that_forgot_the_check_runs_makes_no_second(step
     engine = verifying_engine(step_engine, tmp_path, gh)
     _, run = job_and_run(engine)
     await runs.collect(engine, run)
-    engine.patch_run(run.id, stage=RunStage.COLLECTING, check_ids={}, posting=[])
+    engine.patch_run(run.id, stage=RunStage.COLLECTING, check_ids={}, posting={})
     engine.started_at = time.time() + 1  # the restored hangar started after the job
     await runs.collect(engine, engine.get_run(run.id))
     assert len(checks_named(gh, "hangar / agent")) == 1

@@ -27,8 +27,9 @@ class RecordingOps:
         self.looked: list[int] = []
 
     async def upsert_comment(self, number: int, marker: str, body: str,
-                             known_id: int | None = None, *, look_first: bool = True) -> int:
-        assert marker in body
+                             known_id: int | None = None, *, look_first: bool = True,
+                             create: bool = True) -> int:
+        assert marker in body and create
         if known_id is None and look_first:
             self.looked.append(number)
         self.writes.append((number, body))
@@ -161,11 +162,11 @@ async def test_a_first_comment_is_posted_without_listing_the_thread_unless_a_cra
         engine):
     job, _ = start(engine)
     await refresh_status(engine, job.id)
-    assert engine.ops.looked == [] and engine.get_job(job.id).status_posting == []
+    assert engine.ops.looked == [] and engine.get_job(job.id).status_posting == {}
     # A crash between GitHub taking the post and hangar saving its id: the thread is
     # still marked, so the next refresh looks for the comment before posting again.
     crashed, _ = start(engine)
-    engine.patch_job(crashed.id, status_posting=[7])
+    engine.patch_job(crashed.id, status_posting={7: engine.creating(crashed.id).mark()})
     await refresh_status(engine, crashed.id)
     assert engine.ops.looked == [7]
 

@@ -1,0 +1,189 @@
+"""What hangar creates on GitHub is created once, with two replicas on one database too:
+a replica that stalled past its lease may still send the create it marked, after the
+other replica took the row over (app.creates). Two engines here share one store under
+two replica names; GitHub is a recorder whose creates can be held on their way."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+import pytest
+
+from app.creates import IN_FLIGHT_S, CreateInFlight, Creating, Mark, Plan
+from app.engine import Engine
+from app.github.ops import RepoOps
+from app.landing import rows as land_rows
+from app.landing.steps import show_check
+from app.metrics import Metrics
+from app.models import Job, Run, Thread
+from app.runs.jobs import refresh_status
+from app.runs.sandbox import upsert_check
+from app.store import Store
+from app.wiring import register_concerns
+
+ISSUE = Thread(repo="acme/widgets", number=7, installation_id=1)
+HEAD = "a" * 40
+BOT = {"login": "hangar[bot]", "type": "Bot"}
+
+
+class GitHub:
+    """Issue comments and check runs as GitHub keeps them; while `held`, the first create
+    waits on its way."""
+
+    def __init__(self):
+        self.comments: list[dict] = []
+        self.check_runs: list[dict] = []
+        self.held: asyncio.Event | None = None
+        self.sent = asyncio.Event()  # a create reached GitHub and waits there
+
+    async def getiter(self, url: str, iterable_key: str | None = None):
+        if iterable_key == "check_runs":
+            name = re.search(r"check_name=([^&]+)", url)
+            for run in self.check_runs:
+                if name is None or run["name"] == name.group(1):
+                    yield run
+            return
+        number = int(re.search(r"/issues/(\d+)/comments", url).group(1))
+        for comment in self.comments:
+            if comment["number"] == number:
+                yield comment
+
+    async def post(self, url: str, data: dict) -> dict:
+        if self.held is not None and not self.sent.is_set():  # the first create only
+            self.sent.set()
+            await self.held.wait()
+        made = {"id": 1000 + len(self.comments) + len(self.check_runs), **data}
+        if url.endswith("/check-runs"):
+            self.check_runs.append(made)
+        else:
+            made.update(number=int(url.split("/")[-2]), user=BOT)
+            self.comments.append(made)
+        return made
+
+    async def patch(self, url: str, data: dict) -> dict:
+        found = next(x for x in self.comments + self.check_runs
+                     if x["id"] == int(url.rsplit("/", 1)[1]))
+        found.update(data)
+        return found
+
+
+def replica(settings, name: str, github: GitHub) -> Engine:
+    engine = Engine(settings=settings, store=Store(settings.db_path, owner=name), auth=None,
+                    metrics=Metrics(), tokens=None)
+    register_concerns(engine)
+    ops = RepoOps(github, ISSUE.repo)  # type: ignore[arg-type]
+
+    async def repo_ops(thread: Any) -> RepoOps:
+        return ops
+
+    engine.github.repo_ops = repo_ops
+    return engine
+
+
+@pytest.fixture
+def two(settings):
+    github = GitHub()
+    return replica(settings, "a", github), replica(settings, "b", github), github
+
+
+def test_who_may_create_what_a_mark_names():
+    mine = Creating("a", inherited=False)
+    now = time.time()
+    assert mine.plan(None) == Plan.CREATE
+    assert Creating("a", inherited=True).plan(None) == Plan.LOOK
+    assert mine.plan(Mark(by="a", at=now)) == Plan.LOOK  # its own, earlier step is over
+    assert mine.plan(Mark(by="b", at=now - 1)) == Plan.LOOK_ONLY  # may be on its way
+    assert mine.plan(Mark(by="b", at=now - IN_FLIGHT_S)) == Plan.LOOK  # landed or failed
+    assert mine.plan(Mark()) == Plan.LOOK  # a mark older rows kept
+    marks, plan = mine.claim({"x": Mark(by="b", at=now)}, "x")
+    assert plan == Plan.LOOK_ONLY and marks["x"].by == "b"  # another's mark stays
+    marks, plan = mine.claim({str(n): Mark() for n in range(12)}, "new", keep=10)
+    assert plan == Plan.CREATE and list(marks) == [*map(str, range(3, 12)), "new"]
+
+
+async def race(first, second, github: GitHub) -> None:
+    """`first` marks its create and sends it; GitHub holds it. `second` runs meanwhile
+    (the other replica, which took the row over) and must not create a second. Then the
+    held create lands."""
+    github.held = asyncio.Event()
+    task = asyncio.create_task(first())
+    await asyncio.wait_for(github.sent.wait(), 10)
+    with pytest.raises(CreateInFlight) as waited:
+        await second()
+    assert time.time() + IN_FLIGHT_S - 5 < waited.value.until <= time.time() + IN_FLIGHT_S
+    github.held.set()
+    await task
+    github.held = None
+    github.sent.clear()
+
+
+async def test_a_status_comment_another_replica_is_posting_is_not_posted_again(two):
+    a, b, github = two
+    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
+                         clone_url="x", base_branch="main"))
+    a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main"))
+    await race(lambda: refresh_status(a, job.id, force=True),
+               lambda: refresh_status(b, job.id, force=True), github)
+    await refresh_status(b, job.id, force=True)  # b now edits a's comment
+    assert len(github.comments) == 1
+    assert b.get_job(job.id).status_comments == {7: github.comments[0]["id"]}
+    assert b.get_job(job.id).status_posting == {}
+
+
+async def test_a_mark_left_by_a_replica_that_died_is_posted_once_it_is_old(two):
+    a, b, github = two
+    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
+                         clone_url="x", base_branch="main"))
+    a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main"))
+    a.patch_job(job.id, status_posting={7: Mark(by="a", at=time.time())})  # then died
+    with pytest.raises(CreateInFlight):
+        await refresh_status(b, job.id, force=True)
+    assert github.comments == []
+    b.patch_job(job.id, status_posting={7: Mark(by="a", at=time.time() - IN_FLIGHT_S)})
+    await refresh_status(b, job.id, force=True)
+    assert len(github.comments) == 1
+    # a, restarted under its own name, looks for what it marked and posts it if not there
+    a.patch_job(job.id, status_comments={}, status_posting={7: Mark(by="a", at=time.time())})
+    github.comments.clear()
+    await refresh_status(a, job.id, force=True)
+    assert len(github.comments) == 1
+
+
+async def test_a_runs_check_run_another_replica_is_creating_is_not_created_again(two):
+    a, b, github = two
+    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
+                         clone_url="x", base_branch="main"))
+    run = a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main"))
+    ops = await a.github.repo_ops(ISSUE)
+    await race(lambda: upsert_check(a, ops, run, "hangar / agent", HEAD, status="in_progress"),
+               lambda: upsert_check(b, ops, run, "hangar / agent", HEAD, status="in_progress"),
+               github)
+    await upsert_check(b, ops, run, "hangar / agent", HEAD, status="completed",
+                       conclusion="success")
+    assert [(c["name"], c["status"]) for c in github.check_runs] == [
+        ("hangar / agent", "completed")]
+    assert b.get_run(run.id).posting == {}
+
+
+async def test_a_land_check_another_replica_is_creating_is_not_created_again(two):
+    a, b, github = two
+    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
+                         clone_url="x", base_branch="main"))
+    a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main", pr_number=12))
+    request = land_rows.ensure_request(a, job, 12)
+    request.head_sha = HEAD
+    land_rows.save(a, request)
+
+    async def show(engine: Engine) -> None:
+        row = land_rows.get(engine, request.id)
+        await show_check(engine, await engine.github.repo_ops(ISSUE), row, "shown",
+                         status="queued")
+
+    await race(lambda: show(a), lambda: show(b), github)
+    await show(b)  # b now updates a's check run
+    assert [c["external_id"] for c in github.check_runs] == [request.id]
+    after = land_rows.get(b, request.id)
+    assert after.check_ids == {HEAD: github.check_runs[0]["id"]} and after.check_posting == {}
