@@ -142,6 +142,15 @@ async def test_past_max_minutes_is_timed_out_and_stopped(provider, make_sandbox)
     assert provider.host_pids(sb, pid) == []
 
 
+def commands(pids: list[int]) -> list[str]:
+    """What each host process runs (its `comm`); one gone meanwhile is left out."""
+    names = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            names.append(open(f"/proc/{pid}/comm").read().strip())
+    return names
+
+
 async def test_stop_cancels_with_sigterm_first(provider, make_sandbox):
     sb = await make_sandbox()
     script = b"trap 'echo terminated > /workspace/term; exit 0' TERM\nsleep 60 & wait\n"
@@ -149,10 +158,12 @@ async def test_stop_cancels_with_sigterm_first(provider, make_sandbox):
     pid = await provider.start(sb, ["sh", "/workspace/agent.sh"], cwd="/workspace")
     watch = RunWatch(started_at=time.time(), max_minutes=60)
 
-    async def has_agent() -> bool:
-        return len(provider.host_pids(sb, pid)) >= 3
+    async def trap_set() -> bool:
+        # sleep runs only once sh has read the trap above it: three pids (the sandbox's
+        # anchor, the wrapper, sh) come before sh has run its first line.
+        return "sleep" in commands(provider.host_pids(sb, pid))
 
-    assert await wait_for(has_agent)
+    assert await wait_for(trap_set)
     assert watch.cancel(time.time()) is RunState.CANCELLED
     started = time.monotonic()
     await provider.stop(sb, pid, grace_s=30)  # a loaded machine is slow to end processes
