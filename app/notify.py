@@ -122,12 +122,13 @@ async def advance_delivery(engine: StepContext, row_id: str) -> None:
     if notifier is None:  # the operator removed it
         engine.store.put(TABLE, row_id, row.model_copy(update={"state": "failed"}), active=False)
         return
-    ahead = older_due(engine, row)
+    ahead = older_pending(engine, row)
     if ahead is not None:
-        # A notifier hears its notifications in the order they were made: an older one due
-        # now (a retry, or one the rate limit held) goes first.
+        # A notifier hears its notifications in the order they were made: an older one
+        # still to send (a retry waiting out its delay, or one the rate limit held) goes
+        # first, and this one after it.
         engine.store.put(TABLE, row_id, row.model_copy(
-            update={"next_at": time.time() + BEHIND_S}), active=True)
+            update={"next_at": max(ahead.next_at, time.time()) + BEHIND_S}), active=True)
         engine.wake(ahead.id)
         return
     wait = take_send_slot(engine, notifier)
@@ -149,13 +150,13 @@ async def advance_delivery(engine: StepContext, row_id: str) -> None:
     engine.store.put(TABLE, row_id, fresh, active=fresh.state == "pending")
 
 
-def older_due(engine: StepContext, row: NotificationDelivery) -> NotificationDelivery | None:
-    """A notification to the same notifier, made before `row` and due now, if any."""
-    now = time.time()
+def older_pending(engine: StepContext, row: NotificationDelivery
+                  ) -> NotificationDelivery | None:
+    """A notification to the same notifier, made before `row` and not yet sent, if any."""
     for other in engine.store.all(TABLE, NotificationDelivery, active=True):  # oldest first
         if other.id == row.id:
             return None
-        if other.notifier == row.notifier and other.state == "pending" and other.next_at <= now:
+        if other.notifier == row.notifier and other.state == "pending":
             return other
     return None
 

@@ -180,3 +180,33 @@ async def test_a_notifier_hears_its_notifications_in_the_order_they_were_made(
     finally:
         await session.close()
 
+
+
+async def test_a_newer_notification_waits_behind_an_older_ones_retry(
+        step_engine, receiver, monkeypatch):
+    """An older notification waiting out its retry delay still goes first: the newer one,
+    due now, is held until after it."""
+    clock = Clock()
+    engine, session = await sent_through(step_engine, receiver, clock, monkeypatch)
+    try:
+        rows = []
+        for n in (1, 2):
+            emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{n}",
+                                      repo="acme/widgets",
+                                      facts={"run": f"run-{n}", "issue": n, "pr": None}))
+            rows.append(delivery_id("ops", f"run.lost:{n}"))
+        older = engine.store.get(TABLE, rows[0], NotificationDelivery)
+        engine.store.put(TABLE, rows[0], older.model_copy(update={  # its first send failed
+            "next_at": clock.at + 30, "attempts": [{"at": clock.at, "status": 500}]}),
+                         active=True)
+        await advance_delivery(engine, rows[1])
+        assert receiver.got == []
+        behind = engine.store.get(TABLE, rows[1], NotificationDelivery)
+        assert behind.state == "pending" and behind.next_at > clock.at + 30
+        clock.at += 30
+        await advance_delivery(engine, rows[0])
+        clock.at = behind.next_at
+        await advance_delivery(engine, rows[1])
+        assert [g["body"]["facts"]["run"] for g in receiver.got] == ["run-1", "run-2"]
+    finally:
+        await session.close()
