@@ -116,6 +116,9 @@ class LandRequest(BaseModel):
     check_ids: dict[str, int] = {}  # head sha → id of check run `hangar / land` on it
     # Heads whose land check run is being created (app.creates): it may exist already.
     check_posting: dict[str, Mark] = {}
+    # Moved to a final state that check run `hangar / land` does not show yet: the row
+    # stays active until a step has shown it (GitHub failed the step that moved it).
+    end_unshown: bool = False
     version: int = 0  # bumped by every save; a step holding an older copy stops
     updated_at: float = Field(default_factory=now)
 
@@ -123,7 +126,7 @@ class LandRequest(BaseModel):
 
     @property
     def active(self) -> bool:
-        return self.state not in FINAL
+        return self.state not in FINAL or self.end_unshown
 
 
 def wake_request(request: LandRequest) -> None:
@@ -213,6 +216,9 @@ def move(engine: LandingContext, request: LandRequest, state: LandState, why: Wh
     request.history.append({"at": time.time(), "state": state.value, "reason": reason})
     request.state = state
     set_reason(request, why)
+    request.end_unshown = state in FINAL and request.head_sha is not None
+    if request.end_unshown:
+        request.due_at = 0  # shown by this step, or by the next try once its hold ends
     save(engine, request)
     engine.note(request.job_id, f"land #{request.pr_number}: {state.value}"
                 + (f" ({reason})" if reason else ""))

@@ -35,6 +35,7 @@ from app.landing.gate import (
     usable_methods,
 )
 from app.landing.rows import (
+    FINAL,
     IN_FLIGHT,
     RESTARTABLE,
     LandRequest,
@@ -101,6 +102,10 @@ def give_up(engine: LandingContext, request_id: str, reason: str) -> None:
     request = get(engine, request_id)
     if request is None or not request.active or request.state == LandState.FAILED:
         return
+    if request.state in FINAL:  # only its showing failed, again and again: it stays ended
+        request.end_unshown = False
+        save(engine, request)
+        return
     move(engine, request, LandState.FAILED, Why(LandReason.GAVE_UP, error=reason))
 
 
@@ -150,6 +155,8 @@ WAITING_FOR_PEOPLE = (LandReason.APPROVALS_WANTED, LandReason.GATE_WAITS,
 async def land_step(engine: LandingContext, request: LandRequest) -> None:
     job = engine.existing_job(request.job_id)
     ops = await engine.github.repo_ops(job.thread)
+    if request.state in FINAL:  # ended; the step that ended it failed to show it
+        return await show(engine, ops, request)
     if request.policy is not None and expired(
             request, LandPolicy.model_validate(request.policy), time.time()):
         return await expire(engine, ops, request)
@@ -1074,6 +1081,10 @@ async def show(engine: LandingContext, ops: RepoOps, request: LandRequest, *,
                        else [] if status == "completed" else None)
             await show_check(engine, ops, request, shown, status=status, conclusion=conclusion,
                              output={"title": title, "summary": summary}, actions=actions)
+        elif request.end_unshown:
+            request.end_unshown = False
+            with contextlib.suppress(RowChanged):  # the next step sees the fresh row
+                save(engine, request)
     runs.ask_status_edit(engine, request.job_id)
 
 
@@ -1098,6 +1109,7 @@ async def show_check(engine: LandingContext, ops: RepoOps, request: LandRequest,
         request.check_ids = {**dict(list(request.check_ids.items())[-9:]), head: check_id}
         request.check_posting = {h: m for h, m in request.check_posting.items() if h != head}
         request.shown = shown
+        request.end_unshown = request.end_unshown and request.state not in FINAL
         save(engine, request)
     except RowChanged:
         pass  # the next step shows it again from the fresh row (its mark, if made, kept)

@@ -17,6 +17,7 @@ from tests.conftest import hangar_permissions
 from tests.e2e.conftest import wait_until
 from tests.e2e.test_landing import (
     approve,
+    land_check,
     landed,
     merge_calls,
     on_main,
@@ -112,6 +113,25 @@ def test_a_merge_method_the_repository_forbids_is_swapped_for_an_allowed_one(wor
     assert merge_calls(world, pr["number"]) == [405, 200]
     tip = gitrepo.commit_info(world.hub.repo_path(world.repo), done["merge_commit_sha"])
     assert len(tip.parents) == 2  # a merge commit, as the repository allows
+
+
+def test_a_landing_whose_check_run_github_failed_to_write_shows_it_once_github_answers(
+        world):
+    """The land step that merged could not write check run `hangar / land` (GitHub
+    answered 502): the request has landed, and its check says so once GitHub answers."""
+    protect(world, checks=())
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = verified_pr(world, issue)
+    head = pr["head"]["sha"]
+    world.hub.inject_fault("POST", r"/check-runs$", status=502, times=None)
+    world.hub.inject_fault("PATCH", r"/check-runs/\d+$", status=502, times=None)
+    approve(world, pr["number"])
+    wait_until(lambda: landed(world, pr["number"]), 90, "the PR to land")
+    world.hub.clear_faults()
+    check = wait_until(lambda: (land_check(world, head) or {}).get("conclusion") and
+                       land_check(world, head), 60, "the land check to show how it ended")
+    assert check["conclusion"] == "success" and check["output"]["title"] == "Landed"
 
 
 def test_writes_whose_answer_was_lost_are_read_back_not_repeated(world):
