@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from app.models import changed
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.fanout.context import FanoutContext
 
 TABLE = "fanout_grading"
 
@@ -32,11 +32,11 @@ class Grading(BaseModel):
     done: bool = False  # ranked
 
 
-def get_row(engine: StepContext, job_id: str) -> Grading | None:
+def get_row(engine: FanoutContext, job_id: str) -> Grading | None:
     return engine.store.get(TABLE, job_id, Grading)
 
 
-def start(engine: StepContext, job_id: str, repo: str, heads: dict[int, str],
+def start(engine: FanoutContext, job_id: str, repo: str, heads: dict[int, str],
           waiting: dict[int, str], wait: float) -> Grading:
     """Wait for CI on `waiting` (of `heads`) at most `wait` seconds: the job says so, the
     row waits."""
@@ -48,7 +48,7 @@ def start(engine: StepContext, job_id: str, repo: str, heads: dict[int, str],
     return row
 
 
-def wait_again(engine: StepContext, row: Grading, waiting: dict[int, str]) -> None:
+def wait_again(engine: FanoutContext, row: Grading, waiting: dict[int, str]) -> None:
     """CI was still running on `waiting` when `row` was read: sleep until an event or the
     deadline, unless an event came since (then the row stays due, to look again)."""
     engine.patch_job(row.id, grading={"until": row.until, "waiting": by_name(waiting)})
@@ -61,11 +61,11 @@ def by_name(heads: dict[int, str]) -> dict[str, str]:
     return {str(a): sha for a, sha in heads.items()}
 
 
-def finish(engine: StepContext, row: Grading) -> None:
+def finish(engine: FanoutContext, row: Grading) -> None:
     _update(engine, row.id, lambda now: changed(now, done=True))
 
 
-def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = None,
+def on_ci(engine: FanoutContext, repo: str, head_sha: str, *, check: str | None = None,
           ours: bool = False) -> None:
     """CI finished something on head_sha: a grading that waits on it looks again now.
     hangar's own checks are not the repository's CI."""
@@ -77,7 +77,7 @@ def on_ci(engine: StepContext, repo: str, head_sha: str, *, check: str | None = 
                 now, due_at=0.0, wakes=now.wakes + 1))
 
 
-def _update(engine: StepContext, job_id: str, change: Callable[[Grading], Grading]) -> None:
+def _update(engine: FanoutContext, job_id: str, change: Callable[[Grading], Grading]) -> None:
     """Change the row in one transaction: an event's wake and a step's write never undo
     each other, on one replica or several."""
     engine.store.update(TABLE, job_id, Grading, change, placed=lambda row: (not row.done, None))

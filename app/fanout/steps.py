@@ -16,10 +16,10 @@ from app.repoconfig import FanoutPolicy, parse_repo_config
 from app.runs import ask_status_edit
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.fanout.context import FanoutContext
 
 
-async def rank_attempts(engine: StepContext, job: Job) -> None:
+async def rank_attempts(engine: FanoutContext, job: Job) -> None:
     """Rank the finished attempts of `/hangar try N` (the engine calls it once every run
     of a job has finished, before the job ends): at once when no head's CI is running,
     else once it has finished or HANGAR_GRADING_WAIT_SECONDS have passed (grading)."""
@@ -38,7 +38,7 @@ async def rank_attempts(engine: StepContext, job: Job) -> None:
                      grading=said_unfinished(waiting, 0.0))
 
 
-async def advance_grading(engine: StepContext, job_id: str) -> None:
+async def advance_grading(engine: FanoutContext, job_id: str) -> None:
     """Look at the CI of a grading's heads again: rank once none is running, or at the
     deadline with what CI has said (naming the heads whose CI had not finished)."""
     row = grading.get_row(engine, job_id)
@@ -63,7 +63,7 @@ async def advance_grading(engine: StepContext, job_id: str) -> None:
     ask_status_edit(engine, job_id)
 
 
-async def policy_of(engine: StepContext, job: Job) -> FanoutPolicy:
+async def policy_of(engine: FanoutContext, job: Job) -> FanoutPolicy:
     """The repository's `fanout:` on the job's base (a malformed file's defaults stand)."""
     ops = await engine.github.repo_ops(job.thread)
     config, _ = parse_repo_config(await engine.github.config_text(ops, job.base_branch))
@@ -75,7 +75,7 @@ def weights(policy: FanoutPolicy) -> dict[str, float] | None:
     return None if policy.weights is None else policy.weights.model_dump()
 
 
-def grading_wait(engine: StepContext, policy: FanoutPolicy) -> float:
+def grading_wait(engine: FanoutContext, policy: FanoutPolicy) -> float:
     """How long the ranking may wait for CI: the repository's `fanout.ci_wait_minutes`,
     never past the operator's HANGAR_GRADING_WAIT_SECONDS."""
     bound = engine.settings.grading_wait_seconds
@@ -97,7 +97,7 @@ def said_unfinished(waiting: dict[int, str], waited: float) -> dict[str, Any]:
     return {"unfinished": grading.by_name(waiting), "waited": waited} if waiting else {}
 
 
-async def ci_of(engine: StepContext, runs: list[Run]) -> dict[int, str]:
+async def ci_of(engine: FanoutContext, runs: list[Run]) -> dict[int, str]:
     """attempt -> the CI verdict on its PR's head, from GitHub."""
     ci = {}
     for run in runs:
@@ -108,7 +108,7 @@ async def ci_of(engine: StepContext, runs: list[Run]) -> dict[int, str]:
     return ci
 
 
-async def ranking_of(engine: StepContext, runs: list[Run]) -> list[dict[str, Any]]:
+async def ranking_of(engine: FanoutContext, runs: list[Run]) -> list[dict[str, Any]]:
     """The runs ranked best first, each `attempt` a distinct number (the attempt of a
     `try N`, or the place in the list given), with CI on each PR's head from GitHub; by
     the repository's `fanout.weights` when every run is of one repository and base."""
