@@ -19,26 +19,28 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 from pydantic import BaseModel, Field
 
 from app import envbuilds, landing, reviewers
-from app.models import RunState, now
+from app.models import Job, Run, RunState, now
 from app.render import notify as words
 from app.runs import credential_key
-from app.settings import NotifierSettings
+from app.settings import NotifierSettings, Settings
 
 if TYPE_CHECKING:
-    from app.engine import Registrations, StepContext
+    from app.engine import Registrations
+    from app.github.reads import GitHubReads
+    from app.store import Store
 
 TABLE = "notification"
 CHANNEL = "notify_channel"  # a row per notifier: when it last sent, for its rate limit
 NOTIFY_RETRIES = 5  # after the first attempt
 TIMEOUT_S = 10.0
 BACKOFF_MAX_S = 3600.0
-# How long a notification waits behind an older one of its notifier that is due first.
+# How long a notification waits after an older one of its notifier that goes first.
 BEHIND_S = 0.2
 
 
@@ -72,6 +74,20 @@ class NotifyChannel(BaseModel):
     version: int = 0  # each send's update raises it: a late first write cannot erase one
 
 
+class NotifyContext(Protocol):
+    """What notifying uses of the engine, and nothing more (mypy checks `Engine` against
+    it where `register` hooks it in): deliveries and channels in the store, the rows a
+    notification is made from, the session it posts with (through `github`), and wake."""
+
+    settings: Settings
+    store: Store
+    github: GitHubReads
+
+    def wake(self, *row_ids: str) -> None: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def get_run(self, run_id: str) -> Run | None: ...
+
+
 def delivery_id(notifier: str, dedupe_key: str) -> str:
     digest = hashlib.sha256(f"{notifier}\0{dedupe_key}".encode()).hexdigest()[:24]
     return f"notify-{digest}"
@@ -86,7 +102,7 @@ def wants(notifier: NotifierSettings, note: Notification) -> bool:
     return not repos or (note.repo or "").lower() in repos
 
 
-def emit(engine: StepContext, note: Notification) -> int:
+def emit(engine: NotifyContext, note: Notification) -> int:
     """A delivery row for each notifier that wants it, once per dedupe key; how many new."""
     made = 0
     for notifier in engine.settings.notifiers:
@@ -110,7 +126,7 @@ def retry_delay(base: float, failures: int) -> float:
     return min(BACKOFF_MAX_S, base * 2 ** (failures - 1))
 
 
-async def advance_delivery(engine: StepContext, row_id: str) -> None:
+async def advance_delivery(engine: NotifyContext, row_id: str) -> None:
     row = engine.store.get(TABLE, row_id, NotificationDelivery)
     if row is None or row.state != "pending":
         if row is not None:
@@ -150,7 +166,7 @@ async def advance_delivery(engine: StepContext, row_id: str) -> None:
     engine.store.put(TABLE, row_id, fresh, active=fresh.state == "pending")
 
 
-def older_pending(engine: StepContext, row: NotificationDelivery
+def older_pending(engine: NotifyContext, row: NotificationDelivery
                   ) -> NotificationDelivery | None:
     """A notification to the same notifier, made before `row` and not yet sent, if any."""
     for other in engine.store.all(TABLE, NotificationDelivery, active=True):  # oldest first
@@ -161,7 +177,7 @@ def older_pending(engine: StepContext, row: NotificationDelivery
     return None
 
 
-def take_send_slot(engine: StepContext, notifier: NotifierSettings) -> float:
+def take_send_slot(engine: NotifyContext, notifier: NotifierSettings) -> float:
     """Take a place in the notifier's rate window and return 0, or return how many seconds
     until one frees (nothing taken). One transaction: replicas share the window."""
     limit = notifier.rate_limit or engine.settings.notify_rate_limit
@@ -185,7 +201,7 @@ def take_send_slot(engine: StepContext, notifier: NotifierSettings) -> float:
     return wait
 
 
-async def post(engine: StepContext, notifier: NotifierSettings, row: NotificationDelivery,
+async def post(engine: NotifyContext, notifier: NotifierSettings, row: NotificationDelivery,
                body: bytes) -> tuple[int | None, str | None]:
     """(HTTP status, None) or (None, what went wrong); never raises for the receiver."""
     headers = {
@@ -207,7 +223,7 @@ async def post(engine: StepContext, notifier: NotifierSettings, row: Notificatio
 # -- what is noticed: each concern's rows, after their steps ------------------------------
 
 
-def after_review_ask(engine: StepContext, row_id: str) -> None:
+def after_review_ask(engine: NotifyContext, row_id: str) -> None:
     """A verified PR's reviewers were asked: it waits for an approval."""
     row = engine.store.get(reviewers.TABLE, row_id, reviewers.ReviewAsk)
     job = engine.get_job(row.job_id) if row else None
@@ -220,7 +236,7 @@ def after_review_ask(engine: StepContext, row_id: str) -> None:
                "reviewers": [*row.users, *row.teams]}))
 
 
-def after_land(engine: StepContext, request_id: str) -> None:
+def after_land(engine: NotifyContext, request_id: str) -> None:
     request = landing.get(engine, request_id)
     if request is None:
         return
@@ -236,7 +252,7 @@ def after_land(engine: StepContext, request_id: str) -> None:
             facts={**facts, "merge_sha": request.merge_sha}))
 
 
-def after_run(engine: StepContext, run_id: str) -> None:
+def after_run(engine: NotifyContext, run_id: str) -> None:
     run = engine.get_run(run_id)
     job = engine.get_job(run.job_id) if run else None
     if run is None or job is None:
@@ -260,7 +276,7 @@ def after_run(engine: StepContext, run_id: str) -> None:
                        "threshold_pct": threshold}))
 
 
-def after_build(engine: StepContext, build_id: str) -> None:
+def after_build(engine: NotifyContext, build_id: str) -> None:
     row = engine.store.get(envbuilds.BUILD, build_id, envbuilds.EnvBuildRow)
     if row is None or row.state != "failed":
         return

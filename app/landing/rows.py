@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -17,6 +17,7 @@ from app.render.reasons import Why
 
 if TYPE_CHECKING:
     from app.landing.context import LandingContext
+    from app.store import Store
 
 T = TypeVar("T")
 
@@ -205,7 +206,11 @@ def fresh(record: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise AssertionError("unreachable")
 
 
-def get(engine: LandingContext, request_id: str) -> LandRequest | None:
+class HoldsRows(Protocol):
+    store: Store
+
+
+def get(engine: HoldsRows, request_id: str) -> LandRequest | None:
     return engine.store.get("land", request_id, LandRequest)
 
 
