@@ -64,11 +64,13 @@ async def test_isolation_none_runs_plain_processes_in_the_sandbox_dir(tmp_path, 
 async def test_detached_process_outlives_the_provider_object(tmp_path):
     first = LocalProvider(root=tmp_path / "sb")
     sb = await first.create(EnvSpec(name="d"), {"job": "1"})
-    pid = await first.start(sb, ["sh", "-c", "sleep 0.5; exit 5"], cwd="/workspace")
+    pid = await first.start(sb, ["sh", "-c", "until [ -e go ]; do sleep 0.05; done; exit 5"],
+                            cwd="/workspace")
     del first  # hangar restarts: a new provider, the stored Sandbox record and the id
     second = LocalProvider(root=tmp_path / "sb")
     stored = type(sb).model_validate_json(sb.model_dump_json())
     assert (await second.observe(stored, pid)).state == "running"
+    await second.copy_in(stored, {"/workspace/go": b""})
 
     async def exited() -> bool:
         return (await second.observe(stored, pid)).state == "exited"

@@ -86,9 +86,12 @@ async def test_env_holds_nothing_of_the_host(provider, make_sandbox, monkeypatch
 
 async def test_detached_process_exits_with_its_code(provider, make_sandbox):
     sb = await make_sandbox()
-    await provider.copy_in(sb, {"/workspace/repo/agent.sh": b"echo working; sleep 0.3; exit 7\n"})
+    # It runs until the test says go: however slow the machine, it is seen running first.
+    script = b"echo working; while [ ! -e /workspace/go ]; do sleep 0.05; done; exit 7\n"
+    await provider.copy_in(sb, {"/workspace/repo/agent.sh": script})
     pid = await provider.start(sb, ["sh", "agent.sh"], env={"X": "1"})
     assert (await provider.observe(sb, pid)).state == "running"
+    await provider.copy_in(sb, {"/workspace/go": b""})
 
     async def exited() -> bool:
         return (await provider.observe(sb, pid)).state == "exited"
