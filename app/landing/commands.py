@@ -4,14 +4,17 @@ that merges the base and resolves the conflicts."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from app.commands import Busy, hangar_pr_job, reply, start_followup
+from app.creates import CreateInFlight
 from app.landing.rows import (
     RESTARTABLE,
     LandRequest,
     LandState,
     ReviewRecord,
+    RowChanged,
     ensure_request,
     get,
     move,
@@ -79,7 +82,7 @@ async def cancel(engine: LandingContext, ops: RepoOps, intent: Intent, request: 
     request.quiet = False
     move(engine, request, LandState.CANCELLED, Why(LandReason.WITHDRAWN, login=intent.author))
     save(engine, request)
-    await show(engine, ops, request)
+    await show_now(engine, ops, request)
     return "land cancelled"
 
 
@@ -104,8 +107,21 @@ async def resolve(engine: LandingContext, ops: RepoOps, intent: Intent) -> str |
     if request is not None and request.state == LandState.CONFLICT:
         request.quiet = False
         move(engine, request, LandState.CONFLICT, Why(LandReason.RESOLVING, base=base))
-        await show(engine, ops, request)
+        await show_now(engine, ops, request)
     return str(outcome)
+
+
+async def show_now(engine: LandingContext, ops: RepoOps, request: LandRequest) -> None:
+    """Show what the command changed at once; when another replica may still be creating
+    the check run, the request's own step shows it (the command is done, and is not
+    taken again for a check run)."""
+    try:
+        await show(engine, ops, request)
+    except CreateInFlight:
+        wake_request(request)
+        with contextlib.suppress(RowChanged):  # written since: its writer's wake stands
+            save(engine, request)
+        engine.wake(request.id)
 
 
 def conflicts_of(request: LandRequest | None) -> list[str]:

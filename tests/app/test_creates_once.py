@@ -46,9 +46,9 @@ class GitHub:
                 if name is None or run["name"] == name.group(1):
                     yield run
             return
-        number = int(re.search(r"/issues/(\d+)/comments", url).group(1))
-        for comment in self.comments:
-            if comment["number"] == number:
+        thread = re.search(r"/issues/(\d+)/comments", url)
+        for comment in self.comments if thread else []:  # else: no rules on the branch
+            if comment["number"] == int(thread.group(1)):
                 yield comment
 
     async def post(self, url: str, data: dict) -> dict:
@@ -187,3 +187,35 @@ async def test_a_land_check_another_replica_is_creating_is_not_created_again(two
     assert [c["external_id"] for c in github.check_runs] == [request.id]
     after = land_rows.get(b, request.id)
     assert after.check_ids == {HEAD: github.check_runs[0]["id"]} and after.check_posting == {}
+
+
+async def test_a_command_is_done_when_another_replica_is_creating_the_check_it_shows(two):
+    """`/hangar land cancel` on b while a's create of the land check is on its way: the
+    command is done (not taken again for a check run); the request's own step shows it."""
+    from app.landing.commands import cancel
+    from app.models import Intent
+
+    a, b, github = two
+    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
+                         clone_url="x", base_branch="main"))
+    a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main", pr_number=12))
+    request = land_rows.ensure_request(a, job, 12)
+    request.head_sha = HEAD
+    land_rows.save(a, request)
+    intent = Intent(id="comment-9-0", thread=ISSUE.model_copy(update={"number": 12}),
+                    comment_id=9, author="mona", command="land_cancel", args={})
+
+    async def show_on_a() -> None:
+        row = land_rows.get(a, request.id)
+        await show_check(a, await a.github.repo_ops(ISSUE), row, "shown", status="queued")
+
+    github.held = asyncio.Event()
+    task = asyncio.create_task(show_on_a())
+    await asyncio.wait_for(github.sent.wait(), 10)
+    said = await cancel(b, await b.github.repo_ops(ISSUE), intent, land_rows.get(b, request.id))
+    assert said == "land cancelled" and github.check_runs == []
+    after = land_rows.get(b, request.id)
+    assert after.state == land_rows.LandState.CANCELLED and after.due_at == 0
+    github.held.set()
+    await task
+    assert len(github.check_runs) == 1
