@@ -151,7 +151,9 @@ async def reply(ops: RepoOps, intent: Intent, said: Why | str, *,
     marker = render.reply_marker(key or intent.id)
     if await ops.find_own_comment(intent.thread.number, marker):
         return
-    await ops.upsert_comment(intent.thread.number, marker, f"{marker}\n{text}")
+    # Just looked: posting needs no second listing of the thread.
+    await ops.upsert_comment(intent.thread.number, marker, f"{marker}\n{text}",
+                             look_first=False)
 
 
 # -- what every command shares ------------------------------------------------------

@@ -189,6 +189,10 @@ def test_usage_reply_for_a_malformed_command(world):
     issue, _ = world.ask("/hangar try 0 fix it")
     reply = wait_until(lambda: world.replies(issue), 30, "the usage reply")
     assert "from 1 to 10" in reply[0] and "/hangar help" in reply[0]
+    # Looked for once (a step taken again finds it), then posted: one listing, one post.
+    calls = [(m, p.split("?")[0]) for m, p, _ in world.hub.api_calls(world.app.id)]
+    thread = f"/repos/{world.repo}/issues/{issue}/comments"
+    assert calls.count(("GET", thread)) == 1 and calls.count(("POST", thread)) == 1, calls
 
 
 def test_a_pull_request_command_on_an_issue_says_where_it_works(world):
