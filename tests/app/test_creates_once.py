@@ -168,14 +168,20 @@ async def test_a_runs_check_run_another_replica_is_creating_is_not_created_again
     assert b.get_run(run.id).posting == {}
 
 
+def land_request(engine: Engine) -> land_rows.LandRequest:
+    """PR #12's land request, with a head to show its check run on."""
+    job = engine.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
+                              clone_url="x", base_branch="main"))
+    engine.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main",
+                        pr_number=12))
+    request = land_rows.ensure_request(engine, job, 12)
+    request.head_sha = HEAD
+    return land_rows.save(engine, request)
+
+
 async def test_a_land_check_another_replica_is_creating_is_not_created_again(two):
     a, b, github = two
-    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
-                         clone_url="x", base_branch="main"))
-    a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main", pr_number=12))
-    request = land_rows.ensure_request(a, job, 12)
-    request.head_sha = HEAD
-    land_rows.save(a, request)
+    request = land_request(a)
 
     async def show(engine: Engine) -> None:
         row = land_rows.get(engine, request.id)
@@ -196,12 +202,7 @@ async def test_a_command_is_done_when_another_replica_is_creating_the_check_it_s
     from app.models import Intent
 
     a, b, github = two
-    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
-                         clone_url="x", base_branch="main"))
-    a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main", pr_number=12))
-    request = land_rows.ensure_request(a, job, 12)
-    request.head_sha = HEAD
-    land_rows.save(a, request)
+    request = land_request(a)
     intent = Intent(id="comment-9-0", thread=ISSUE.model_copy(update={"number": 12}),
                     comment_id=9, author="mona", command="land_cancel", args={})
 

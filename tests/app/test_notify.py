@@ -106,18 +106,22 @@ async def sent_through(step_engine, receiver, clock, monkeypatch, *, fmt="json",
     return engine, session
 
 
+def runs_lost(engine, *numbers: int) -> list[str]:
+    """A `run.lost` notification for each run number, in order: their delivery ids."""
+    for n in numbers:
+        emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{n}",
+                                  repo="acme/widgets",
+                                  facts={"run": f"run-{n}", "issue": n, "pr": None}))
+    return [delivery_id("ops", f"run.lost:{n}") for n in numbers]
+
+
 async def test_a_notifier_over_its_rate_limit_waits_its_turn_and_loses_nothing(
         step_engine, receiver, monkeypatch):
     clock = Clock()
     engine, session = await sent_through(step_engine, receiver, clock, monkeypatch,
                                          notify_rate_limit=2, notify_rate_window_seconds=60)
     try:
-        rows = []
-        for n in (1, 2, 3):
-            emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{n}",
-                                      repo="acme/widgets",
-                                      facts={"run": f"run-{n}", "issue": n, "pr": None}))
-            rows.append(delivery_id("ops", f"run.lost:{n}"))
+        rows = runs_lost(engine, 1, 2, 3)
         for row_id in rows:
             await advance_delivery(engine, row_id)
             clock.at += 1
@@ -160,12 +164,7 @@ async def test_a_notifier_hears_its_notifications_in_the_order_they_were_made(
     engine, session = await sent_through(step_engine, receiver, clock, monkeypatch,
                                          notify_rate_limit=1, notify_rate_window_seconds=60)
     try:
-        rows = []
-        for n in (1, 2):
-            emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{n}",
-                                      repo="acme/widgets",
-                                      facts={"run": f"run-{n}", "issue": n, "pr": None}))
-            rows.append(delivery_id("ops", f"run.lost:{n}"))
+        rows = runs_lost(engine, 1, 2)
         clock.at += 61  # both due, the window free: the newer is stepped first
         await advance_delivery(engine, rows[1])
         assert receiver.got == []
@@ -181,7 +180,6 @@ async def test_a_notifier_hears_its_notifications_in_the_order_they_were_made(
         await session.close()
 
 
-
 async def test_a_newer_notification_waits_behind_an_older_ones_retry(
         step_engine, receiver, monkeypatch):
     """An older notification waiting out its retry delay still goes first: the newer one,
@@ -189,12 +187,7 @@ async def test_a_newer_notification_waits_behind_an_older_ones_retry(
     clock = Clock()
     engine, session = await sent_through(step_engine, receiver, clock, monkeypatch)
     try:
-        rows = []
-        for n in (1, 2):
-            emit(engine, Notification(kind="run.lost", dedupe_key=f"run.lost:{n}",
-                                      repo="acme/widgets",
-                                      facts={"run": f"run-{n}", "issue": n, "pr": None}))
-            rows.append(delivery_id("ops", f"run.lost:{n}"))
+        rows = runs_lost(engine, 1, 2)
         older = engine.store.get(TABLE, rows[0], NotificationDelivery)
         engine.store.put(TABLE, rows[0], older.model_copy(update={  # its first send failed
             "next_at": clock.at + 30, "attempts": [{"at": clock.at, "status": 500}]}),
