@@ -108,15 +108,15 @@ async def advance_reply(engine: StepContext, row_id: str) -> None:
     text = f"{marker}\n{words.thread_reply(run, turn)}"
     comment_id = row.comment_id
     if comment_id is None:  # one reply, made once (app.creates)
-        row, plan = claim(engine, row)
-        comment_id = row.comment_id  # another replica's, saved meanwhile
+        claimed, plan = claim(engine, row)
+        comment_id = claimed.comment_id  # another replica's, saved meanwhile
         if comment_id is None and plan != Plan.CREATE:
             comment_id = await find_reply(ops, row, marker)
         if comment_id is None and plan == Plan.LOOK_ONLY:
-            raise Creating.in_flight("a reply in a review thread", row.posting)
+            raise Creating.in_flight("a reply in a review thread", claimed.posting)
     if comment_id is not None and not await edited(ops, comment_id, text):
         comment_id = None  # deleted since (or not hangar's): a new reply
-        row, _ = claim(engine, row)
+        claim(engine, row)
     if comment_id is None:
         made = await ops.gh.post(
             f"{ops.base}/pulls/{row.pr_number}/comments/{row.root}/replies",
@@ -157,7 +157,8 @@ async def edited(ops: RepoOps, comment_id: int, text: str) -> bool:
 
 def claim(engine: StepContext, row: ThreadReply) -> tuple[ThreadReply, Plan]:
     """Mark the reply as this replica's to post, on the row as it is now, unless another
-    replica's post of it may be on its way."""
+    replica's post of it may be on its way: the row as it is now (its turn may be newer
+    than the step's, which says the step's own), and how to post."""
     creating = engine.creating(row.job_id)
     plan = Plan.LOOK
 

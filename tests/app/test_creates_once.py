@@ -220,3 +220,36 @@ async def test_a_command_is_done_when_another_replica_is_creating_the_check_it_s
     github.held.set()
     await task
     assert len(github.check_runs) == 1
+
+
+async def test_a_thread_reply_keeps_a_newer_turn_written_while_it_posts(two):
+    """A later turn's end names itself on the thread's row while the step for the earlier
+    one is under way: the step's mark leaves it there, so the newer turn is still owed its
+    reply (the row stays active and woken)."""
+    from app.review_threads import TABLE, ThreadReply, advance_reply
+
+    a, _, github = two
+    job = a.save_job(Job(thread=ISSUE, requested_by="mona", prompt="fix it",
+                         clone_url="x", base_branch="main"))
+    done = {"state": "exited", "finished_at": time.time(), "pr_number": 12,
+            "start_sha": HEAD, "head_sha": HEAD}
+    first = a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main", **done))
+    later = a.save_run(Run(job_id=job.id, branch="hangar/7-a", base_branch="main", turn=2,
+                           **done))
+    row = ThreadReply(id="thread-1", job_id=job.id, repo=ISSUE.repo, pr_number=12, root=5,
+                      run_id=first.id)
+    a.store.put(TABLE, row.id, row, active=True)
+    ops = await a.github.repo_ops(ISSUE)
+
+    async def repo_ops(thread: Any) -> RepoOps:  # the later turn ends meanwhile
+        a.store.put(TABLE, row.id, row.model_copy(update={"run_id": later.id}), active=True)
+        return ops
+
+    a.github.repo_ops = repo_ops
+    woken = []
+    a.wake = lambda *ids: woken.extend(ids)
+    await advance_reply(a, row.id)
+    after = a.store.get(TABLE, row.id, ThreadReply)
+    assert (after.run_id, after.replied_run) == (later.id, first.id)
+    assert [r.id for r in a.store.all(TABLE, ThreadReply, active=True)] == [row.id]
+    assert woken == [row.id] and len(github.comments) == 1
