@@ -6,15 +6,25 @@ are built in `app/render/` (`blocked_line`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.models import Run, RunState
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.settings import Settings
+    from proxy.egress import EgressLedger
 
 
-def egress_env(engine: StepContext, run_id: str, sb: Any, spec: Any, *,
+class EgressContext(Protocol):
+    """What hangar's side of the egress proxy uses of the engine, and nothing more (runs
+    and environment builds hand theirs on): the ledger that issues a run's credential and
+    keeps what it was refused, and the settings (the proxy's address)."""
+
+    settings: Settings
+    egress: EgressLedger | None
+
+
+def egress_env(engine: EgressContext, run_id: str, sb: Any, spec: Any, *,
                step: str | None = None) -> dict[str, str]:
     """HTTP(S)_PROXY and NO_PROXY for the sandbox's processes: the gate, with a credential
     that carries the environment's allowlist; refusals are recorded under `run_id`. Empty
@@ -34,7 +44,7 @@ def egress_env(engine: StepContext, run_id: str, sb: Any, spec: Any, *,
     return proxy_env(engine.settings.proxy_base_url, user, token)
 
 
-def end_egress(engine: StepContext, sb: Any, step: str) -> None:
+def end_egress(engine: EgressContext, sb: Any, step: str) -> None:
     if engine.egress is not None:
         engine.egress.revoke(f"{sb.id}.{step}")
 
@@ -45,7 +55,7 @@ def verify_key(run_id: str) -> str:
     return f"{run_id}:verify"
 
 
-def refusals(engine: StepContext, key: str) -> list[dict[str, Any]]:
+def refusals(engine: EgressContext, key: str) -> list[dict[str, Any]]:
     """The connections refused under `key` (a run, a run's verify, a build), as data."""
     if engine.egress is None:
         return []
@@ -53,13 +63,13 @@ def refusals(engine: StepContext, key: str) -> list[dict[str, Any]]:
              "last_at": b.last_at, "reason": b.reason} for b in engine.egress.blocked(key)]
 
 
-def egress_facts(engine: StepContext, run: Run) -> dict[str, Any]:
+def egress_facts(engine: EgressContext, run: Run) -> dict[str, Any]:
     """The run's refused connections, for the status comment and the agent check run."""
     blocked = refusals(engine, run.id)
     return {"egress_blocked": blocked} if blocked else {}
 
 
-def running_refusal_notes(engine: StepContext, runs: list[Run]) -> list[str]:
+def running_refusal_notes(engine: EgressContext, runs: list[Run]) -> list[str]:
     """For the status comment while agents run: what each was refused so far (the
     counts come with the agent's facts when it stops)."""
     from app.render import latest_turns, running_blocked_note

@@ -17,12 +17,14 @@ import asyncio
 import logging
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.github.reads import GitHubReads
+    from app.settings import Settings
+    from app.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,17 @@ MAX_ASKS = 3
 PAGE = 100
 MAX_PAGES = 20
 FORGET_BATCH = 5_000  # deliveries deleted in one transaction
+
+
+class RedeliveryContext(Protocol):
+    """What catching missed webhooks uses of the engine, and nothing more (mypy checks
+    `Engine` against it where app/wiring.py adds the chores): the App's client and JWT
+    through `github`, the deliveries and asks in the store, and the settings (how often,
+    how far back, how long deliveries are kept)."""
+
+    settings: Settings
+    store: Store
+    github: GitHubReads
 
 
 class Asked(BaseModel):
@@ -60,7 +73,7 @@ def _at(delivery: dict) -> float:
     return datetime.fromisoformat(delivery["delivered_at"].replace("Z", "+00:00")).timestamp()
 
 
-async def catch_up(engine: StepContext) -> int:
+async def catch_up(engine: RedeliveryContext) -> int:
     """Ask GitHub to redeliver what hangar missed; how many it asked for."""
     settings = engine.settings
     since = time.time() - settings.redelivery_window_hours * 3600
@@ -90,7 +103,7 @@ async def catch_up(engine: StepContext) -> int:
     return asked
 
 
-async def forget_old_deliveries(engine: StepContext) -> int:
+async def forget_old_deliveries(engine: RedeliveryContext) -> int:
     """Delete handled deliveries older than the retention, a batch at a time off the
     event loop; how many."""
     before = time.time() - engine.settings.delivery_retention_days * 86_400

@@ -9,10 +9,11 @@ import inspect
 
 import pytest
 
-from app import notify
+from app import egress, notify
 from app.autofix import context as autofix_context
 from app.engine import Engine, StepContext
 from app.fanout import context as fanout_context
+from app.intake import redelivery
 from app.landing import context as landing_context
 from app.metrics import Metrics
 from app.store import Store
@@ -85,7 +86,9 @@ def test_a_step_uses_only_what_its_context_offers(module):
 OWN_CONTEXTS = {"landing": (landing_context.LandingContext, ()),
                 "autofix": (autofix_context.AutofixContext, ()),
                 "fanout": (fanout_context.FanoutContext, ("commands.py",)),
-                "notify": (notify.NotifyContext, ())}
+                "notify": (notify.NotifyContext, ()),
+                "intake/redelivery": (redelivery.RedeliveryContext, ()),
+                "egress": (egress.EgressContext, ())}
 
 
 @pytest.mark.parametrize("module", sorted(OWN_CONTEXTS))
