@@ -8,6 +8,8 @@ sandboxes start from, rebuilt when its inputs drift.
 - steps.py         the build's step in a sandbox, and what a sandbox's start asks of the
                    builds (the usable build, a probe of what drifted, a build queued)
 - plugin.py        `register(engine)`: the build row, stale builds queued at the start
+- context.py       `EnvbuildsContext`: what the builds' steps and helpers use of the
+                   engine, and nothing more (a test passes a small object of its own)
 
 This file is the concern's face: code outside the folder imports from here only.
 """

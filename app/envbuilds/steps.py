@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
@@ -37,18 +37,33 @@ from sandbox.envbuild import (
 from sandbox.provider import HANGAR_DIR, HOME_DIR, REPO_DIR, WORKSPACE
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.envbuilds.context import EnvbuildsContext
+    from app.store import Store
+    from sandbox.envspec import EnvSpec
+    from sandbox.fleet import Providers
 
 log = logging.getLogger(__name__)
 
 BUILD_ROLE = "build"
 
 
-def snapshot_dir(engine: StepContext) -> Path:
+class SandboxBuilds(Protocol):
+    """What a sandbox's start asks of the builds uses of the engine (runs calls these with
+    its own narrow context): the build rows, hangar's environment specs, the providers (an
+    image's id), and wake (a build queued)."""
+
+    store: Store
+    envs: dict[str, EnvSpec]
+    providers: Providers
+
+    def wake(self, *row_ids: str) -> None: ...
+
+
+def snapshot_dir(engine: EnvbuildsContext) -> Path:
     return Path(engine.settings.data_dir).resolve() / "envbuilds"
 
 
-async def image_id(engine: StepContext, spec: Any) -> str:
+async def image_id(engine: SandboxBuilds, spec: Any) -> str:
     """The id of the environment's image (docker: the engine's; kubernetes: the registry's
     digest), so a rebuilt or retagged image rebuilds the builds."""
     if spec.provider == "docker":
@@ -72,7 +87,7 @@ async def image_id(engine: StepContext, spec: Any) -> str:
     return spec.image or f"{spec.provider}-host"
 
 
-async def key_for(engine: StepContext, spec: Any, repo: str, tree_listing: str) -> BuildKey:
+async def key_for(engine: SandboxBuilds, spec: Any, repo: str, tree_listing: str) -> BuildKey:
     return BuildKey(
         repo=repo, environment=spec.name, provider=spec.provider,
         image_id=await image_id(engine, spec),
@@ -113,7 +128,8 @@ def parse_probe(output: str) -> Probe:
     return Probe(config[:CONFIG_LIMIT], default_tree, head_tree)
 
 
-def spec_from_config(engine: StepContext, config_text: str, *, fallback: Any, default: str) -> Any:
+def spec_from_config(engine: SandboxBuilds, config_text: str, *, fallback: Any,
+                     default: str) -> Any:
     """The environment the default branch's config asks for; `fallback` when it is broken."""
     from app.repoconfig import parse_repo_config
     from sandbox.envspec import EnvSpecError, select_environment
@@ -136,7 +152,7 @@ def lane_of(repo: str, spec: Any) -> str:
     return builds.lane_id(repo, spec.name, spec.provider)
 
 
-def plan_for(engine: StepContext, repo: str, spec: Any, key: BuildKey | None = None,
+def plan_for(engine: SandboxBuilds, repo: str, spec: Any, key: BuildKey | None = None,
              branch_lockfiles: dict[str, str] | None = None) -> tuple[StartPlan,
                                                                       EnvBuildRow | None]:
     """What a sandbox of this repository and environment starts from, and that build's row."""
@@ -149,7 +165,7 @@ def plan_for(engine: StepContext, repo: str, spec: Any, key: BuildKey | None = N
     return plan, row
 
 
-def maybe_queue(engine: StepContext, key: BuildKey, spec: Any, *, installation_id: int | None,
+def maybe_queue(engine: SandboxBuilds, key: BuildKey, spec: Any, *, installation_id: int | None,
                 clone_url: str, default_branch: str, asked_by: str | None = None) -> str | None:
     """Queue a build when the lane's builds are behind `key`; the new build's id or None."""
     if not spec.install:
@@ -167,7 +183,7 @@ def maybe_queue(engine: StepContext, key: BuildKey, spec: Any, *, installation_i
     return row.id
 
 
-async def usable_build(engine: StepContext, provider: Any, repo: str,
+async def usable_build(engine: SandboxBuilds, provider: Any, repo: str,
                        spec: Any) -> EnvBuildRow | None:
     """The build a new sandbox of this repository starts from, when what it kept is still
     there. A build whose image or kept checkout is gone is marked gone (the next sandbox
@@ -180,7 +196,7 @@ async def usable_build(engine: StepContext, provider: Any, repo: str,
         mark_gone(engine, build)
 
 
-def mark_gone(engine: StepContext, build: EnvBuildRow) -> None:
+def mark_gone(engine: SandboxBuilds, build: EnvBuildRow) -> None:
     builds.save(engine.store, changed(build, **{"state": BuildState.gone}))
     builds.audit(engine.store, build.repo, "env.build.gone",
                     f"{build.id} v{build.version}: {build.image} is gone", None)
@@ -188,7 +204,7 @@ def mark_gone(engine: StepContext, build: EnvBuildRow) -> None:
                 "rebuilt", build.id, build.image, extra={"build": build.id})
 
 
-def build_slot_free(engine: StepContext, row: EnvBuildRow) -> bool:
+def build_slot_free(engine: EnvbuildsContext, row: EnvBuildRow) -> bool:
     running = [r for r in engine.store.all(builds.BUILD, EnvBuildRow, active=True)
                if r.state is BuildState.running and r.id != row.id]
     if len(running) >= engine.settings.env_builds_concurrency:
@@ -196,7 +212,7 @@ def build_slot_free(engine: StepContext, row: EnvBuildRow) -> bool:
     return not any(r.repo.lower() == row.repo.lower() for r in running)
 
 
-async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuildRow | None:
+async def request_build(engine: EnvbuildsContext, repo: str, *, who: str) -> EnvBuildRow | None:
     """Someone asked for a build now (`hangar env build-repo`, the API): queue one for the
     repository's default branch, even when its last build with the same key failed.
     None when one is already queued or running."""
@@ -232,7 +248,7 @@ async def request_build(engine: StepContext, repo: str, *, who: str) -> EnvBuild
     return row
 
 
-async def advance_build(engine: StepContext, build_id: str) -> None:
+async def advance_build(engine: EnvbuildsContext, build_id: str) -> None:
     row = engine.store.get(builds.BUILD, build_id, EnvBuildRow)
     if row is None or row.state not in (BuildState.queued, BuildState.running):
         return
@@ -259,7 +275,7 @@ async def advance_build(engine: StepContext, build_id: str) -> None:
                   if r.state is BuildState.queued))
 
 
-async def _finish(engine: StepContext, row: EnvBuildRow, **outcome: Any) -> None:
+async def _finish(engine: EnvbuildsContext, row: EnvBuildRow, **outcome: Any) -> None:
     from app.egress import refusals
 
     done, dropped = builds.finish(engine.store, row, keep=engine.settings.env_builds_keep,
@@ -277,19 +293,19 @@ class BuildFailed(Exception):
         self.commit = commit
 
 
-async def _destroy_leftovers(engine: StepContext, row: EnvBuildRow) -> None:
+async def _destroy_leftovers(engine: EnvbuildsContext, row: EnvBuildRow) -> None:
     provider = engine.providers[row.provider]
     for leftover in await provider.list(_labels(engine, row)):
         await provider.destroy(leftover)
         engine.tokens.revoke(leftover.id)
 
 
-def _labels(engine: StepContext, row: EnvBuildRow) -> dict[str, str]:
+def _labels(engine: EnvbuildsContext, row: EnvBuildRow) -> dict[str, str]:
     return {"hangar.instance": engine.instance_id, "hangar.build": row.id,
             "hangar.role": BUILD_ROLE}
 
 
-async def run_build(engine: StepContext, row: EnvBuildRow) -> tuple[str, str, str]:
+async def run_build(engine: EnvbuildsContext, row: EnvBuildRow) -> tuple[str, str, str]:
     """Clone, install, keep the checkout: (snapshot reference, commit, install output)."""
     from app.egress import egress_env, end_egress
     from proxy import sandbox_git_files
@@ -386,7 +402,7 @@ async def _install_log(provider: Any, sb: Any) -> str:
     return data.decode("utf-8", "replace")
 
 
-async def _follow_install(engine: StepContext, provider: Any, sb: Any, row: EnvBuildRow,
+async def _follow_install(engine: EnvbuildsContext, provider: Any, sb: Any, row: EnvBuildRow,
                           secrets: dict[str, str]) -> None:
     """While install runs: its output's tail, masked, kept on the build row as it grows."""
     shown = ""
@@ -427,7 +443,7 @@ def facts(plan: StartPlan, build: EnvBuildRow | None) -> dict[str, Any]:
     }
 
 
-async def rebuild_stale(engine: StepContext) -> list[str]:
+async def rebuild_stale(engine: EnvbuildsContext) -> list[str]:
     """At startup: each lane whose active build was made from another image of its
     environment gets a build with the same build fields on the current image."""
     from sandbox.envspec import EnvSpec

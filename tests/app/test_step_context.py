@@ -12,6 +12,7 @@ import pytest
 from app import egress, notify
 from app.autofix import context as autofix_context
 from app.engine import Engine, StepContext
+from app.envbuilds import context as envbuilds_context
 from app.fanout import context as fanout_context
 from app.intake import redelivery
 from app.landing import context as landing_context
@@ -87,6 +88,7 @@ OWN_CONTEXTS = {"landing": (landing_context.LandingContext, ()),
                 "autofix": (autofix_context.AutofixContext, ()),
                 "fanout": (fanout_context.FanoutContext, ("commands.py",)),
                 "notify": (notify.NotifyContext, ()),
+                "envbuilds": (envbuilds_context.EnvbuildsContext, ()),
                 "intake/redelivery": (redelivery.RedeliveryContext, ()),
                 "egress": (egress.EgressContext, ())}
 
