@@ -6,6 +6,8 @@
               where checked once, the 👀 reaction, the action of the concern that owns the
               command, one reply per comment, the rows a command starts
 - plugin.py   `register(engine)`: the intent row, help and usage, waking a waiting command
+- context.py  `CommandsContext`: what the intake, helpers and shared actions use of the
+              engine, and nothing more (the intent's step takes the whole StepContext)
 
 This file is the concern's face: code outside the folder imports from here only.
 """

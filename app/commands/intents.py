@@ -49,6 +49,7 @@ from app.render.reasons import Why
 from app.render.text import thread_reply_marker
 
 if TYPE_CHECKING:
+    from app.commands.context import CommandsContext
     from app.engine import StepContext
     from app.store import Store
 
@@ -93,6 +94,8 @@ class Answer(StrEnum):
 
 
 async def process_intent(engine: StepContext, intent_id: str) -> None:
+    """The intent's step. It takes the whole StepContext: it hands the engine on to the
+    command's action (`app.engine.CommandAction`), typed by the concern that owns it."""
     intent = engine.store.get("intent", intent_id, Intent)
     if intent is None or intent.state == IntentState.DONE:
         return
@@ -126,12 +129,12 @@ async def process_intent(engine: StepContext, intent_id: str) -> None:
     finish(engine, intent, outcome)
 
 
-def finish(engine: StepContext, intent: Intent, outcome: str) -> None:
+def finish(engine: CommandsContext, intent: Intent, outcome: str) -> None:
     engine.save_intent(changed(intent, **{"state": IntentState.DONE, "outcome": outcome}))
     log.info("intent %s: %s", intent.command, outcome, extra={"repo": intent.thread.repo})
 
 
-def give_up(engine: StepContext, intent_id: str, reason: str) -> None:
+def give_up(engine: CommandsContext, intent_id: str, reason: str) -> None:
     """The step failed again and again: the intent is done, its outcome says why."""
     intent = engine.store.get("intent", intent_id, Intent)
     if intent:
@@ -159,12 +162,12 @@ async def reply(ops: RepoOps, intent: Intent, said: Why | str, *,
 # -- what every command shares ------------------------------------------------------
 
 
-async def usage(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+async def usage(engine: CommandsContext, ops: RepoOps, intent: Intent) -> str:
     await reply(ops, intent, Why(Answer.USAGE, message=intent.usage_message))
     return "usage reply"
 
 
-async def show_help(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
+async def show_help(engine: CommandsContext, ops: RepoOps, intent: Intent) -> str:
     # Every command, with where it applies: the issue's reader will be on the PR next.
     await reply(ops, intent, Why(Answer.HELP, table=grammar.help_text()))
     return "help reply"
@@ -185,7 +188,7 @@ async def hangar_pr_job(engine: PrTurns, ops: RepoOps, intent: Intent) -> Job | 
     return job
 
 
-def start_job(engine: StepContext, intent: Intent, prompt: str, *, attempts: int,
+def start_job(engine: CommandsContext, intent: Intent, prompt: str, *, attempts: int,
               trigger_label: str | None = None) -> str:
     job_id = job_id_for(intent.id)
     if engine.get_job(job_id):
@@ -298,7 +301,7 @@ INTERNAL = ("usage", "autofix_button", "review_turn", "label")
 QUIET = ("label",)
 
 
-def wake_waiting(engine: StepContext, run_id: str) -> None:
+def wake_waiting(engine: CommandsContext, run_id: str) -> None:
     """A turn ended: the commands waiting for it on its PR are taken now."""
     run = engine.get_run(run_id)
     if run is None or not run.finished or run.pr_number is None:
@@ -321,13 +324,13 @@ def job_for_pr(engine: PrTurns, repo: str, pr_number: int) -> Job | None:
     return None
 
 
-def job_named(engine: StepContext, intent: Intent) -> Job | None:
+def job_named(engine: CommandsContext, intent: Intent) -> Job | None:
     """The job an API call named (a comment names none: the thread's latest job counts)."""
     job_id = intent.args.get("job")
     return engine.get_job(job_id) if job_id else None
 
 
-def job_for_thread(engine: StepContext, repo: str, number: int) -> Job | None:
+def job_for_thread(engine: CommandsContext, repo: str, number: int) -> Job | None:
     jobs = engine.store.find("job", Job, thread__repo=repo, thread__number=number)
     return jobs[-1] if jobs else job_for_pr(engine, repo, number)
 
@@ -335,7 +338,7 @@ def job_for_thread(engine: StepContext, repo: str, number: int) -> Job | None:
 # -- intake: a `/hangar` line in what a person wrote becomes an intent ------------------
 
 
-def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
+def record_comment(engine: CommandsContext, event: IssueCommentEvent) -> None:
     """`/hangar …` in a comment on an issue or a pull request."""
     if event.installation is None:
         return
@@ -359,7 +362,7 @@ def record_comment(engine: StepContext, event: IssueCommentEvent) -> None:
                          "body": event.comment.body or ""}] if only else None)
 
 
-def forget_whole_threads(engine: StepContext, thread: Thread, comment: Comment) -> None:
+def forget_whole_threads(engine: CommandsContext, thread: Thread, comment: Comment) -> None:
     """A comment after a command that was its issue's first: the thread that command's
     webhook proved whole has grown, so a job (or intent) that has not read it yet lists
     it after all, as it would have without the proof (a job queued for a place, say)."""
@@ -375,7 +378,7 @@ def forget_whole_threads(engine: StepContext, thread: Thread, comment: Comment) 
             engine.save_intent(changed(intent, comments_known=None))
 
 
-def record_label(engine: StepContext, event: IssuesEvent, delivery_id: str | None) -> None:
+def record_label(engine: CommandsContext, event: IssuesEvent, delivery_id: str | None) -> None:
     """A label added to an issue: its step starts a job when it is the repository's trigger
     label and the person who added it may write (as if she had commented `/hangar`)."""
     sender = event.sender
@@ -396,7 +399,7 @@ def record_label(engine: StepContext, event: IssuesEvent, delivery_id: str | Non
         default_branch=event.repository.default_branch))
 
 
-def record_review_body(engine: StepContext, event: PullRequestReviewEvent) -> None:
+def record_review_body(engine: CommandsContext, event: PullRequestReviewEvent) -> None:
     """`/hangar …` in the body of a submitted review."""
     if event.action != "submitted" or event.installation is None:
         return
@@ -408,7 +411,7 @@ def record_review_body(engine: StepContext, event: PullRequestReviewEvent) -> No
         body=event.pull_request.body or "")
 
 
-def record_review_comment(engine: StepContext, event: ReviewCommentEvent) -> None:
+def record_review_comment(engine: CommandsContext, event: ReviewCommentEvent) -> None:
     """`/hangar …` in a line comment of a review, or a reply in its thread (no 👀:
     GitHub's reactions for those live elsewhere; the reply in the thread says it was
     heard). A turn it starts reads the thread and answers in it."""
@@ -425,7 +428,7 @@ def record_review_comment(engine: StepContext, event: ReviewCommentEvent) -> Non
 
 
 def record_commands(
-    engine: StepContext, source: str, thread: Thread, text: str, user: Account,
+    engine: CommandsContext, source: str, thread: Thread, text: str, user: Account,
     repository: Repository, *, title: str, body: str, comment_id: int = 0,
     issue_author: str = "", context: dict | None = None,
     comments_known: list[dict[str, str]] | None = None,
@@ -461,7 +464,7 @@ def record_commands(
         )
 
 
-def record_check_action(engine: StepContext, event: CheckRunEvent) -> None:
+def record_check_action(engine: CommandsContext, event: CheckRunEvent) -> None:
     """A button on one of hangar's check runs ("Verify again", "Fix with hangar")."""
     if event.installation is None or event.sender.is_bot:
         return
@@ -481,7 +484,7 @@ def record_check_action(engine: StepContext, event: CheckRunEvent) -> None:
                               author=event.sender.login, command=command))
 
 
-def record_suite_rerun(engine: StepContext, event: CheckSuiteEvent) -> None:
+def record_suite_rerun(engine: CommandsContext, event: CheckSuiteEvent) -> None:
     """"Re-run all checks" on hangar's check suite (GitHub sends it only to the suite's
     App): each hangar PR whose head it is is verified again, as "Verify again" does."""
     sender = event.sender

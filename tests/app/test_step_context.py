@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+from collections.abc import Collection
 
 import pytest
 
 from app import egress, notify
 from app.autofix import context as autofix_context
+from app.commands import context as commands_context
 from app.engine import Engine, StepContext
 from app.envbuilds import context as envbuilds_context
 from app.fanout import context as fanout_context
@@ -53,12 +55,14 @@ STEP_MODULES = ("commands", "runs", "landing", "autofix", "fanout", "repositorie
                 "intake/redelivery", "envbuilds", "egress")
 
 
-def used_of_the_context(source: str) -> set[str]:
+def used_of_the_context(source: str, whole: Collection[str] = ()) -> set[str]:
     """Every `engine.<name>` the source reads or calls, but in `register(engine)`, which
-    registers a concern with the engine (Registrations) and is no step."""
+    registers a concern with the engine (Registrations) and is no step, and in the
+    functions named in `whole`, which take the whole StepContext."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "register":
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
+                and node.name in ("register", *whole):
             node.body = []
     return {node.attr for node in ast.walk(tree)
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
@@ -68,6 +72,11 @@ def used_of_the_context(source: str) -> set[str]:
 def test_the_reader_sees_reads_and_calls():
     assert used_of_the_context("def f(engine):\n    engine.wake()\n    x = engine.store\n") \
         == {"wake", "store"}
+
+
+def test_the_reader_leaves_out_a_function_that_takes_the_whole_context():
+    source = "async def f(engine):\n    engine.wake()\n\ndef g(engine):\n    engine.note()\n"
+    assert used_of_the_context(source, whole=("f",)) == {"note"}
 
 
 @pytest.mark.parametrize("module", STEP_MODULES)
@@ -82,22 +91,29 @@ def test_a_step_uses_only_what_its_context_offers(module):
 
 
 # Concerns that declare their own, narrower context: their steps and helpers use only it
-# (but for the files named, which take the whole StepContext: fan-out's commands start
-# turns).
+# (but for the files, or `file:function`s, named, which take the whole StepContext:
+# fan-out's commands start turns; the intent's step hands the engine on to each command's
+# action).
 OWN_CONTEXTS = {"landing": (landing_context.LandingContext, ()),
                 "autofix": (autofix_context.AutofixContext, ()),
                 "fanout": (fanout_context.FanoutContext, ("commands.py",)),
                 "notify": (notify.NotifyContext, ()),
                 "envbuilds": (envbuilds_context.EnvbuildsContext, ()),
                 "intake/redelivery": (redelivery.RedeliveryContext, ()),
-                "egress": (egress.EgressContext, ())}
+                "egress": (egress.EgressContext, ()),
+                "commands": (commands_context.CommandsContext, ("intents.py:process_intent",))}
 
 
 @pytest.mark.parametrize("module", sorted(OWN_CONTEXTS))
 def test_a_concern_uses_only_what_its_own_context_names(module):
     context, whole = OWN_CONTEXTS[module]
     attributes, methods = _members(context)
-    used = set().union(*(used_of_the_context(path.read_text()) for path in app_files(module)
-                         if path.name not in ("plugin.py", *whole)))
+    used: set[str] = set()
+    for path in app_files(module):
+        if path.name in ("plugin.py", *whole):
+            continue
+        functions = [name.partition(":")[2] for name in whole
+                     if name.partition(":")[0] == path.name]
+        used |= used_of_the_context(path.read_text(), functions)
     assert sorted(used - attributes - set(methods)) == [], (
         f"app/{module} uses these of the engine that {context.__name__} does not name")
