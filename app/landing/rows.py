@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, Field, field_validator
 
 from app.creates import Mark, marks_of
-from app.models import Job, now
+from app.models import Job, Run, now
 from app.render import landing as words
 from app.render.reasons import Why
 
 if TYPE_CHECKING:
-    from app.landing.context import LandingContext
     from app.store import Store
 
 T = TypeVar("T")
@@ -142,7 +141,7 @@ def land_id(repo: str, pr_number: int) -> str:
     return f"land-{repo.replace('/', '-')}-{pr_number}"
 
 
-def ensure_request(engine: LandingContext, job: Job, pr_number: int, *,
+def ensure_request(engine: RequestRows, job: Job, pr_number: int, *,
                    quiet: bool = False) -> LandRequest:
     """The PR's land request; made now if there is none (`quiet`: for auto-land's look
     at a verified PR nobody asked to land, said nowhere until it speaks)."""
@@ -173,7 +172,7 @@ class RowChanged(Exception):
     stops and the next one starts from the fresh row."""
 
 
-def save(engine: LandingContext, request: LandRequest) -> LandRequest:
+def save(engine: HoldsRows, request: LandRequest) -> LandRequest:
     """Write the row, unless someone else wrote it since this copy was read.
 
     A step that awaited GitHub may hold a stale copy, and so may intake on one replica
@@ -210,11 +209,20 @@ class HoldsRows(Protocol):
     store: Store
 
 
+class RequestRows(HoldsRows, Protocol):
+    """What making, moving and ending a land request uses of the engine (the repositories
+    concern calls these with its own narrow context): the rows, the job's runs (the PR's
+    branch and base), and the job's notes."""
+
+    def runs_of(self, job_id: str) -> list[Run]: ...
+    def note(self, row_id: str, what: str) -> None: ...
+
+
 def get(engine: HoldsRows, request_id: str) -> LandRequest | None:
     return engine.store.get("land", request_id, LandRequest)
 
 
-def move(engine: LandingContext, request: LandRequest, state: LandState, why: Why | None) -> None:
+def move(engine: RequestRows, request: LandRequest, state: LandState, why: Why | None) -> None:
     reason = words.reason(why)
     if request.state == state and request.reason == reason:
         return
@@ -235,7 +243,7 @@ def set_reason(request: LandRequest, why: Why | None) -> None:
     request.reason = words.reason(why)
 
 
-def rename_requests(engine: LandingContext, old: str, new: str) -> int:
+def rename_requests(engine: HoldsRows, old: str, new: str) -> int:
     """The repository was renamed: its land requests go under the new name (and id)."""
     moved = 0
     for request in engine.store.all("land", LandRequest):
@@ -250,7 +258,7 @@ def rename_requests(engine: LandingContext, old: str, new: str) -> int:
     return moved
 
 
-def end_requests(engine: LandingContext, repo: str) -> None:
+def end_requests(engine: RequestRows, repo: str) -> None:
     """hangar may no longer touch the repository: its land requests end."""
     for request in engine.store.all("land", LandRequest, active=True):
         if request.repo == repo:

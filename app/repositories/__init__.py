@@ -6,6 +6,8 @@ installation, and rebuilt from what GitHub remembers when hangar's database is n
 - rebuild.py  GitHub is the backup: jobs, runs and land requests recovered from hangar's
               own pull requests, status comments and check runs
 - plugin.py   `register(engine)`: the rebuild, a chore while one is owed
+- context.py  `RepositoriesContext`: what the moves and the rebuild use of the engine,
+              and nothing more (the rebuild's chore takes the whole StepContext)
 
 This file is the concern's face: code outside the folder imports from here only.
 """

@@ -15,8 +15,8 @@ from app import landing
 from app.models import Job, JobState, changed
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.intake.payloads import InstallationRepositoriesEvent, RepositoryEvent
+    from app.repositories.context import RepositoriesContext
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def old_name(event: RepositoryEvent) -> str | None:
     return None
 
 
-def repository_moved(engine: StepContext, event: RepositoryEvent) -> None:
+def repository_moved(engine: RepositoriesContext, event: RepositoryEvent) -> None:
     old, new = old_name(event), event.repository.full_name
     if not old or old == new:
         return
@@ -47,13 +47,14 @@ def repository_moved(engine: StepContext, event: RepositoryEvent) -> None:
     engine.wake()
 
 
-def repositories_removed(engine: StepContext, event: InstallationRepositoriesEvent) -> None:
+def repositories_removed(engine: RepositoriesContext,
+                         event: InstallationRepositoriesEvent) -> None:
     for repo in event.repositories_removed:
         stop_repository(engine, repo.full_name)
     engine.wake()
 
 
-def stop_repository(engine: StepContext, repo: str) -> None:
+def stop_repository(engine: RepositoriesContext, repo: str) -> None:
     """hangar may no longer touch `repo`: its turns stop and its work ends."""
     for job in engine.store.find("job", Job, thread__repo=repo):
         if job.state != JobState.ACTIVE:

@@ -35,6 +35,7 @@ from app.models import (
 
 if TYPE_CHECKING:
     from app.engine import StepContext
+    from app.repositories.context import RepositoriesContext
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def verification_from_check(check: dict | None) -> Verification | None:
 # -- the walk ------------------------------------------------------------------------
 
 
-async def rebuild_from_github(engine: StepContext) -> Recovered:
+async def rebuild_from_github(engine: RepositoriesContext) -> Recovered:
     """Every installation, every repository, every open PR hangar opened."""
     found = Recovered()
     gh = await engine.github.app_client()
@@ -130,8 +131,8 @@ def opened_by_hangar(pr: dict, facts: PrFacts | None, *, bot_login: str) -> bool
                 "full_name"))
 
 
-async def recover_pr(engine: StepContext, ops: RepoOps, installation_id: int, repo: dict,
-                     pr: dict, found: Recovered, *, bot_login: str) -> None:
+async def recover_pr(engine: RepositoriesContext, ops: RepoOps, installation_id: int,
+                     repo: dict, pr: dict, found: Recovered, *, bot_login: str) -> None:
 
     facts = read_pr_body(pr.get("body"))
     name = f"{ops.full_name}#{pr['number']}"
@@ -179,7 +180,8 @@ AGENT_NAME = "hangar / agent"
 VERIFY_NAME = "hangar / verify"
 
 
-async def hangar_checks(engine: StepContext, ops: RepoOps, head: str) -> dict[str, dict]:
+async def hangar_checks(engine: RepositoriesContext, ops: RepoOps,
+                        head: str) -> dict[str, dict]:
     """hangar's own check runs on head, newest of each name."""
     mine: dict[str, dict] = {}
     for check in await ops.check_runs(head):  # every page: a matrix CI has many
@@ -213,7 +215,7 @@ async def approved(ops: RepoOps, number: int) -> bool:
     return False
 
 
-async def imply_land_request(engine: StepContext, job: Job, pr_number: int) -> None:
+async def imply_land_request(engine: RepositoriesContext, job: Job, pr_number: int) -> None:
     """An approval asks hangar to land the PR: the land step reads the reviews itself."""
 
     request = landing.ensure_request(engine, job, pr_number)
@@ -223,7 +225,8 @@ async def imply_land_request(engine: StepContext, job: Job, pr_number: int) -> N
 
 
 async def run_pending_rebuild(engine: StepContext) -> Recovered:
-    """The rebuild a new database is owed; then the reaper may report unknown sandboxes."""
+    """The rebuild a new database is owed; then the reaper may report unknown sandboxes.
+    It takes the whole StepContext: it hands the engine on to runs' reaper."""
 
     found = await rebuild_from_github(engine)
     rebuild_done(engine.settings.data_dir)
