@@ -1,0 +1,133 @@
+"""The repositories concern is written against `RepositoriesContext`, not the engine: a
+repository taken out of the installation, or renamed, is followed here on a small object
+of the test's own (rows in a store of its own, notes and wakes in lists), in
+milliseconds."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from app import landing
+from app.intake.payloads import InstallationRepositoriesEvent, RepositoryEvent
+from app.landing import LandRequest, LandState
+from app.models import Job, JobState, Run, RunStage, RunState, Thread, changed
+from app.repositories import repositories_removed, repository_moved
+from app.store import Store
+
+REPO, OTHER = "acme/widgets", "acme/gadgets"
+
+
+@dataclass
+class Repositories:
+    """The parts of RepositoriesContext a move or a removal uses; nothing of an Engine."""
+
+    store: Store
+    notes: list[tuple[str, str]] = field(default_factory=list)
+    woken: list[tuple[str, ...]] = field(default_factory=list)
+
+    def wake(self, *row_ids: str) -> None:
+        self.woken.append(row_ids)
+
+    def note(self, row_id: str, what: str) -> None:
+        self.notes.append((row_id, what))
+
+    def runs_of(self, job_id: str) -> list[Run]:
+        return self.store.find("run", Run, job_id=job_id)
+
+    def save_job(self, job: Job) -> Job:
+        self.store.put("job", job.id, job, active=job.state == JobState.ACTIVE)
+        return job
+
+    def save_run(self, run: Run) -> Run:
+        self.store.put("run", run.id, run, active=not run.finished)
+        return run
+
+    def patch_job(self, job_id: str, **fields: Any) -> Job:
+        return self.save_job(changed(self.store.get("job", job_id, Job), **fields))
+
+    def patch_run(self, run_id: str, **fields: Any) -> Run:
+        return self.save_run(changed(self.store.get("run", run_id, Run), **fields))
+
+
+@pytest.fixture
+def context(tmp_path) -> Repositories:
+    return Repositories(store=Store(tmp_path / "rows.db"))
+
+
+def a_job(context: Repositories, repo: str, *, state: JobState = JobState.ACTIVE,
+          running: bool = True, pr_number: int = 7) -> tuple[Job, Run]:
+    """A job on `repo` with a turn on PR `pr_number` (running, or ended) and the PR's land
+    request, queued."""
+    job = context.save_job(Job(
+        thread=Thread(repo=repo, number=1, installation_id=1), requested_by="mona",
+        prompt="fix it", clone_url=f"http://git/{repo}.git", base_branch="main", state=state))
+    run = context.save_run(Run(
+        job_id=job.id, branch="hangar/1-ab", base_branch="main", pr_number=pr_number,
+        **({"state": RunState.RUNNING} if running
+           else {"state": RunState.EXITED, "stage": RunStage.DONE,
+                 "finished_at": time.time()})))
+    request = LandRequest(id=landing.land_id(repo, pr_number), job_id=job.id, repo=repo,
+                          installation_id=1, pr_number=pr_number, base="main",
+                          branch=run.branch, requested_by="mona")
+    context.store.put("land", request.id, request, active=True)
+    return job, run
+
+
+def land_request(context: Repositories, repo: str, pr_number: int = 7) -> LandRequest | None:
+    return context.store.get("land", landing.land_id(repo, pr_number), LandRequest)
+
+
+def test_a_repository_removed_stops_its_active_jobs_turns_and_land_requests_only(context):
+    job, running = a_job(context, REPO)
+    _, ended = a_job(context, REPO, running=False, pr_number=8)
+    done, done_run = a_job(context, REPO, state=JobState.DONE, pr_number=9)
+    other, other_run = a_job(context, OTHER)
+
+    repositories_removed(context, InstallationRepositoriesEvent.model_validate({
+        "action": "removed", "installation": {"id": 1},
+        "repositories_removed": [{"full_name": REPO}]}))
+
+    after = context.store.get("run", running.id, Run)
+    assert (after.cancel_requested, after.retry_at) == (True, 0.0)
+    assert not context.store.get("run", ended.id, Run).cancel_requested  # it had ended
+    assert context.store.get("job", job.id, Job).state == JobState.CANCELLED
+    assert context.store.get("job", ended.job_id, Job).state == JobState.CANCELLED
+    # A job already done keeps its state and its turn; another repository is not touched.
+    assert context.store.get("job", done.id, Job).state == JobState.DONE
+    assert not context.store.get("run", done_run.id, Run).cancel_requested
+    assert context.store.get("job", other.id, Job).state == JobState.ACTIVE
+    assert not context.store.get("run", other_run.id, Run).cancel_requested
+
+    assert [land_request(context, REPO, n).state for n in (7, 8, 9)] == [LandState.CANCELLED] * 3
+    assert land_request(context, REPO).reason_code == "repo_removed"
+    assert land_request(context, OTHER).state == LandState.QUEUED
+    assert (job.id, f"{REPO} was removed from hangar's installation: stopped") in context.notes
+    assert {row_id for row_id, _ in context.notes} <= {job.id, ended.job_id, done.id}
+    assert context.woken == [()]  # one look at every row, after every write
+
+
+def test_a_renamed_repository_keeps_its_jobs_and_land_requests_under_its_new_name(context):
+    job, _ = a_job(context, REPO)
+    other, _ = a_job(context, OTHER)
+    old = land_request(context, REPO)
+    old.version, old.woken, old.due_at = 3, False, time.time() + 600
+    context.store.put("land", old.id, old, active=True)
+
+    repository_moved(context, RepositoryEvent.model_validate({
+        "action": "renamed", "changes": {"repository": {"name": {"from": "widgets"}}},
+        "repository": {"full_name": "acme/tools", "name": "tools", "owner": {"login": "acme"},
+                       "clone_url": "http://git/acme/tools.git"}}))
+
+    moved = context.store.get("job", job.id, Job)
+    assert (moved.thread.repo, moved.clone_url) == ("acme/tools", "http://git/acme/tools.git")
+    assert context.store.get("job", other.id, Job).thread.repo == OTHER
+    assert land_request(context, REPO) is None
+    request = land_request(context, "acme/tools")
+    assert (request.repo, request.job_id, request.version) == ("acme/tools", job.id, 0)
+    assert request.woken and request.due_at == 0  # looked at now, under its new name
+    assert land_request(context, OTHER).repo == OTHER
+    assert context.woken == [()] and context.notes == []
