@@ -21,7 +21,9 @@ Which file holds what:
   succeed, check runs;
 - jobs.py: the job's step, its status comment, and reaping orphan sandboxes at start;
 - commands.py: run, cancel, verify, retry, status, resume;
-- plugin.py: `register(engine)`: the run and job rows, commands, start-up work, a hook.
+- plugin.py: `register(engine)`: the run and job rows, commands, start-up work, a hook;
+- context.py: `RunsContext`: what the steps and helpers use of the engine, and nothing
+  more (the commands take the whole StepContext).
 
 This file is the concern's face: code outside the folder imports from here only (the
 import-graph test holds it to that). It names `register` (plugin.py: what jobs and runs

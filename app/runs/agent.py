@@ -35,7 +35,7 @@ from app.runs.thread import attach_images, read_thread, thread_prompt
 from sandbox.provider import SandboxError
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ AGENT_PREAMBLE = (
     "pull request itself, then verifies it in a clean sandbox with `{verify}`."
 )
 
-async def start_agent(engine: StepContext, run: Run) -> None:
+async def start_agent(engine: RunsContext, run: Run) -> None:
     if run.cancel_requested:
         engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
                          outcome=RunOutcome.CANCELLED, finished_at=time.time(),
@@ -151,19 +151,19 @@ async def start_agent(engine: StepContext, run: Run) -> None:
     engine.note(run.job_id, f"{run.id} agent running in {sb.id}")
 
 
-def previous_turn(engine: StepContext, run: Run) -> Run | None:
+def previous_turn(engine: RunsContext, run: Run) -> Run | None:
     earlier = [r for r in engine.runs_of(run.job_id)
                if r.attempt == run.attempt and r.turn < run.turn and r.kind != RunKind.VERIFY]
     return max(earlier, key=lambda r: r.turn) if earlier else None
 
 
-def previous_session(engine: StepContext, run: Run) -> str | None:
+def previous_session(engine: RunsContext, run: Run) -> str | None:
     """The agent session of this attempt's previous turn, for harnesses that resume."""
     before = previous_turn(engine, run)
     return before.agent.get("session_id") if before else None
 
 
-def model_route(engine: StepContext, run: Run, sb: Any, spec: Any) -> Any:
+def model_route(engine: RunsContext, run: Run, sb: Any, spec: Any) -> Any:
     from proxy.gateway import model_base_url
     from sandbox.harness import ModelRoute
 
@@ -176,7 +176,7 @@ def model_route(engine: StepContext, run: Run, sb: Any, spec: Any) -> Any:
 
 
 
-def session_archive(engine: StepContext, run: Run) -> Any:
+def session_archive(engine: RunsContext, run: Run) -> Any:
     return engine.settings.data_dir / "sessions" / f"{run.id}.tgz"
 
 
@@ -184,7 +184,7 @@ SESSION_ARCHIVE = "/workspace/.hangar/session.tgz"
 SESSION_MAX_BYTES = 256 * 2**20
 
 
-async def save_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> str | None:
+async def save_session(engine: RunsContext, run: Run, sb: Any, harness: Any) -> str | None:
     """Keep the CLI's session store from this turn's sandbox; a warning if it cannot."""
     if not harness.session_dir:
         return None
@@ -202,7 +202,7 @@ async def save_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> 
     return None
 
 
-async def restore_session(engine: StepContext, run: Run, sb: Any, harness: Any) -> None:
+async def restore_session(engine: RunsContext, run: Run, sb: Any, harness: Any) -> None:
     """The previous turn's session store in this sandbox, so the agent can resume it.
 
     Without it the CLI's resume fails, and that turn is reported as failed."""
@@ -265,7 +265,7 @@ async def review_context(ops: RepoOps, run: Run, limit: int = 6000) -> str:
 # -- watching ----------------------------------------------------------------------
 
 
-async def watch_agent(engine: StepContext, run: Run) -> None:
+async def watch_agent(engine: RunsContext, run: Run) -> None:
     from sandbox.provider import Sandbox
     from sandbox.watch import RunWatch
 
@@ -310,7 +310,7 @@ async def watch_agent(engine: StepContext, run: Run) -> None:
 
 
 async def agent_stopped(
-    engine: StepContext, run: Run, sb: Any, state: RunState, exit_code: int | None
+    engine: RunsContext, run: Run, sb: Any, state: RunState, exit_code: int | None
 ) -> None:
     from sandbox.envspec import EnvSpec
     from sandbox.harness import harness_for
@@ -354,7 +354,7 @@ async def agent_stopped(
                 + (f" with code {exit_code}" if exit_code is not None else ""))
 
 
-def record_stream_usage(engine: StepContext, run: Run, agent: dict) -> None:
+def record_stream_usage(engine: RunsContext, run: Run, agent: dict) -> None:
     """The usage windows the CLI's stream reported go to the credential's ledger."""
     from proxy.usage import Reading
 
@@ -378,7 +378,7 @@ def output_tail(log_text: str) -> str:
 SETTLE_S = 3.0
 
 
-async def settle_model_requests(engine: StepContext, run: Run) -> None:
+async def settle_model_requests(engine: RunsContext, run: Run) -> None:
     """Wait a moment for the gateway to record the end of requests the agent's stop cut."""
     if engine.models is None:
         return
@@ -390,7 +390,7 @@ async def settle_model_requests(engine: StepContext, run: Run) -> None:
         await asyncio.sleep(0.2)
 
 
-def model_facts(engine: StepContext, run: Run, agent: dict) -> dict:
+def model_facts(engine: RunsContext, run: Run, agent: dict) -> dict:
     """What the gateway saw of this run's model traffic (every request from its first
     byte, and how each ended), and when a rate limit resets."""
     usage = engine.models.usage(run.id) if engine.models is not None else None

@@ -12,7 +12,7 @@ from app.github.ops import RepoOps
 from app.repoconfig import parse_repo_config
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 FILE_MAX_CHARS = 8_000
 # A value that is one path-like token ending in .md or .txt names a file in the repository.
@@ -23,7 +23,7 @@ def is_path(value: str) -> bool:
     return bool(_PATH.match(value.strip())) and ".." not in value
 
 
-async def read_instructions(engine: StepContext, ops: RepoOps, base: str,
+async def read_instructions(engine: RunsContext, ops: RepoOps, base: str,
                             base_sha: str | None, spec: Any) -> dict[str, str]:
     """{"environment": …, "repository": …}, each only when there is one."""
     found: dict[str, str] = {}

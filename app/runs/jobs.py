@@ -17,20 +17,20 @@ from app.runs.queue import model_pauses, model_readings, queue_positions
 from app.runs.sandbox import complete_agent_check
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.models import Job
+    from app.runs.context import RunsContext
 
 log = logging.getLogger(__name__)
 
 
-def wake_job(engine: StepContext, run_id: str) -> None:
+def wake_job(engine: RunsContext, run_id: str) -> None:
     """After a run's step: a finished run may be its job's last, so the job looks."""
     run = engine.get_run(run_id)
     if run is not None and run.finished:
         engine.wake(run.job_id)
 
 
-async def advance_job(engine: StepContext, job_id: str) -> None:
+async def advance_job(engine: RunsContext, job_id: str) -> None:
     job = engine.get_job(job_id)
     if job is None:
         return
@@ -54,7 +54,7 @@ async def advance_job(engine: StepContext, job_id: str) -> None:
     await refresh_status(engine, job_id)
 
 
-def give_up(engine: StepContext, job_id: str, reason: str) -> None:
+def give_up(engine: RunsContext, job_id: str, reason: str) -> None:
     """The job's step failed again and again: the job failed, and its notes say why."""
     job = engine.get_job(job_id)
     if job and job.state == JobState.ACTIVE:
@@ -80,7 +80,7 @@ def ask_status_edit(engine: StatusAsks, job_id: str) -> None:
     engine.wake(job_id)
 
 
-async def refresh_status(engine: StepContext, job_id: str, *, force: bool = False) -> None:
+async def refresh_status(engine: RunsContext, job_id: str, *, force: bool = False) -> None:
     """Edit the status comment on the issue and on each PR when what it says changed.
 
     A comment written less than `status_edit_interval_seconds` ago is not edited again
@@ -94,7 +94,7 @@ async def refresh_status(engine: StepContext, job_id: str, *, force: bool = Fals
         await _refresh_status(engine, job_id, force=force)
 
 
-async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> None:
+async def _refresh_status(engine: RunsContext, job_id: str, *, force: bool) -> None:
     job = engine.get_job(job_id)
     if job is None:
         return
@@ -155,7 +155,7 @@ async def _refresh_status(engine: StepContext, job_id: str, *, force: bool) -> N
 
 
 
-async def reap_orphans(engine: StepContext) -> None:
+async def reap_orphans(engine: RunsContext) -> None:
     """Sandboxes whose run finished are destroyed, their tokens revoked; unpushed commits
     are published (or held) first. A sandbox whose run hangar does not know is kept: a
     rebuild from GitHub may know it; after one it is reported, never destroyed."""
@@ -185,7 +185,7 @@ async def reap_orphans(engine: StepContext) -> None:
             engine.tokens.revoke(sb.id)
 
 
-async def end_abandoned_sandboxes(engine: StepContext) -> None:
+async def end_abandoned_sandboxes(engine: RunsContext) -> None:
     """Sandboxes left running by a hangar that is gone for good (a stopped one whose data
     directory was removed, a test's) are ended by the next hangar that starts on the host:
     none of their work can ever be collected."""
@@ -200,7 +200,7 @@ async def end_abandoned_sandboxes(engine: StepContext) -> None:
                         len(ended), ", ".join(ended[:20]))
 
 
-async def count_held_sandboxes(engine: StepContext) -> None:
+async def count_held_sandboxes(engine: RunsContext) -> None:
     for name in {"local", *(spec.provider for spec in engine.envs.values())}:
         try:
             held = await engine.providers[name].list({"hangar.instance": engine.instance_id})

@@ -18,7 +18,7 @@ from sandbox.harness import harness_for
 from sandbox.provider import SandboxError
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def last_steps(harness: Any, log_text: str) -> list[dict]:
     return [s.model_dump() for s in harness.steps(redact(log_text))[-STEPS_KEPT:]]
 
 
-async def show_progress(engine: StepContext, run: Run, sb: Any, log_path: str, now: float,
+async def show_progress(engine: RunsContext, run: Run, sb: Any, log_path: str, now: float,
                         *, timeout: float) -> None:
     """Read the agent's steps from its log (`log_path` in the sandbox) if the last reading
     is older than the interval; show them in `hangar / agent` when they changed."""

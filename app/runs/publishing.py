@@ -32,7 +32,7 @@ from app.runs.sandbox import (
 )
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 log = logging.getLogger(__name__)
 
@@ -81,18 +81,18 @@ def _proxy_says_transient(line: str) -> bool:
     return "(hangar: " in line and ("try again)" in line or "push again)" in line)
 
 
-def bundle_dir(engine: StepContext) -> Path:
+def bundle_dir(engine: RunsContext) -> Path:
     return Path(engine.settings.data_dir) / "bundles"
 
 
-def bundle_path(engine: StepContext, run: Run) -> Path | None:
+def bundle_path(engine: RunsContext, run: Run) -> Path | None:
     return bundle_dir(engine) / run.held.bundle if run.held and run.held.bundle else None
 
 
 # -- the step ------------------------------------------------------------------------
 
 
-async def publish(engine: StepContext, run: Run) -> None:
+async def publish(engine: RunsContext, run: Run) -> None:
     """Push the agent's branch; destroy its sandbox only once GitHub holds its head."""
     from sandbox.provider import Sandbox
 
@@ -141,7 +141,7 @@ async def commits_to_publish(provider: Any, sb: Any, run: Run) -> str | None:
 
 
 async def push_with_retries(
-    engine: StepContext, provider: Any, sb: Any, run: Run, source: str, head: str
+    engine: RunsContext, provider: Any, sb: Any, run: Run, source: str, head: str
 ) -> PushOutcome:
     """Push source to the run's branch until GitHub holds head, a refusal, or no tries left."""
     job = engine.existing_job(run.job_id)
@@ -171,7 +171,7 @@ async def push_with_retries(
     return PushOutcome(landed=False, github_says=said, attempts=attempts)
 
 
-def github_reported(engine: StepContext, sb: Any, branch: str, head: str) -> bool:
+def github_reported(engine: RunsContext, sb: Any, branch: str, head: str) -> bool:
     """Whether GitHub's answer to a push from this sandbox, read by the proxy before git
     saw it, said the branch took head."""
     ref = f"refs/heads/{branch}"
@@ -188,7 +188,7 @@ async def branch_holds(ops: Any, branch: str, head: str) -> bool:
 # -- holding -------------------------------------------------------------------------
 
 
-async def hold(engine: StepContext, run: Run, sb: Any, head: str, outcome: PushOutcome, *,
+async def hold(engine: RunsContext, run: Run, sb: Any, head: str, outcome: PushOutcome, *,
                dirty: bool) -> None:
     """Keep the commits in a bundle outside the sandbox (or keep the sandbox if too big)."""
     provider = engine.providers[sb.provider]
@@ -214,7 +214,7 @@ async def hold(engine: StepContext, run: Run, sb: Any, head: str, outcome: PushO
                                    engine.existing_run(run.id))
 
 
-async def offer_retry_button(engine: StepContext, run: Run) -> None:
+async def offer_retry_button(engine: RunsContext, run: Run) -> None:
     """On the PR of a later turn, a check run whose button pushes the held commits again."""
 
     if run.pr_number is None:
@@ -232,7 +232,7 @@ async def offer_retry_button(engine: StepContext, run: Run) -> None:
 
 
 async def make_bundle(
-    engine: StepContext, provider: Any, sb: Any, run: Run
+    engine: RunsContext, provider: Any, sb: Any, run: Run
 ) -> tuple[str, int] | None:
     """Bundle base..HEAD and copy it to <data dir>/bundles; None when over the size bound."""
     made = await provider.run(
@@ -263,7 +263,7 @@ def write_durably(path: Path, data: bytes) -> None:
     partial.replace(path)
 
 
-async def publish_bundle(engine: StepContext, run: Run) -> None:
+async def publish_bundle(engine: RunsContext, run: Run) -> None:
     """Push held commits again from their bundle, in a fresh sandbox through the proxy."""
     from sandbox.envspec import EnvSpec
 
@@ -299,7 +299,7 @@ async def publish_bundle(engine: StepContext, run: Run) -> None:
     engine.note(run.job_id, f"{run.id} held commits pushed at {run.held.head_sha[:7]}")
 
 
-def request_retry(engine: StepContext, run: Run) -> bool:
+def request_retry(engine: RunsContext, run: Run) -> bool:
     """Put a held run back to publishing; False when it is not held."""
     if run.stage != RunStage.HELD:
         return False
@@ -307,7 +307,7 @@ def request_retry(engine: StepContext, run: Run) -> bool:
     return True
 
 
-def retry_held(engine: StepContext, run: Run) -> None:
+def retry_held(engine: RunsContext, run: Run) -> None:
     """A held run's wait is over: GitHub may be back. A refusal waits for `/hangar retry`."""
     if run.held is not None and run.held.refused:
         engine.patch_run(run.id, retry_at=time.time() + NEVER_S)
@@ -315,7 +315,7 @@ def retry_held(engine: StepContext, run: Run) -> None:
         request_retry(engine, run)
 
 
-async def rescue_commits(engine: StepContext, sb: Any, run: Run) -> bool:
+async def rescue_commits(engine: RunsContext, sb: Any, run: Run) -> bool:
     """Before the reaper destroys an agent's sandbox: hold any commits GitHub lacks.
 
     True when the sandbox may go (nothing unpushed, or now held in a bundle)."""

@@ -15,7 +15,7 @@ from app.runs.pause import Pause, highest, pause_of
 from proxy.usage import Reading
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def credential_key(run: Run) -> str:
     return run.env.get("model_credential_env") or run.env.get("harness") or "unknown"
 
 
-def queue_positions(engine: StepContext) -> dict[str, int]:
+def queue_positions(engine: RunsContext) -> dict[str, int]:
     """Each queued run's place in its credential's queue, first come first served."""
     queued = sorted((r for r in engine.active_runs() if r.state == RunState.QUEUED
                      and r.kind != RunKind.VERIFY), key=lambda r: r.queued_at)
@@ -49,13 +49,13 @@ def queue_positions(engine: StepContext) -> dict[str, int]:
     return places
 
 
-def wake_queued(engine: StepContext) -> None:
+def wake_queued(engine: RunsContext) -> None:
     """A slot or a place in a queue came free: the queued runs look again (and their
     status comments say their new place)."""
     engine.wake(*(r.id for r in engine.active_runs() if r.state == RunState.QUEUED))
 
 
-def slot_free(engine: StepContext, run: Run) -> bool:
+def slot_free(engine: RunsContext, run: Run) -> bool:
     key = credential_key(run)
     running = [r for r in engine.active_runs()
                if r.state == RunState.RUNNING and credential_key(r) == key]
@@ -67,7 +67,7 @@ def slot_free(engine: StepContext, run: Run) -> bool:
 # -- the model's usage ------------------------------------------------------------------
 
 
-def model_pause(engine: StepContext, run: Run) -> Pause | None:
+def model_pause(engine: RunsContext, run: Run) -> Pause | None:
     """Whether the run's credential is paused (app/runs/pause.py); an agent run only."""
     if (engine.models is None or run.kind == RunKind.VERIFY
             or run.env.get("harness") in (None, "script")):
@@ -75,7 +75,7 @@ def model_pause(engine: StepContext, run: Run) -> Pause | None:
     return credential_pause(engine, credential_key(run))
 
 
-def credential_pause(engine: StepContext, credential: str) -> Pause | None:
+def credential_pause(engine: RunsContext, credential: str) -> Pause | None:
     if engine.models is None:
         return None
     return pause_of(credential, engine.models.readings(credential),
@@ -83,7 +83,7 @@ def credential_pause(engine: StepContext, credential: str) -> Pause | None:
                     time.time())
 
 
-def model_pauses(engine: StepContext, runs: list[Run]) -> dict[str, Why]:
+def model_pauses(engine: RunsContext, runs: list[Run]) -> dict[str, Why]:
     """What each of these queued runs waits for, when its credential is paused."""
     paused: dict[str, Why] = {}
     by_credential: dict[str, Pause | None] = {}
@@ -99,7 +99,7 @@ def model_pauses(engine: StepContext, runs: list[Run]) -> dict[str, Why]:
     return paused
 
 
-def model_readings(engine: StepContext, runs: list[Run]) -> dict[str, Reading]:
+def model_readings(engine: RunsContext, runs: list[Run]) -> dict[str, Reading]:
     """The most used live window of each running agent's credential, for its line."""
     shown: dict[str, Reading] = {}
     now = time.time()
@@ -112,7 +112,7 @@ def model_readings(engine: StepContext, runs: list[Run]) -> dict[str, Reading]:
     return shown
 
 
-def resume_model(engine: StepContext, credential: str, *, by: str) -> Pause | None:
+def resume_model(engine: RunsContext, credential: str, *, by: str) -> Pause | None:
     """A person lifts the credential's pause: its queued agents start (None: not paused)."""
     pause = credential_pause(engine, credential)
     if pause is None or engine.models is None:  # no ledger: nothing is ever paused
@@ -122,7 +122,7 @@ def resume_model(engine: StepContext, credential: str, *, by: str) -> Pause | No
     return pause
 
 
-def usage_windows(engine: StepContext, credential: str) -> list[dict]:
+def usage_windows(engine: RunsContext, credential: str) -> list[dict]:
     """The credential's windows whose resets have not passed, for a run's record."""
     if engine.models is None:
         return []
@@ -133,7 +133,7 @@ def usage_windows(engine: StepContext, credential: str) -> list[dict]:
             if r.reset_at is None or r.reset_at > now]
 
 
-def usage_report(engine: StepContext) -> dict[str, dict]:
+def usage_report(engine: RunsContext) -> dict[str, dict]:
     """Per credential the ledger knows: its windows whose resets have not passed, and its
     pause (None when agents may start), for the API, the fleet page and /metrics."""
     if engine.models is None:

@@ -15,8 +15,8 @@ from app.redact import redact
 from app.runs.thread import Post, bounded, longest_backtick_run, post_lines
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.models import Run
+    from app.runs.context import RunsContext
 
 # The marker hangar's reply in a thread carries (one per thread: found again, edited).
 REVIEW_THREAD_MARKER = "<!-- hangar:thread {root} -->"
@@ -48,7 +48,7 @@ def is_hangar_reply(comment: dict) -> bool:
     return user.get("type") == "Bot" and "<!-- hangar:thread " in (comment.get("body") or "")
 
 
-async def read_review_threads(engine: StepContext, ops: RepoOps, run: Run) -> list[ReviewThread]:
+async def read_review_threads(engine: RunsContext, ops: RepoOps, run: Run) -> list[ReviewThread]:
     """The run's threads as GitHub has them now, oldest comment first in each."""
     wanted = set(run.review_threads)
     by_root: dict[int, list[dict]] = {root: [] for root in run.review_threads}

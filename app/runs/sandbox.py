@@ -25,7 +25,7 @@ from sandbox.envbuild import (
 from sandbox.harness import SKILL_DIRS
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 REPO = "/workspace/repo"
 HOME = "/workspace/home"
@@ -36,7 +36,7 @@ AGENT_CHECK = "hangar / agent"
 
 
 async def prepare_sandbox(
-    engine: StepContext, run: Run, job: Job, spec: Any, *, role: str, checkout: list[str]
+    engine: RunsContext, run: Run, job: Job, spec: Any, *, role: str, checkout: list[str]
 ) -> Any:
     """A sandbox with the repository checked out: from the active environment build when
     there is one (fetched up to date, install's untracked leftovers removed), else cloned
@@ -98,7 +98,7 @@ async def prepare_sandbox(
     return sb
 
 
-async def note_environment(engine: StepContext, run: Run, job: Job, spec: Any, sb: Any, *,
+async def note_environment(engine: RunsContext, run: Run, job: Job, spec: Any, sb: Any, *,
                            role: str) -> None:
     """One exec reads the default branch's config and lockfile ids and the checkout's
     lockfile ids; a build that is behind is queued for the next sandbox; the run and the
@@ -169,7 +169,7 @@ async def must_each(provider: Any, sb: Any, steps: list[tuple[list[str], str]], 
     return result.output
 
 
-async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, head: str,
+async def upsert_check(engine: RunsContext, ops: RepoOps, run: Run, name: str, head: str,
                        **fields: Any) -> None:
     """Create or update this run's check run `name` on head, remembering its id. A check
     run is looked for before it is created only when a create may have been sent already
@@ -195,7 +195,7 @@ async def upsert_check(engine: StepContext, ops: RepoOps, run: Run, name: str, h
                          posting={k: m for k, m in fresh.posting.items() if k != key})
 
 
-async def complete_agent_check(engine: StepContext, ops: RepoOps, run: Run) -> None:
+async def complete_agent_check(engine: RunsContext, ops: RepoOps, run: Run) -> None:
     """`hangar / agent` on the commit the agent started from, in progress since its start,
     completed with how the turn ended (once per ending: a held push that lands later
     ends the turn again)."""

@@ -33,11 +33,11 @@ from app.runs.verify import begin_verification, show_verification, verify
 from app.sensitive import sensitive_files
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 log = logging.getLogger(__name__)
 
-async def advance_run(engine: StepContext, run_id: str) -> None:
+async def advance_run(engine: RunsContext, run_id: str) -> None:
     run = engine.get_run(run_id)
     if run is None or run.finished:
         return
@@ -56,7 +56,7 @@ async def advance_run(engine: StepContext, run_id: str) -> None:
     await refresh_status(engine, run.job_id)
 
 
-def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
+def note_failure(engine: RunsContext, run_id: str, exc: Exception) -> None:
     """A step raised: retry with backoff, then give up with the reason.
 
     The exception's words (a host path, an address) are for operators: they go to the
@@ -85,7 +85,7 @@ def note_failure(engine: StepContext, run_id: str, exc: Exception) -> None:
                              attempts=MAX_STEP_FAILURES))])
 
 
-def start_again(engine: StepContext, run: Run, because: str) -> Run:
+def start_again(engine: RunsContext, run: Run, because: str) -> Run:
     """The same turn from the start, in a new sandbox (the old one is gone or destroyed):
     same prompt, same branch, and the earlier turn's session where the harness keeps one.
     `because`: a `Restart` code, said in the status comment."""
@@ -99,7 +99,7 @@ def start_again(engine: StepContext, run: Run, because: str) -> Run:
         restarted_after=[*run.restarted_after, because], agent_check_shown=None)
 
 
-def record_ending(engine: StepContext, run: Run, *, changed: bool) -> Run:
+def record_ending(engine: RunsContext, run: Run, *, changed: bool) -> Run:
     why = ending.account(run, changed=changed)
     return engine.patch_run(run.id, ending={"code": why.code, **why.facts})
 
@@ -108,7 +108,7 @@ def record_ending(engine: StepContext, run: Run, *, changed: bool) -> Run:
 # -- collecting ----------------------------------------------------------------------
 
 
-async def collect(engine: StepContext, run: Run) -> None:
+async def collect(engine: RunsContext, run: Run) -> None:
     job = engine.existing_job(run.job_id)
     ops = await engine.github.repo_ops(job.thread)
     # What hangar just pushed is what GitHub holds; else (the agent pushed, or a `verify`
@@ -172,7 +172,7 @@ async def collect(engine: StepContext, run: Run) -> None:
             await verifying.stop()
 
 
-async def opened(engine: StepContext, ops: RepoOps, job: Job, run: Run, *,
+async def opened(engine: RunsContext, ops: RepoOps, job: Job, run: Run, *,
                  draft: bool = False) -> dict:
     """The run's PR, opened (`draft`: as a draft) or brought up to date, recorded on the
     run."""
@@ -201,7 +201,7 @@ def agent_conclusion(run: Run) -> str:
     return "success" if run.exit_code == 0 else "neutral"
 
 
-async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run, *,
+async def find_or_open_pr(engine: RunsContext, ops: RepoOps, job: Job, run: Run, *,
                           draft: bool = False) -> dict:
     """The run's PR with its body up to date; opened when there is none (`draft`: as a
     draft, marked ready once a verification of it passes). The branch's PRs are listed
@@ -237,7 +237,7 @@ async def find_or_open_pr(engine: StepContext, ops: RepoOps, job: Job, run: Run,
     return pr
 
 
-def note_draft(engine: StepContext, job: Job, pr: dict) -> None:
+def note_draft(engine: RunsContext, job: Job, pr: dict) -> None:
     """hangar opened this PR as a draft: it marks it ready once a verification passes."""
     drafts = engine.existing_job(job.id).drafts
     if pr.get("draft") and pr["number"] not in drafts:

@@ -18,8 +18,8 @@ from app.github.ops import PAGE, RepoOps
 from app.redact import redact
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
     from app.models import Job
+    from app.runs.context import RunsContext
 
 # The thread's text in the prompt: newest comments kept when it must cut.
 THREAD_MAX_CHARS = 24_000
@@ -96,7 +96,7 @@ class ThreadContext:
 # -- reading the thread ------------------------------------------------------------
 
 
-async def read_thread(engine: StepContext, ops: RepoOps, job: Job) -> ThreadContext:
+async def read_thread(engine: RunsContext, ops: RepoOps, job: Job) -> ThreadContext:
     """The issue and its comments as GitHub has them now, hangar's own left out."""
     number = job.thread.number
     if job.issue_author:
@@ -258,7 +258,7 @@ async def fetch_image(
     return "unreachable"
 
 
-async def attach_images(engine: StepContext, job: Job, context: ThreadContext) -> None:
+async def attach_images(engine: RunsContext, job: Job, context: ThreadContext) -> None:
     """Download the thread's attached images into `context` (the step copies them in)."""
     links = image_links(context.posts)
     if not links:

@@ -25,7 +25,7 @@ from app.runs.queue import Wait
 from app.runs.sandbox import HARDENED_GIT, HOME, REPO, prepare_sandbox, upsert_check
 
 if TYPE_CHECKING:
-    from app.engine import StepContext
+    from app.runs.context import RunsContext
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ VERIFY_CHECK = "hangar / verify"
 # -- verifying -----------------------------------------------------------------------
 
 
-async def verify(engine: StepContext, run: Run, *, started: Verifying | None = None,
+async def verify(engine: RunsContext, run: Run, *, started: Verifying | None = None,
                  pr: dict | None = None, shown: bool = False) -> None:
     """Verify the run's head and say so. `started`: the verification collect began as the
     push landed; `pr`: the PR as collect left it (its body may say the result already);
@@ -87,7 +87,7 @@ async def verify(engine: StepContext, run: Run, *, started: Verifying | None = N
                 + {True: "passed", False: "failed", None: "could not run"}[verification.passed])
 
 
-async def show_verification(engine: StepContext, ops: Any, run: Run,
+async def show_verification(engine: RunsContext, ops: Any, run: Run,
                             verification: Verification) -> None:
     """`hangar / verify` completed with the result, on the head it verified."""
     await upsert_check(engine, ops, run, VERIFY_CHECK, verification.head_sha,
@@ -121,7 +121,7 @@ class Verifying:
             self.task.exception()
 
 
-async def begin_verification(engine: StepContext, run: Run, job: Job, ops: Any,
+async def begin_verification(engine: RunsContext, run: Run, job: Job, ops: Any,
                              head: str) -> Verifying | None:
     """Verification of `head` started now, beside whatever the caller says on GitHub; None
     when every sandbox hangar may hold is in use (`verify` then says it waits)."""
@@ -145,7 +145,7 @@ def waits_for_sandbox(run: Run) -> bool:
     return (run.waiting or {}).get("code") == Wait.SANDBOX
 
 
-async def ready_for_review(engine: StepContext, ops: Any, job: Job, pr: dict) -> dict:
+async def ready_for_review(engine: RunsContext, ops: Any, job: Job, pr: dict) -> dict:
     """A PR hangar opened as a draft (land.draft_pr) is marked ready for review once a
     verification of it passed: the PR as it is then."""
     if pr["number"] not in engine.existing_job(job.id).drafts:
@@ -234,7 +234,7 @@ def trouble(why: Why) -> dict[str, str | None]:
 
 
 async def verify_in_clean_sandbox(
-    engine: StepContext, run: Run, job: Job, spec: Any, head_sha: str
+    engine: RunsContext, run: Run, job: Job, spec: Any, head_sha: str
 ) -> Verification:
     """A new sandbox without model credentials runs the verify command on exactly head_sha;
     the connections its install and verify command were refused go with the result."""
@@ -244,7 +244,7 @@ async def verify_in_clean_sandbox(
 
 
 async def _verify(
-    engine: StepContext, run: Run, job: Job, spec: Any, head_sha: str
+    engine: RunsContext, run: Run, job: Job, spec: Any, head_sha: str
 ) -> Verification:
     provider = engine.providers[spec.provider]
     started = time.time()

@@ -20,6 +20,7 @@ from app.intake import redelivery
 from app.landing import context as landing_context
 from app.metrics import Metrics
 from app.repositories import context as repositories_context
+from app.runs import context as runs_context
 from app.store import Store
 from tests.sources import app_files
 
@@ -93,8 +94,8 @@ def test_a_step_uses_only_what_its_context_offers(module):
 
 # Concerns that declare their own, narrower context: their steps and helpers use only it
 # (but for the files, or `file:function`s, named, which take the whole StepContext:
-# fan-out's commands start turns; the intent's step hands the engine on to each command's
-# action, the rebuild's chore to runs' reaper).
+# fan-out's and runs' commands start jobs and turns; the intent's step hands the engine
+# on to each command's action, the rebuild's chore to runs' reaper).
 OWN_CONTEXTS = {"landing": (landing_context.LandingContext, ()),
                 "autofix": (autofix_context.AutofixContext, ()),
                 "fanout": (fanout_context.FanoutContext, ("commands.py",)),
@@ -104,7 +105,8 @@ OWN_CONTEXTS = {"landing": (landing_context.LandingContext, ()),
                 "egress": (egress.EgressContext, ()),
                 "commands": (commands_context.CommandsContext, ("intents.py:process_intent",)),
                 "repositories": (repositories_context.RepositoriesContext,
-                                 ("rebuild.py:run_pending_rebuild",))}
+                                 ("rebuild.py:run_pending_rebuild",)),
+                "runs": (runs_context.RunsContext, ("commands.py",))}
 
 
 @pytest.mark.parametrize("module", sorted(OWN_CONTEXTS))
