@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sandbox.envspec import EnvSpec
+from sandbox.exits import ExitWaits
 from sandbox.provider import (
     DEFAULT_LOG_PATH,
     OUTPUT_TAIL_BYTES,
@@ -157,12 +158,17 @@ class CountedProvider(Provider):
 
 class Providers:
     """The providers hangar uses, by name, each made once (by `make`) and counted: every
-    sandbox made or ended through one is the fleet's."""
+    sandbox made or ended through one is the fleet's. `exits` waits for the ends of the
+    detached processes started in them (sandbox.exits), until `close`."""
 
     def __init__(self, make: Callable[[str], Provider], fleet: Fleet):
         self._make = make
         self._fleet = fleet
         self._made: dict[str, Provider] = {}
+        self.exits = ExitWaits()
+
+    async def close(self) -> None:
+        await self.exits.close()
 
     def __getitem__(self, name: str) -> Provider:
         if name not in self._made:
