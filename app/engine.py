@@ -371,6 +371,7 @@ class Engine(Registrations):
         if self._lease_thread is not None:
             self._lease_thread.shutdown(wait=False)
             self._lease_thread = None
+        await self.providers.close()  # the waits for agents' ends (sandbox.exits)
 
     def wake(self, *row_ids: str) -> None:
         """Look at the due times again now; the rows named are due at once (once), on

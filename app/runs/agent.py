@@ -295,6 +295,10 @@ async def watch_agent(engine: RunsContext, run: Run) -> None:
         await show_progress(engine, run, sb, AGENT_LOG, now,
                             timeout=PROVIDER_CALL_TIMEOUT_S)
         engine.patch_run(run.id, retry_at=now + engine.settings.run_watch_interval_seconds)
+        # Its end wakes the run at once, where the provider lets hangar wait for it; the
+        # look above, every interval, stays what decides.
+        engine.providers.exits.watch(run.id, provider, sb, run.process_id,
+                                     lambda: engine.wake(run.id))
         return
     if watch.needs_stop:
         try:
@@ -348,6 +352,7 @@ async def agent_stopped(
     engine.patch_run(
         run.id, state=state, exit_code=exit_code if exit_code is not None else -1,
         finished_at=time.time(), agent=agent, stage=RunStage.PUBLISHING, warnings=warnings,
+        retry_at=0.0,  # its work is published now, not at the next watch's time
     )
     wake_queued(engine)  # its slot is free
     engine.note(run.job_id, f"{run.id} agent {state.value}"

@@ -229,8 +229,8 @@ class World:
             app_id=self.app.id, private_key_file=self.app.private_key_path,
             webhook_secret=self.app.webhook_secret, data_dir=self.tmp / "hangar",
             github_url=self.hub.api_url, port=port, envs_dir=envs,
-            max_concurrent_agents=max_agents, run_watch_interval_seconds=0.5,
-            poll_interval_seconds=3, shutdown_grace_seconds=2, api_token=self.api_token,
+            max_concurrent_agents=max_agents, poll_interval_seconds=3, shutdown_grace_seconds=2,
+            api_token=self.api_token,
             database_url=self.database,
             **{
                 # fakehub holds hangar to GitHub's secondary limits itself; spacing every
@@ -239,6 +239,7 @@ class World:
                 # Folding status-comment edits is shown in its own test; here a flow need
                 # not wait ten seconds for its comment to say what happened.
                 "status_edit_interval_seconds": 2,
+                "run_watch_interval_seconds": 0.5,
                 **(settings or {}),
             },
         )

@@ -50,6 +50,27 @@ def test_happy_path_reacts_reports_opens_a_verified_pr(world):
     assert world.hub.get_pr(world.repo, pr["number"])["merged"] is False
 
 
+@pytest.mark.parametrize("provider", ["local", "docker"])
+def test_an_agents_end_is_acted_on_at_once_not_at_the_next_look(world, provider, request):
+    """hangar looks at a running agent every `run_watch_interval_seconds`; where the
+    sandbox's process can be waited for (sandbox.exits), its end wakes the run at once
+    and its work is pushed then. With a minute between looks, the PR comes well before
+    the look after the agent's start."""
+    import time
+
+    if provider == "docker":
+        request.getfixturevalue("docker_engine")
+    # Still working at hangar's first look, so the next look is a minute and a half away.
+    world.start_hangar("sleep 2\n" + FIX_AGENT, provider=provider,
+                       settings={"run_watch_interval_seconds": 90})
+    asked = time.monotonic()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 60, "a verified PR")
+    took = time.monotonic() - asked
+    assert took < 60, f"the PR took {took:.0f} s: the end waited for the next look"
+    assert world.checks(pr["head"]["sha"])["hangar / agent"]["conclusion"] == "success"
+
+
 def test_agent_that_commits_nothing_gets_a_clear_status_and_no_pr(world):
     world.start_hangar("echo 'I looked around and changed nothing.'\n")
     issue, _ = world.ask("/hangar fix the failing test")
