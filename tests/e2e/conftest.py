@@ -238,7 +238,7 @@ class World:
                 "github_write_spacing_seconds": 0,
                 # Folding status-comment edits is shown in its own test; here a flow need
                 # not wait ten seconds for its comment to say what happened.
-                "status_edit_interval_seconds": 2,
+                "status_edit_interval_seconds": 0.5,
                 "run_watch_interval_seconds": 0.5,
                 **(settings or {}),
             },
