@@ -237,7 +237,8 @@ class World:
                 # write a second apart on top of that only makes each flow a minute longer.
                 "github_write_spacing_seconds": 0,
                 # Folding status-comment edits is shown in its own test; here a flow need
-                # not wait ten seconds for its comment to say what happened.
+                # not wait ten seconds for its comment to say what happened, nor two: a
+                # test that reads the comment waits about an interval after each change.
                 "status_edit_interval_seconds": 0.5,
                 "run_watch_interval_seconds": 0.5,
                 **(settings or {}),
