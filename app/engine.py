@@ -623,12 +623,8 @@ class Engine(Registrations):
         else:
             self._failures.pop(key, None)
             self._release(key)
-            for hook in self._after_step.get(kind, ()):
-                try:
-                    hook(self, row_id)
-                except Exception:  # one hook's failure (a full disk) never ends the task's
-                    self.metrics.engine_step_errors.inc(kind=f"after:{kind}")
-                    log.exception("an after-step hook of %s failed", kind, extra={kind: row_id})
+        try:
+            self._after(kind, row_id)
         finally:
             # The row's next due time (the next stage, a wait, a backoff) is seen at once.
             registered = self.kinds.get(kind)
@@ -636,6 +632,19 @@ class Engine(Registrations):
                 self._note(registered.table, row_id)
             else:
                 self._look_soon()  # a chore: its next time is the engine's own
+
+    def _after(self, kind: str, row_id: str) -> None:
+        """What waits on a row of `kind` hears that its step ended, whether or not it
+        raised: a step may move its row and fail after (a run marked done, then a full disk
+        refusing its status edit), and its job, its review replies and landing must still
+        look. Each hook reads the row as it is now, so one that finds nothing new does
+        nothing."""
+        for hook in self._after_step.get(kind, ()):
+            try:
+                hook(self, row_id)
+            except Exception:  # one hook's failure (a full disk) never ends the task's
+                self.metrics.engine_step_errors.inc(kind=f"after:{kind}")
+                log.exception("an after-step hook of %s failed", kind, extra={kind: row_id})
 
     def _back_off(self, kind: str, row_id: str, key: str, exc: Exception) -> None:
         """Hold the row back, twice as long after each failure in a row (a rate limit:

@@ -6,7 +6,7 @@ import pytest
 
 from app.engine import Engine, PrNotes, PrStatus, RowKind
 from app.metrics import Metrics
-from app.models import Intent, Thread
+from app.models import Intent, IntentState, Thread
 from app.store import Store
 
 THREAD = Thread(repo="acme/widgets", number=7, installation_id=1, is_pr=True)
@@ -18,20 +18,33 @@ def engine(settings):
                   metrics=Metrics(), tokens=None)
 
 
-async def test_after_step_hooks_run_after_a_step_that_did_not_raise(engine):
-    called = []
+async def test_after_step_hooks_run_after_every_step_even_one_that_raised(engine):
+    """A step may move its row, then fail (a run marked done, then a full disk refusing
+    its status edit): what waits on the row still hears of it, and sees the row as it is."""
+    seen = []
 
     async def step(_engine, _row_id):
         return None
 
-    async def failing(_engine, _row_id):
-        raise RuntimeError("no")
+    async def moves_then_fails(engine, row_id):
+        engine.save_intent(Intent(id=row_id, thread=THREAD, comment_id=2, author="mona",
+                                  command="status", state=IntentState.DONE))
+        raise OSError(28, "No space left on device")
+
+    def hook(engine, row_id):
+        row = engine.store.get("intent", row_id, Intent)
+        seen.append((row_id, row.state if row else None))
+
+    def broken_hook(_engine, _row_id):
+        raise OSError(28, "No space left on device")
 
     engine.register(RowKind("intent", "intent", Intent, step))
-    engine.after_step("intent", lambda _engine, row_id: called.append(row_id))
+    engine.after_step("intent", broken_hook)  # its failure keeps the next from hearing
+    engine.after_step("intent", hook)
     await engine._guarded("intent", step, "comment-1-0")
-    await engine._guarded("intent", failing, "comment-2-0")
-    assert called == ["comment-1-0"]
+    await engine._guarded("intent", moves_then_fails, "comment-2-0")
+    assert seen == [("comment-1-0", None), ("comment-2-0", IntentState.DONE)]
+    assert engine.held_until("comment-2-0") > 0  # and the failed one still backs off
 
 
 async def test_a_due_row_of_a_registered_kind_is_scheduled_and_others_wait(engine):
