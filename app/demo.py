@@ -304,6 +304,7 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
 
     deadline = time.monotonic() + args.timeout
     approved_sha = None
+    first_head = None
     while time.monotonic() < deadline:
         ended = ending()
         if ended is not None and result["ending"] is None:
@@ -357,10 +358,14 @@ def watch(hub: Any, repo: str, issue: int, comment: int, timeline: Timeline,
             return True
         if args.no_land and result["verify"] == "passed":
             return True
+        first_head = first_head or pr["head"]["sha"]
         verified_here = bool(verify and verify["conclusion"] == "success")
         if verified_here and approved_sha != pr["head"]["sha"]:
             ci = checks.get("ci / test")
-            if not args.ci or (ci and ci["conclusion"] == "success"):
+            # A head that is not the PR's first is an auto-fix turn's: the reviewer reads
+            # the status comment say so before approving it.
+            explained = pr["head"]["sha"] == first_head or result["autofix_turns"] > 0
+            if not args.ci or (ci and ci["conclusion"] == "success" and explained):
                 hub.review(repo, pr["number"], as_user=reviewer, event="APPROVE",
                            commit_id=pr["head"]["sha"])
                 approved_sha = pr["head"]["sha"]
