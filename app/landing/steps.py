@@ -1064,28 +1064,33 @@ async def landed(
 async def show(engine: LandingContext, ops: RepoOps, request: LandRequest, *,
                check: bool = True) -> None:
     """The land state in check run `hangar / land` on the head (unless not `check`), and
-    in the status comment."""
+    in the status comment. The status comment is asked for even when GitHub refuses
+    the check run: a person reads the landing there whatever the check says."""
 
-    if request.head_sha and check:
-        status, conclusion = land_check_status(request.state)
-        # What guards the base, as the check shows it: kept (rules change by events).
-        gate = await engine.github.kept(
-            (ops.full_name, request.base, "gate report"),
-            lambda: read_gate(ops, request.base, engine.settings.app_id))
-        summary = render.fit_output(words.land_check_summary(request, gate))
-        title = render.land_title(request)
-        shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"
-        if shown != request.shown:
-            # A conflict offers the turn that resolves it (the button sends requested_action).
-            actions = (words.land_actions() if request.state == LandState.CONFLICT
-                       else [] if status == "completed" else None)
-            await show_check(engine, ops, request, shown, status=status, conclusion=conclusion,
-                             output={"title": title, "summary": summary}, actions=actions)
-        elif request.end_unshown:
-            request.end_unshown = False
-            with contextlib.suppress(RowChanged):  # the next step sees the fresh row
-                save(engine, request)
-    runs.ask_status_edit(engine, request.job_id)
+    try:
+        if request.head_sha and check:
+            status, conclusion = land_check_status(request.state)
+            # What guards the base, as the check shows it: kept (rules change by events).
+            gate = await engine.github.kept(
+                (ops.full_name, request.base, "gate report"),
+                lambda: read_gate(ops, request.base, engine.settings.app_id))
+            summary = render.fit_output(words.land_check_summary(request, gate))
+            title = render.land_title(request)
+            shown = f"{request.head_sha} {status} {conclusion} {title}\n{summary}"
+            if shown != request.shown:
+                # A conflict offers the turn that resolves it (its button sends
+                # requested_action).
+                actions = (words.land_actions() if request.state == LandState.CONFLICT
+                           else [] if status == "completed" else None)
+                await show_check(engine, ops, request, shown, status=status,
+                                 conclusion=conclusion,
+                                 output={"title": title, "summary": summary}, actions=actions)
+            elif request.end_unshown:
+                request.end_unshown = False
+                with contextlib.suppress(RowChanged):  # the next step sees the fresh row
+                    save(engine, request)
+    finally:
+        runs.ask_status_edit(engine, request.job_id)
 
 
 async def show_check(engine: LandingContext, ops: RepoOps, request: LandRequest, shown: str,
