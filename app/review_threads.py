@@ -15,23 +15,41 @@ that comment and never posts a second. The turn's prompt reads the thread
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gidgethub import HTTPException
 from pydantic import BaseModel, Field, field_validator
 
 from app.creates import Creating, Mark, Plan, marks_of
 from app.github.ops import PAGE
-from app.models import Run, now
+from app.github.reads import GitHubReads
+from app.models import Job, Run, now
 from app.render import threads as words
 from app.repoconfig import parse_repo_config
 from app.runs import REVIEW_THREAD_MARKER, is_hangar_reply
+from app.store import Store
 
 if TYPE_CHECKING:
-    from app.engine import Registrations, StepContext
+    from app.engine import Registrations
     from app.github.ops import RepoOps
 
 TABLE = "thread_reply"
+
+
+class ThreadsContext(Protocol):
+    """What replying in review threads uses of the engine: its own rows in the store; the
+    job and its turns (which turn answers a thread, what it pushed); GitHub through
+    `github` (the repository's config); the job's record of writes that may have gone
+    out before a crash (`creating`); and wake."""
+
+    store: Store
+    github: GitHubReads
+
+    def wake(self, *row_ids: str) -> None: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def get_run(self, run_id: str) -> Run | None: ...
+    def runs_of(self, job_id: str) -> list[Run]: ...
+    def creating(self, job_id: str) -> Creating: ...
 
 
 class ThreadReply(BaseModel):
@@ -54,21 +72,21 @@ def reply_id(repo: str, pr_number: int, root: int) -> str:
     return f"thread-{repo.replace('/', '-')}-{pr_number}-{root}"
 
 
-def after_run_step(engine: StepContext, run_id: str) -> None:
+def after_run_step(engine: ThreadsContext, run_id: str) -> None:
     """A turn that answers review threads has finished: each thread's reply is due."""
     run = engine.get_run(run_id)
     if run is not None:
         reply_due(engine, run)
 
 
-def after_job_step(engine: StepContext, job_id: str) -> None:
+def after_job_step(engine: ThreadsContext, job_id: str) -> None:
     """A turn whose step failed until hangar gave up ends without a run step after it:
     its job's step is woken, and looks."""
     for run in engine.runs_of(job_id):
         reply_due(engine, run)
 
 
-def reply_due(engine: StepContext, run: Run) -> None:
+def reply_due(engine: ThreadsContext, run: Run) -> None:
     if not run.review_threads or not run.finished or run.pr_number is None:
         return
     job = engine.get_job(run.job_id)
@@ -86,13 +104,13 @@ def reply_due(engine: StepContext, run: Run) -> None:
         engine.wake(row_id)
 
 
-def later_turn(engine: StepContext, recorded: str, run: Run) -> bool:
+def later_turn(engine: ThreadsContext, recorded: str, run: Run) -> bool:
     """Whether the turn the row names came after `run` (an older turn never overwrites)."""
     other = engine.get_run(recorded)
     return other is not None and (other.attempt, other.turn) > (run.attempt, run.turn)
 
 
-async def advance_reply(engine: StepContext, row_id: str) -> None:
+async def advance_reply(engine: ThreadsContext, row_id: str) -> None:
     row = engine.store.get(TABLE, row_id, ThreadReply)
     job = engine.get_job(row.job_id) if row else None
     run = engine.get_run(row.run_id) if row else None
@@ -155,7 +173,7 @@ async def edited(ops: RepoOps, comment_id: int, text: str) -> bool:
     return True
 
 
-def claim(engine: StepContext, row: ThreadReply) -> tuple[ThreadReply, Plan]:
+def claim(engine: ThreadsContext, row: ThreadReply) -> tuple[ThreadReply, Plan]:
     """Mark the reply as this replica's to post, on the row as it is now, unless another
     replica's post of it may be on its way: the row as it is now (its turn may be newer
     than the step's, which says the step's own), and how to post."""
@@ -174,7 +192,7 @@ def claim(engine: StepContext, row: ThreadReply) -> tuple[ThreadReply, Plan]:
                                placed=lambda _: (True, None)), plan
 
 
-def finish(engine: StepContext, row: ThreadReply, comment_id: int) -> None:
+def finish(engine: ThreadsContext, row: ThreadReply, comment_id: int) -> None:
     """Record the reply for the turn this step said, on the row as it is now: a later turn
     that finished while the step awaited GitHub keeps the row going."""
     fresh = engine.store.get(TABLE, row.id, ThreadReply) or row

@@ -12,12 +12,13 @@ for the same head does nothing, so a step repeated after a crash asks once.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from gidgethub import HTTPException
 from pydantic import BaseModel, Field
 
 from app.engine import PrNotes, Registrations, RowKind
+from app.github.reads import GitHubReads
 from app.landing import (
     AWAITING_REVIEW,
     CODEOWNERS_PATHS,
@@ -30,11 +31,24 @@ from app.models import Job, Run, RunStage, now
 from app.render import reviewers as words
 from app.repoconfig import CONFIG_PATH, parse_repo_config
 from app.runs import ask_status_edit
-
-if TYPE_CHECKING:
-    from app.engine import StepContext
+from app.store import Store
 
 TABLE = "review_ask"
+
+
+class ReviewersContext(Protocol):
+    """What asking for reviews uses of the engine: its own rows and the land request in
+    the store; the job and its turns (who asked, which head passed); GitHub through
+    `github` (the base's config and CODEOWNERS, who may write); and wake."""
+
+    store: Store
+    github: GitHubReads
+
+    def wake(self, *row_ids: str) -> None: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def get_run(self, run_id: str) -> Run | None: ...
+    def runs_of(self, job_id: str) -> list[Run]: ...
+    def patch_job(self, job_id: str, **fields: Any) -> Job: ...
 
 
 class ReviewAsk(BaseModel):
@@ -54,7 +68,7 @@ def ask_id(repo: str, pr_number: int) -> str:
     return f"ask-{repo.replace('/', '-')}-{pr_number}"
 
 
-def after_run_step(engine: StepContext, run_id: str) -> None:
+def after_run_step(engine: ReviewersContext, run_id: str) -> None:
     """A turn's verification of its head passed: the PR waits for a reviewer now."""
     run = engine.get_run(run_id)
     if (run is None or run.stage != RunStage.DONE or run.pr_number is None
@@ -106,13 +120,13 @@ def code_owners(codeowners: str | None, changed_files: list[str]) -> list[str]:
     return found
 
 
-def askers(engine: StepContext, job: Job, pr_number: int) -> set[str]:
+def askers(engine: ReviewersContext, job: Job, pr_number: int) -> set[str]:
     """Who asked for the work on this PR: the job and every turn on it."""
     runs: list[Run] = [r for r in engine.runs_of(job.id) if r.pr_number == pr_number]
     return {job.requested_by.lower(), *(r.requested_by.lower() for r in runs if r.requested_by)}
 
 
-async def advance_ask(engine: StepContext, row_id: str) -> None:
+async def advance_ask(engine: ReviewersContext, row_id: str) -> None:
     row = engine.store.get(TABLE, row_id, ReviewAsk)
     job = engine.get_job(row.job_id) if row else None
     if row is None or job is None or row.asked_head == row.head_sha:
@@ -160,7 +174,7 @@ async def advance_ask(engine: StepContext, row_id: str) -> None:
     ask_status_edit(engine, job.id)  # its status comment names the asker now
 
 
-def finish(engine: StepContext, row: ReviewAsk, **fields: object) -> None:
+def finish(engine: ReviewersContext, row: ReviewAsk, **fields: object) -> None:
     """Record the ask for the head this step read, on the row as it is now: a newer
     verified head that came while the step awaited GitHub keeps the row going."""
     fresh = engine.store.get(TABLE, row.id, ReviewAsk) or row
@@ -171,7 +185,7 @@ def finish(engine: StepContext, row: ReviewAsk, **fields: object) -> None:
         engine.wake(row.id)
 
 
-def status_notes(engine: StepContext, repo: str, pr_number: int) -> PrNotes:
+def status_notes(engine: ReviewersContext, repo: str, pr_number: int) -> PrNotes:
     """While the PR waits for a reviewer: the asker, named once, and who was asked."""
     row = engine.store.get(TABLE, ask_id(repo, pr_number), ReviewAsk)
     if row is None or row.asked_head != row.head_sha:

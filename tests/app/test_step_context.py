@@ -10,7 +10,7 @@ from collections.abc import Collection
 
 import pytest
 
-from app import egress, notify
+from app import egress, notify, review_threads, reviewers
 from app.autofix import context as autofix_context
 from app.commands import context as commands_context
 from app.engine import Engine, StepContext
@@ -54,7 +54,7 @@ def test_the_engine_offers_every_method_of_the_step_context_with_its_shape():
 
 # The modules whose functions are steps, or helpers steps call with their context.
 STEP_MODULES = ("commands", "runs", "landing", "autofix", "fanout", "repositories",
-                "intake/redelivery", "envbuilds", "egress")
+                "intake/redelivery", "envbuilds", "egress", "reviewers", "review_threads")
 
 
 def used_of_the_context(source: str, whole: Collection[str] = ()) -> set[str]:
@@ -106,7 +106,9 @@ OWN_CONTEXTS = {"landing": (landing_context.LandingContext, ()),
                 "commands": (commands_context.CommandsContext, ("intents.py:process_intent",)),
                 "repositories": (repositories_context.RepositoriesContext,
                                  ("rebuild.py:run_pending_rebuild",)),
-                "runs": (runs_context.RunsContext, ("commands.py",))}
+                "runs": (runs_context.RunsContext, ("commands.py",)),
+                "reviewers": (reviewers.ReviewersContext, ()),
+                "review_threads": (review_threads.ThreadsContext, ())}
 
 
 @pytest.mark.parametrize("module", sorted(OWN_CONTEXTS))
