@@ -252,6 +252,15 @@ class World:
         self.running.append(self.hangar)
         return self.hangar
 
+    def raise_write_limit(self, per_minute: int = 1000) -> dict[str, Any]:
+        """GitHub's content-creating calls a minute raised, as a GitHub Enterprise Server's
+        administrator may: for a flow that makes more than GitHub's 80 in a minute and would
+        only wait for the minute to pass, checking nothing (the limit has its own tests:
+        tests/fakehub/test_fakehub_strict.py, tests/app/test_github_shared_budget.py).
+        fakehub's limit now; hangar's setting to start it with, returned."""
+        self.hub.hub.rates.writes_per_minute = per_minute
+        return {"github_writes_per_minute": per_minute}
+
     def restart(self, *args: str) -> None:
         """Start hangar again on the same data directory and port (`serve` args: args)."""
         assert isinstance(self.hangar, HangarProcess)

@@ -62,7 +62,10 @@ def _setup(world, provider: str) -> None:
     world.hub.push_files(world.repo, "main", {
         "requirements.txt": "widgets-dep==1\n", ".gitignore": ".deps/\n",
     }, "Add requirements", as_user=world.maintainer, bypass_rules=True)
-    world.start_hangar(SEEING_AGENT, provider=provider, env={"install": INSTALL})
+    # Five jobs within seconds, each status comment edited every half second: more than
+    # GitHub's 80 writes a minute on a slow provider, and nothing here is about the limit.
+    world.start_hangar(SEEING_AGENT, provider=provider, env={"install": INSTALL},
+                       settings=world.raise_write_limit())
 
 
 def test_builds_on_local(world):

@@ -27,7 +27,6 @@ from tests.e2e.conftest import HangarProcess, free_port, wait_until
 pytestmark = pytest.mark.slow
 
 LEASE_S = 3.0
-WRITES_PER_MINUTE = 1000
 # Each job writes a file of its own: landed PRs never conflict, and the agent's sleep
 # marks it as running (the marker names the issue).
 AGENT = """\
@@ -104,15 +103,14 @@ def cluster(world, postgres_url):
     world.database = postgres_url
     # Eleven jobs make more content-creating calls than GitHub's 80 a minute: the replicas
     # would spend most of the test waiting for the minute to pass, which checks nothing
-    # here (the budget shared by replicas: tests/app/test_github_shared_budget.py). This
-    # GitHub allows more, as a GitHub Enterprise Server's administrator may.
-    world.hub.hub.rates.writes_per_minute = WRITES_PER_MINUTE
+    # here (the budget shared by replicas: tests/app/test_github_shared_budget.py).
+    writes = world.raise_write_limit()
     started: dict[str, HangarProcess] = {}
 
     def start(agent: str, **settings) -> tuple[dict[str, HangarProcess], Balancer]:
         a = world.start_hangar(agent, process=True, verify="ls note-*.txt", settings={
             "replica_id": "a", "lease_seconds": LEASE_S,
-            "github_writes_per_minute": WRITES_PER_MINUTE, **settings})
+            **writes, **settings})
         wait_until(lambda: "does the chores" in log_of(world, "a"), 30, "a to lead")
         b_settings = world.settings.model_copy(update={
             "replica_id": "b", "port": free_port(), "data_dir": world.tmp / "hangar-b"})
