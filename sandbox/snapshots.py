@@ -202,6 +202,9 @@ class SpareCopies:
 
     def __init__(self) -> None:
         self._making: dict[Path, asyncio.Task[None]] = {}
+        # Asked again while one was being made: that one may be taken the moment it is
+        # ready, before its maker ends, so another is made once it has ended.
+        self._again: set[Path] = set()
 
     async def take(self, kept: Path, dest: Path) -> bool:
         """Move a spare copy of `kept`'s checkout to `dest`; False when there is none."""
@@ -219,8 +222,10 @@ class SpareCopies:
         return await asyncio.to_thread(move)
 
     def refill(self, kept: Path) -> None:
-        """Start making a spare copy of `kept`'s checkout unless one is being made."""
+        """Start making a spare copy of `kept`'s checkout, or once the one being made is
+        (making none when a spare is there by then)."""
         if kept in self._making:
+            self._again.add(kept)
             return
         task = asyncio.get_running_loop().create_task(self._make(kept))
         self._making[kept] = task
@@ -228,9 +233,15 @@ class SpareCopies:
 
     def _made(self, kept: Path, task: asyncio.Task[None]) -> None:
         self._making.pop(kept, None)
-        if not task.cancelled() and task.exception() is not None:
+        again = kept in self._again
+        self._again.discard(kept)
+        if task.cancelled():
+            return
+        if task.exception() is not None:
             log.warning("could not make a spare copy of the build at %s: %s", kept,
                         task.exception())
+        elif again:
+            self.refill(kept)
 
     async def _make(self, kept: Path) -> None:
         spares = kept / "spare"
@@ -252,12 +263,16 @@ class SpareCopies:
 
     def forget(self, kept: Path) -> None:
         """Stop making a spare of a build that is being removed."""
+        self._again.discard(kept)
         if task := self._making.get(kept):
             task.cancel()
 
     async def settle(self) -> None:
-        """Wait for the spares being made (tests, benchmarks, shutdown)."""
-        await asyncio.gather(*self._making.values(), return_exceptions=True)
+        """Wait for the spares being made, and those asked for meanwhile (tests,
+        benchmarks, shutdown)."""
+        while self._making:
+            # Each task's own callback (which may start the next) runs before gather's.
+            await asyncio.gather(*self._making.values(), return_exceptions=True)
 
 
 def copy_regular_file(source: Path, dest: Path, limit: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import time
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,31 @@ async def test_a_sandbox_cannot_use_set_id_bits(provider, make_sandbox):
         assert "nosuid" in workspace.split()[5].split(","), workspace
     else:
         assert no_new.split() == ["NoNewPrivs:", "1"], said
+
+
+async def test_a_spare_taken_before_its_maker_ended_is_made_again(tmp_path: Path, monkeypatch):
+    """A sandbox may take a spare the moment it is renamed into place, before the task
+    that made it has ended; the refill that sandbox asks for then must not be lost."""
+    kept = tmp_path / "build"
+    (kept / "repo").mkdir(parents=True)
+    (kept / "repo" / "file").write_text("pristine\n")
+    rename = os.rename
+    loop = asyncio.get_running_loop()
+    renamed = asyncio.Event()
+
+    def slow_to_end(source, dest, *args, **kwargs):
+        rename(source, dest, *args, **kwargs)
+        if Path(source).name.startswith("part-"):  # the maker's last step: it ends late
+            loop.call_soon_threadsafe(renamed.set)
+            time.sleep(0.5)
+
+    monkeypatch.setattr(os, "rename", slow_to_end)
+    spares = snapshots.SpareCopies()
+    spares.refill(kept)
+    await asyncio.wait_for(renamed.wait(), 60)
+    # A sandbox takes it while its maker still runs, and asks for the next.
+    assert await spares.take(kept, tmp_path / "sandbox-repo")
+    spares.refill(kept)
+    await spares.settle()
+    assert [p.name.split("-")[0] for p in (kept / "spare").iterdir()] == ["copy"]
+    assert (tmp_path / "sandbox-repo" / "file").read_text() == "pristine\n"
