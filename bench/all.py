@@ -63,8 +63,8 @@ BENCHES = [
     ]),
     Bench("sandbox", ["sandbox_start.py", "--rounds", "20"],
           ["sandbox_start.py", "--rounds", "5"], [
-        Figure("sandbox create -> exec -> destroy, local", r"^local\b", "<= 3x the host"),
-        Figure("sandbox create -> exec -> destroy, docker", r"^docker\b", "<= 400 ms"),
+        Figure("sandbox create -> exec -> destroy, local", r"^local\s+\d", "<= 3x the host"),
+        Figure("sandbox create -> exec -> destroy, docker", r"^docker\s+\d", "<= 400 ms"),
     ]),
     Bench("proxy", ["proxy_push.py", "--size-mb", "100", "--runs", "5"],
           ["proxy_push.py", "--size-mb", "30", "--runs", "5"], [
