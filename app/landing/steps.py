@@ -1106,18 +1106,38 @@ async def show_check(engine: LandingContext, ops: RepoOps, request: LandRequest,
                 request.check_posting, head, keep=10)
             if plan != Plan.LOOK_ONLY:
                 save(engine, request)
-        check_id = await ops.upsert_check_run(LAND_CHECK, head, request.id, known_id=known,
-                                              look_first=plan != Plan.CREATE,
-                                              create=plan != Plan.LOOK_ONLY, **fields)
-        if check_id is None:
-            raise Creating.in_flight(f"check run {LAND_CHECK}", request.check_posting.get(head))
-        request.check_ids = {**dict(list(request.check_ids.items())[-9:]), head: check_id}
-        request.check_posting = {h: m for h, m in request.check_posting.items() if h != head}
-        request.shown = shown
-        request.end_unshown = request.end_unshown and request.state not in FINAL
-        save(engine, request)
     except RowChanged:
-        pass  # the next step shows it again from the fresh row (its mark, if made, kept)
+        return  # the next step shows it again from the fresh row
+    check_id = await ops.upsert_check_run(LAND_CHECK, head, request.id, known_id=known,
+                                          look_first=plan != Plan.CREATE,
+                                          create=plan != Plan.LOOK_ONLY, **fields)
+    if check_id is None:
+        raise Creating.in_flight(f"check run {LAND_CHECK}", request.check_posting.get(head))
+    try:
+        save(engine, shown_on(request, head, check_id, shown, request.state))
+    except RowChanged:
+        # Another writer came first, often intake hearing of this very merge: what GitHub
+        # answered is kept on the fresh row all the same, or the next step would look for
+        # the check run again and write it again, unchanged.
+        def keep() -> None:
+            row = get(engine, request.id)
+            if row is not None:
+                save(engine, shown_on(row, head, check_id, shown, request.state))
+
+        with contextlib.suppress(RowChanged):
+            fresh(keep)
+
+
+def shown_on(request: LandRequest, head: str, check_id: int, shown: str,
+             state: LandState) -> LandRequest:
+    """The request, with check run `hangar / land` on `head` known by its id and showing
+    `shown`, which says `state` (a final one: its end is shown)."""
+    request.check_ids = {**dict(list(request.check_ids.items())[-9:]), head: check_id}
+    request.check_posting = {h: m for h, m in request.check_posting.items() if h != head}
+    request.shown = shown
+    request.end_unshown = request.end_unshown and not (
+        request.state == state and state in FINAL)
+    return request
 
 
 async def read_gate(

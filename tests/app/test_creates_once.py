@@ -195,6 +195,28 @@ async def test_a_land_check_another_replica_is_creating_is_not_created_again(two
     assert after.check_ids == {HEAD: github.check_runs[0]["id"]} and after.check_posting == {}
 
 
+async def test_a_land_checks_id_is_kept_when_the_request_changed_while_it_was_made(two):
+    """Intake may write the land request (an event about the very merge) while its check
+    run is being created: the id GitHub answered, and what it shows, are kept on the
+    fresh row, so no step looks for the check run by name or writes it again unchanged."""
+    a, _, github = two
+    request = land_request(a)
+    github.held = asyncio.Event()
+    made = asyncio.create_task(show_check(
+        a, await a.github.repo_ops(ISSUE), land_rows.get(a, request.id), "landed",
+        status="completed", conclusion="success"))
+    await asyncio.wait_for(github.sent.wait(), 10)
+    meanwhile = land_rows.get(a, request.id)
+    meanwhile.merge_sha = "b" * 40
+    land_rows.save(a, meanwhile)
+    github.held.set()
+    await made
+    after = land_rows.get(a, request.id)
+    assert after.check_ids == {HEAD: github.check_runs[0]["id"]} and after.check_posting == {}
+    assert after.shown == "landed"  # show() writes the check again only when this differs
+    assert after.merge_sha == "b" * 40  # and what intake wrote stays
+
+
 async def test_a_command_is_done_when_another_replica_is_creating_the_check_it_shows(two):
     """`/hangar land cancel` on b while a's create of the land check is on its way: the
     command is done (not taken again for a check run); the request's own step shows it."""

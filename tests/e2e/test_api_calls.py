@@ -85,6 +85,13 @@ def test_one_job_to_verified_makes_only_the_calls_a_person_needs(world):
     whole = [shape(m, p) for m, p, _ in
              world.hub.api_calls(world.app.id, charged_to="installation")]
     assert f"PUT {repo}/pulls/{{n}}/merge" in whole, whole
+    # `hangar / land` is made once, completed, as the merge is known: never looked for by
+    # name nor written again unchanged (also when an event about the merge wrote the land
+    # request while it was made: tests/app/test_creates_once.py).
+    assert whole.count(f"POST {repo}/check-runs") == 4, whole
+    assert whole.count(f"PATCH {repo}/check-runs/{{n}}") == 1, whole
+    looked = [p for _, p, _ in world.hub.api_calls(world.app.id) if "check_name=" in p]
+    assert looked == [], looked
     assert whole.count(f"GET {repo}/pulls") == 1, whole
     # Landing reads the config by the base's name: what the job's query read answers it;
     # that query also said the base has no classic protection (a 404 GitHub charges).
