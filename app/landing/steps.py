@@ -579,6 +579,19 @@ async def explain_reviews(
         marker = reply_marker(f"review-{review.id}")
         await ops.upsert_comment(request.pr_number, marker, words.review_not_counted(marker, why))
         request.explained.append(review.id)
+        try:
+            save(engine, request)
+        except RowChanged:
+            # Said: recorded on the fresh row all the same (else the next step would look
+            # for the reply and write it again), and this step ends.
+            fresh(record_explained, engine, request.id, review.id)
+            raise
+
+
+def record_explained(engine: LandingContext, request_id: str, review_id: int) -> None:
+    request = get(engine, request_id)
+    if request is not None and review_id not in request.explained:
+        request.explained.append(review_id)
         save(engine, request)
 
 

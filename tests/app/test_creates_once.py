@@ -16,7 +16,7 @@ from app.creates import IN_FLIGHT_S, CreateInFlight, Creating, Mark, Plan
 from app.engine import Engine
 from app.github.ops import RepoOps
 from app.landing import rows as land_rows
-from app.landing.steps import show_check
+from app.landing.steps import explain_reviews, show_check
 from app.metrics import Metrics
 from app.models import Job, Run, Thread
 from app.runs.jobs import refresh_status
@@ -215,6 +215,30 @@ async def test_a_land_checks_id_is_kept_when_the_request_changed_while_it_was_ma
     assert after.check_ids == {HEAD: github.check_runs[0]["id"]} and after.check_posting == {}
     assert after.shown == "landed"  # show() writes the check again only when this differs
     assert after.merge_sha == "b" * 40  # and what intake wrote stays
+
+
+async def test_a_reply_on_a_review_is_recorded_when_the_request_changed_while_it_was_made(two):
+    """The same for the reply saying why an approval does not count: recorded on the
+    fresh row, so the next step neither looks for it nor writes it again."""
+    a, _, github = two
+    request = land_request(a)
+    review = land_rows.ReviewRecord(id=77, user="rick", state="approved", commit_id=HEAD)
+    github.held = asyncio.Event()
+    said = asyncio.create_task(explain_reviews(
+        a, await a.github.repo_ops(ISSUE), land_rows.get(a, request.id),
+        [(review, "rick may not approve here")]))
+    await asyncio.wait_for(github.sent.wait(), 10)
+    meanwhile = land_rows.get(a, request.id)
+    meanwhile.merge_sha = "b" * 40
+    land_rows.save(a, meanwhile)
+    github.held.set()
+    with pytest.raises(land_rows.RowChanged):  # this step ends; the next reads it fresh
+        await said
+    after = land_rows.get(a, request.id)
+    assert after.explained == [77] and after.merge_sha == "b" * 40
+    await explain_reviews(a, await a.github.repo_ops(ISSUE), after,
+                          [(review, "rick may not approve here")])
+    assert [c["body"].count("does not count") for c in github.comments] == [1]
 
 
 async def test_a_command_is_done_when_another_replica_is_creating_the_check_it_shows(two):
