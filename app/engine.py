@@ -32,7 +32,8 @@ from app.github.client import AppAuth, limited_until
 from app.github.ops import RepoOps
 from app.github.reads import GitHubReads
 from app.metrics import Metrics
-from app.models import Deferred, Intent, IntentState, Job, JobState, Run, changed
+from app.models import Deferred, Intent, Job, Run
+from app.rows import JobRows, RowT
 from app.settings import Settings
 from app.store import Store
 from proxy import TokenRegistry
@@ -46,7 +47,6 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)  # a kind's row model
-RowT = TypeVar("RowT", Job, Run)  # a row that marks its creates on GitHub
 T = TypeVar("T")
 
 NEVER = math.inf  # a row due only when a wake names it (and once at the engine's start)
@@ -249,7 +249,7 @@ class Registrations:
         self._runs_ended.append(hook)
 
 
-class Engine(Registrations):
+class Engine(Registrations, JobRows):
     def __init__(
         self,
         *,
@@ -700,81 +700,6 @@ class Engine(Registrations):
         if registered is not None and registered.give_up is not None:
             registered.give_up(self, row_id, reason)
 
-    # -- rows -----------------------------------------------------------------------
-
-    def get_job(self, job_id: str) -> Job | None:
-        return self.store.get("job", job_id, Job)
-
-    def get_run(self, run_id: str) -> Run | None:
-        return self.store.get("run", run_id, Run)
-
-    def creating(self, job_id: str) -> Creating:
-        """How this replica creates what belongs to the job on GitHub (app.creates). A
-        job older than this hangar may have had made for it what this database does not
-        remember (a hangar killed between a write to GitHub and saving its id, or a
-        backup restored since), so a first create for it looks first."""
-        job = self.get_job(job_id)
-        return Creating(self.store.owner, job is None or job.created_at < self.started_at)
-
-    def existing_job(self, job_id: str) -> Job:
-        """A job another row names: rows are never deleted, so one missing is a fault."""
-        job = self.get_job(job_id)
-        if job is None:
-            raise LookupError(f"job {job_id} is not in the store")
-        return job
-
-    def existing_run(self, run_id: str) -> Run:
-        """A run another row names (a job's, a land request's): it must be there."""
-        run = self.get_run(run_id)
-        if run is None:
-            raise LookupError(f"run {run_id} is not in the store")
-        return run
-
-    def save_job(self, job: Job) -> Job:
-        self.store.put("job", job.id, job, active=_job_placed(job)[0])
-        return job
-
-    def save_run(self, run: Run) -> Run:
-        active, host = _run_placed(run)
-        self.store.put("run", run.id, run, active=active, host=host)
-        return run
-
-    def save_intent(self, intent: Intent) -> Intent:
-        self.store.put("intent", intent.id, intent, active=intent.state != IntentState.DONE)
-        return intent
-
-    def patch_run(self, run_id: str, **fields: Any) -> Run:
-        """Read the run fresh, change only these fields, write it back: one transaction,
-        so another replica's write meanwhile is kept too."""
-        return self.store.update("run", run_id, Run, lambda run: changed(run, **fields),
-                                 placed=_run_placed)
-
-    def patch_job(self, job_id: str, **fields: Any) -> Job:
-        return self.store.update("job", job_id, Job, lambda job: changed(job, **fields),
-                                 placed=_job_placed)
-
-    def claim_create(self, row: RowT, field: str, key: Any) -> tuple[RowT, Plan]:
-        """Mark on the job or run row, as it is now, that this replica creates `key` on
-        GitHub (`field`: the row's marks), unless another replica's create of it may be
-        on its way: the row as written, and how to create (app.creates)."""
-        creating = self.creating(row.job_id if isinstance(row, Run) else row.id)
-        plan = Plan.LOOK
-
-        def claim(fresh: RowT) -> RowT:
-            nonlocal plan
-            marks, plan = creating.claim(getattr(fresh, field), key)
-            return fresh if plan == Plan.LOOK_ONLY else changed(fresh, **{field: marks})
-
-        if isinstance(row, Run):
-            return self.store.update("run", row.id, Run, claim, placed=_run_placed), plan
-        return self.store.update("job", row.id, Job, claim, placed=_job_placed), plan
-
-    def runs_of(self, job_id: str) -> list[Run]:
-        return self.store.find("run", Run, job_id=job_id)
-
-    def active_runs(self) -> list[Run]:
-        return self.store.all("run", Run, active=True)
-
     def note(self, row_id: str, what: str) -> None:
         self.store.note(row_id, what)
         log.info(what, extra={"job" if row_id.startswith("job") else "run": row_id})
@@ -784,24 +709,6 @@ class Engine(Registrations):
         replicas, held in the store too, so that one replica at a time does it."""
         local = self._locks.setdefault(key, asyncio.Lock())
         return _SharedLock(self, key, local) if self.store.shared else local
-
-
-def _run_placed(run: Run) -> tuple[bool, str | None]:
-    return not run.finished, host_of(run)
-
-
-def _job_placed(job: Job) -> tuple[bool, str | None]:
-    # A job keeps its row active while a folded or asked status edit waits.
-    return job.state == JobState.ACTIVE or job.status_due_at > 0 or job.status_asked, None
-
-
-def host_of(run: Run) -> str | None:
-    """The host a run is tied to: where its local or docker sandbox lives (the instance
-    that made it); None when any replica may step it (no sandbox, or kubernetes)."""
-    sandbox = run.sandbox or {}
-    if sandbox.get("provider") in ("local", "docker"):
-        return (sandbox.get("labels") or {}).get("hangar.instance")
-    return None
 
 
 class _SharedLock:

@@ -20,7 +20,8 @@ from sandbox.fleet import Fleet, Providers
 
 if TYPE_CHECKING:
     from app.creates import Plan
-    from app.engine import PrStatus, RowT
+    from app.engine import PrStatus
+    from app.rows import RowT
 
 
 class RunsContext(Protocol):

@@ -15,9 +15,10 @@ from collections.abc import Callable
 import pytest
 from pydantic import BaseModel
 
-from app.engine import NEVER, Chore, Engine, RowKind, host_of
+from app.engine import NEVER, Chore, Engine, RowKind
 from app.metrics import Metrics
 from app.models import Run
+from app.rows import host_of
 from app.store import Store
 
 LEASE_S = 2.0

@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("concern: commands", ("app.commands",)),
     ("concern: environment builds", ("app.envbuilds",)),
     ("sandbox egress", ("app.egress",)),  # the runs' and builds' side of the egress proxy
-    ("engine", ("app.engine",)),
+    ("engine", ("app.engine", "app.rows")),  # the loop, and the rows every step uses
     # which changed files are sensitive: a pure rule on the proxy's path matcher
     ("path rules", ("app.sensitive",)),
     ("clients", ("app.github", "sandbox", "proxy")),
