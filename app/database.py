@@ -171,6 +171,13 @@ class SqliteDatabase(Database):
                     db.execute("ROLLBACK")
                 raise
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """No call of this process's through the shared connection runs meanwhile: a WAL
+        restart would otherwise wait on one commit after another."""
+        with self._lock:
+            yield
+
     def close(self) -> None:
         with self._lock:
             if self._shared_db is not None:

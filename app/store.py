@@ -24,7 +24,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from app.database import CHANNEL, POSTGRESQL, Database, is_postgresql, open_database
+from app.database import (
+    CHANNEL,
+    POSTGRESQL,
+    Database,
+    SqliteDatabase,
+    is_postgresql,
+    open_database,
+)
 from app.datadir import REBUILD_FLAG, SERVED_FLAG, private_database
 from app.migrations import migrate
 
@@ -33,6 +40,11 @@ log = logging.getLogger(__name__)
 
 # How long a delivery stays with the replica that received it before another may take it.
 DELIVERY_LEASE_S = 30.0
+# A WAL longer than this (pages) is restarted at the next checkpoint: SQLite's own
+# automatic checkpoint's bound, about 4 MB.
+RESTART_PAST_FRAMES = 1000
+# How long a restarting checkpoint waits for readers of the old WAL, writers held back.
+RESTART_WAIT_S = 0.2
 # The key of the PostgreSQL advisory lock whose holder does the chores.
 LEADER_LOCK = 0x68616E68  # "hanh"
 
@@ -100,11 +112,11 @@ class Store:
         self._first_written = "seq" if self.dialect == POSTGRESQL else "rowid"
         self._checkpointer: threading.Thread | None = None
         self._stop_checkpoints = threading.Event()
-        if checkpoint_every is not None and self.dialect != POSTGRESQL and self.path is not None:
+        if checkpoint_every is not None and isinstance(self.db, SqliteDatabase):
             with self.db.connect() as db:
                 db.execute("PRAGMA wal_autocheckpoint=0")
             self._checkpointer = threading.Thread(
-                target=self._checkpoints, args=(self.path, checkpoint_every),
+                target=self._checkpoints, args=(self.db, checkpoint_every),
                 name="hangar-checkpoint", daemon=True)
             self._checkpointer.start()
         # Called after a row is written or noted, with (kind, id, model or None); the API's
@@ -122,14 +134,27 @@ class Store:
         if self._owns:
             self.db.close()
 
-    def _checkpoints(self, path: Path, every: float) -> None:
+    def _checkpoints(self, database: SqliteDatabase, every: float) -> None:
         # Its own connection: a PASSIVE checkpoint waits for no reader or writer, and the
-        # page copying and fsyncs run without the GIL, beside the event loop.
-        db = sqlite3.connect(path, isolation_level=None)
+        # page copying and fsyncs run without the GIL, beside the event loop. Its busy
+        # handler bounds how long a RESTART may hold writers back waiting for readers.
+        db = sqlite3.connect(database.path, isolation_level=None, timeout=RESTART_WAIT_S)
         try:
             while not self._stop_checkpoints.wait(every):
                 try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    _busy, frames, _copied = db.execute(
+                        "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if frames > RESTART_PAST_FRAMES:
+                        # Under a steady stream of commits a passive checkpoint never
+                        # copies the last frame before the next commit, so the WAL never
+                        # starts over: it grew by every delivery's payload (700 MB after
+                        # 30,000) and each write got slower. A restart copies the few
+                        # frames left and makes the next commit write the WAL from its
+                        # start. This process's calls wait meanwhile (its commits would
+                        # take the lock back again and again); if another's readers keep
+                        # the WAL past RESTART_WAIT_S, the next tick tries again.
+                        with database.held():
+                            db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
                 except sqlite3.Error:
                     log.exception("a WAL checkpoint failed; the next one tries again")
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from app.store import Store
+from app.store import Delivery, Store
 
 
 def test_a_payload_is_kept_beside_its_row_and_outcomes_leave_it_alone(tmp_path):
@@ -60,6 +60,26 @@ def test_a_serving_store_checkpoints_on_its_own_thread_and_never_in_a_commit(tmp
         time.sleep(0.05)
     assert path.stat().st_size >= 8_000_000  # both hundreds copied back, the store still open
     assert store.delivery("d-399").payload == payload
+
+
+def test_the_wal_starts_over_under_a_steady_stream_of_commits(tmp_path):
+    """A passive checkpoint copies the WAL only up to the commit it started at; with
+    another commit always in, the WAL never started over and grew by every payload."""
+    path = tmp_path / "hangar.db"
+    wal = path.with_name("hangar.db-wal")
+    payload = {"action": "created", "comment": {"body": "x" * 13_000}}
+    store = Store(path, checkpoint_every=0.02)
+    largest, n = 0, 0
+    # Some 80 MB through the WAL, commits back to back, as a busy intake writes them.
+    while n < 6_000:
+        store.add_deliveries([(Delivery(
+            id=f"d-{n + i}", event="issue_comment", action="created", repo=None,
+            installation_id=None, received_at=time.time(), payload=payload, state="stored",
+            error=None), None) for i in range(20)])
+        n += 20
+        largest = max(largest, wal.stat().st_size)
+    store.close()
+    assert largest < 30_000_000, f"the WAL grew to {largest / 1e6:.0f} MB"
 
 
 def test_handled_deliveries_past_the_retention_are_forgotten_and_pending_ones_kept(tmp_path):
