@@ -16,9 +16,9 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -301,7 +301,7 @@ class Engine(Registrations, JobRows):
         self._look_at = 0.0  # when the loop looks next, unless woken before
         self._looked = False  # the first look also takes the rows due only when woken
         self._tasks: dict[str, asyncio.Task] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> (lock, its users)
         # A row whose step raised is held back: (failures in a row, not before).
         self._failures: dict[str, tuple[int, float]] = {}
         self._chores_due: dict[str, float] = {}
@@ -704,11 +704,23 @@ class Engine(Registrations, JobRows):
         self.store.note(row_id, what)
         log.info(what, extra={"job" if row_id.startswith("job") else "run": row_id})
 
-    def lock(self, key: str) -> AbstractAsyncContextManager[Any]:
+    @asynccontextmanager
+    async def lock(self, key: str) -> AsyncIterator[None]:
         """A lock for work that several rows' steps may do at once (e.g. one comment); with
-        replicas, held in the store too, so that one replica at a time does it."""
-        local = self._locks.setdefault(key, asyncio.Lock())
-        return _SharedLock(self, key, local) if self.store.shared else local
+        replicas, held in the store too, so that one replica at a time does it. It lives
+        while someone holds or waits for it: a key per job would otherwise keep one for
+        every job this hangar ever had."""
+        local, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (local, users + 1)
+        try:
+            async with _SharedLock(self, key, local) if self.store.shared else local:
+                yield
+        finally:
+            local, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (local, users - 1)
 
 
 class _SharedLock:
