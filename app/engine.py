@@ -300,7 +300,7 @@ class Engine(Registrations, JobRows):
         self._rows_soonest = 0.0  # the soonest row due time the last full look saw
         self._look_at = 0.0  # when the loop looks next, unless woken before
         self._looked = False  # the first look also takes the rows due only when woken
-        self._tasks: dict[str, asyncio.Task] = {}
+        self._tasks: dict[str, asyncio.Task] = {}  # the steps running, by row or chore
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> (lock, its users)
         # A row whose step raised is held back: (failures in a row, not before).
         self._failures: dict[str, tuple[int, float]] = {}
@@ -598,9 +598,16 @@ class Engine(Registrations, JobRows):
             return
         if self.held_until(key) > time.time():
             return  # backing off after a failure
-        self._tasks[key] = asyncio.get_running_loop().create_task(
-            self._guarded(kind, step, row_id, key), name=f"{kind}:{row_id}"
-        )
+        task = asyncio.get_running_loop().create_task(
+            self._guarded(kind, step, row_id, key), name=f"{kind}:{row_id}")
+        self._tasks[key] = task
+        task.add_done_callback(functools.partial(self._forget_task, key))
+
+    def _forget_task(self, key: str, task: asyncio.Task) -> None:
+        # Only running steps are kept: one per row ever stepped would be kept otherwise.
+        # The row's next step may already have taken the key.
+        if self._tasks.get(key) is task:
+            del self._tasks[key]
 
     def held_until(self, key: str) -> float:
         return self._failures.get(key, (0, 0.0))[1]
