@@ -206,7 +206,10 @@ def backup_database(db: Path, target: Path) -> tuple[Path, int]:
         copy = sqlite3.connect(partial)
         try:
             source.execute("PRAGMA busy_timeout=5000")
-            source.backup(copy, pages=1024)
+            # In one step: one read of one snapshot, which hangar's writes meanwhile (WAL)
+            # leave alone. In steps, a write by hangar between two of them started the
+            # copy over, and a busy hangar's backup never ended.
+            source.backup(copy, pages=-1)
         finally:
             copy.close()
             source.close()

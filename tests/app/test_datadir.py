@@ -18,7 +18,7 @@ from app.datadir import backup_database, check_history, traces_of_a_database
 from app.models import Job, Run, Thread
 from app.repositories.rebuild import opened_by_hangar, read_pr_body, verification_from_check
 from app.settings import Settings, SettingsError
-from app.store import Store
+from app.store import Delivery, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,6 +125,36 @@ def test_backup_copies_a_database_in_use(tmp_path):
     with sqlite3.connect(copy) as conn:
         assert conn.execute("SELECT what FROM events").fetchall() == [("one",)]
     assert size == copy.stat().st_size
+    store.close()
+
+
+def test_a_backup_ends_while_hangar_writes_between_any_two_steps(tmp_path, monkeypatch):
+    """A backup taken in steps started over at every write that landed between two of
+    them: on a busy hangar a large database's backup never ended. Here a write lands
+    after every step SQLite reports, the worst case, and the backup still ends."""
+    store = Store(tmp_path / "hangar.db")
+    payload = {"action": "created", "comment": {"body": "x" * 13_000}}
+    store.add_deliveries([(Delivery(id=f"before-{n}", event="issue_comment",
+                                    action="created", repo=None, installation_id=None,
+                                    received_at=1.0, payload=payload, state="stored",
+                                    error=None), None) for n in range(600)])
+    writes: list[int] = []
+
+    class Busy(sqlite3.Connection):
+        def backup(self, target, *, pages=-1, progress=None, **kw):
+            def a_write_between(status, remaining, total):
+                if remaining:  # another step follows: hangar writes meanwhile
+                    assert len(writes) < 100, "the backup keeps starting over"
+                    store.note("job-1", f"write {len(writes)}")
+                    writes.append(remaining)
+            return super().backup(target, pages=pages, progress=a_write_between, **kw)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: connect(*a, factory=Busy, **kw))
+    copy, _ = backup_database(tmp_path / "hangar.db", tmp_path / "copy.db")
+    monkeypatch.undo()
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM deliveries").fetchone() == (600,)
     store.close()
 
 
