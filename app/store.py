@@ -17,7 +17,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,7 +63,7 @@ class Delivery:
     repo: str | None
     installation_id: int | None
     received_at: float
-    payload: dict[str, Any]
+    payload: Mapping[str, Any]  # app/intake/payloads.Payload when intake made it
     state: str
     error: str | None
     # What intake validated of the payload (app/intake/payloads.py), kept in memory for the
