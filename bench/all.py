@@ -66,6 +66,7 @@ BENCHES = [
     Bench("sandbox", ["sandbox_start.py", "--rounds", "20"],
           ["sandbox_start.py", "--rounds", "5"], [
         Figure("sandbox create -> exec -> destroy, local", r"^local\s+\d", "<= 3x the host"),
+        Figure("  local behind the relay", r"^local \+ relay\s+\d", "<= 3x the host"),
         Figure("sandbox create -> exec -> destroy, docker", r"^docker\s+\d", "<= 400 ms"),
     ]),
     Bench("proxy", ["proxy_push.py", "--size-mb", "100", "--runs", "5"],

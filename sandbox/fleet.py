@@ -155,6 +155,9 @@ class CountedProvider(Provider):
     async def end_abandoned(self) -> builtins.list[str]:
         return await self._provider.end_abandoned()
 
+    async def close(self) -> None:
+        await self._provider.close()
+
 
 class Providers:
     """The providers hangar uses, by name, each made once (by `make`) and counted: every
@@ -169,6 +172,8 @@ class Providers:
 
     async def close(self) -> None:
         await self.exits.close()
+        for provider in self._made.values():
+            await provider.close()
 
     def __getitem__(self, name: str) -> Provider:
         if name not in self._made:

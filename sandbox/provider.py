@@ -152,6 +152,9 @@ class Provider(abc.ABC):
 
     name: str
 
+    async def close(self) -> None:  # noqa: B027 - most providers keep nothing
+        """Let go of what the provider keeps between calls; its sandboxes stay."""
+
     @abc.abstractmethod
     async def create(self, spec: EnvSpec, labels: dict[str, str]) -> Sandbox:
         """A fresh sandbox with /workspace, /workspace/home and /workspace/.hangar."""

@@ -48,7 +48,7 @@ def configured_provider(name: str, settings: Settings, instance_id: str) -> Prov
         return get_provider(
             "local", root=root, proxy_port=settings.port,
             gate_dir=gate_dir(settings.data_dir),
-            hidden_paths=[Path(settings.data_dir).resolve()],
+            hidden_paths=[Path(settings.data_dir).resolve()], warm=True,
         )
     if name == "docker":
         return get_provider("docker", instance=instance_id, proxy_port=settings.port,

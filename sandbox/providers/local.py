@@ -57,6 +57,13 @@ from sandbox.provider import (
 from sandbox.providers import _procs
 from sandbox.providers._etc import SharedEtc
 from sandbox.providers._relay import RELAY_SANDBOX_DIR, ProxyRelay, relay_argv
+from sandbox.providers._warm import (
+    WAITING_COMMAND,
+    Started,
+    Waiting,
+    command_line,
+    sources,
+)
 from sandbox.safe_read import EXIT_FILE_BYTES, LOG_TAIL_BYTES, read_beneath
 from sandbox.snapshots import SpareCopies
 
@@ -105,6 +112,12 @@ def host_python_prefix() -> Path | None:
     return None
 
 
+# A spare sandbox's mark (procs/spare): its maker's pid and start time.
+SPARE = "spare"
+# How long after a spare was taken the next one is made.
+SPARE_AFTER_S = 0.02
+
+
 class LocalProvider(Provider):
     name = "local"
 
@@ -116,6 +129,7 @@ class LocalProvider(Provider):
         gate_dir: Path | str | None = None,
         hidden_paths: list[Path | str] | tuple[Path | str, ...] = (),
         bwrap: str | None = None,
+        warm: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -134,7 +148,7 @@ class LocalProvider(Provider):
             if proxy_port and self._gate_dir is None
             else None
         )
-        self._running: dict[str, set[asyncio.subprocess.Process]] = {}
+        self._running: dict[str, set[asyncio.subprocess.Process | Started]] = {}
         # The /etc every sandbox sees (see _etc), and the mounts all sandboxes share.
         self._etc = SharedEtc(
             self.root / ".etc",
@@ -145,6 +159,16 @@ class LocalProvider(Provider):
         self._host_view_bound: list[Path] = []
         # Spare copies of environment builds' checkouts (sandbox.snapshots).
         self.spare_copies = SpareCopies()
+        # Bubblewraps started ahead (sandbox/providers/_warm.py): each sandbox's next
+        # command's, and spare sandboxes' first command's, by sandbox id; the spare of
+        # each network kind; sandboxes being destroyed, which get none.
+        self.warm = warm
+        self._waiting: dict[str, Waiting] = {}
+        self._spares: dict[str, str] = {}
+        self._spare_due: dict[str, asyncio.TimerHandle] = {}
+        self._ending: set[str] = set()
+        self._closed = False
+        self._sweep_spares()
 
     # ---- records -------------------------------------------------------------------
 
@@ -182,11 +206,16 @@ class LocalProvider(Provider):
                     "network: loopback with a push proxy needs python3 on the host for the "
                     "in-sandbox relay: apt-get install python3"
                 )
-        sb = Sandbox(id=new_sandbox_id(), provider=self.name, labels=dict(labels))
+        spare = None
+        if self.warm and spec.isolation == "bwrap":
+            spare = self._spares.pop(spec.network, None)
+            self._spare_later(spec.network)
+        sb = Sandbox(id=spare or new_sandbox_id(), provider=self.name, labels=dict(labels))
         base = self._dir(sb)
         ws = base / "workspace"
         for sub in (ws / "home", ws / ".hangar", base / "procs"):
             sub.mkdir(parents=True, exist_ok=True)
+        (base / "procs" / SPARE).unlink(missing_ok=True)
         sb.ref = {
             "dir": str(base),
             "isolation": spec.isolation,
@@ -203,7 +232,17 @@ class LocalProvider(Provider):
         return sb
 
     async def destroy(self, sb: Sandbox) -> None:
+        self._ending.add(sb.id)
+        try:
+            await self._destroy(sb)
+        finally:
+            self._ending.discard(sb.id)
+
+    async def _destroy(self, sb: Sandbox) -> None:
         base = self._dir(sb)
+        waiting = self._waiting.pop(sb.id, None)
+        if waiting is not None:
+            waiting.end()
         for proc in list(self._running.pop(sb.id, ())):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -360,6 +399,111 @@ class LocalProvider(Provider):
         if self._relay and ref.get("network") == "loopback" and ref.get("isolation") != "none":
             await self._relay.ensure_running()
 
+    # ---- bubblewraps started ahead (sandbox/providers/_warm.py) ----------------------
+
+    def started_ahead(self, sb: Sandbox) -> bool:
+        """Whether sb's next command has its bubblewrap started."""
+        return sb.id in self._waiting
+
+    def _started_argv(self, sb: Sandbox, ref: dict[str, Any]) -> Argv:
+        return [*self._bwrap_args(sb, ref, detached=False), "--",
+                *self._wrap_network(ref, WAITING_COMMAND)]
+
+    def _mounted(self, sb: Sandbox, ref: dict[str, Any]) -> tuple[Any, ...]:
+        relay_dir = self._relay.directory if self._relay else self._gate_dir
+        return sources([self._dir(sb) / "workspace", self._etc.directory,
+                        *([relay_dir] if relay_dir else [])])
+
+    def _start_ahead(self, sb: Sandbox, ref: dict[str, Any]) -> None:
+        self._waiting[sb.id] = Waiting(
+            self._started_argv(sb, ref), sandbox_env(None, path=self._path_var()),
+            str(self.root), self._mounted(sb, ref))
+
+    async def _start_warm(self, sb: Sandbox, ref: dict[str, Any], argv: Argv, cwd: str,
+                          env: dict[str, str]) -> Started | None:
+        """The command started in the bubblewrap started ahead for it; None: start it cold."""
+        waiting = self._waiting.pop(sb.id, None)
+        if waiting is None:
+            return None
+        if not waiting.fits(self._started_argv(sb, ref), sandbox_env(None, path=self._path_var()),
+                            self._mounted(sb, ref)):
+            waiting.end()
+            return None
+        line = command_line(cwd, env, waiting.env, argv)
+        if line is None:
+            self._waiting[sb.id] = waiting  # for the next command, which may have one
+            return None
+        started = Started(waiting)
+        try:
+            await started.begin(line)
+        except OSError as exc:  # no pidfd, say: it is ended, and the command starts cold
+            log.warning("a bubblewrap started ahead could not be used: %s", exc)
+            waiting.end()
+            return None
+        return started
+
+    def _start_next(self, sb: Sandbox) -> None:
+        """The bubblewrap of sb's next command, unless sb is going or has one."""
+        if self._closed or sb.id in self._ending or sb.id in self._waiting:
+            return
+        try:
+            ref = self._require(sb).get("ref", {})
+            if ref.get("isolation") == "bwrap":
+                self._start_ahead(sb, ref)
+        except (SandboxError, OSError, ValueError) as exc:
+            log.debug("no bubblewrap started ahead for %s: %s", sb.id, exc)
+
+    def _spare_later(self, network: str) -> None:
+        """A spare sandbox of this network kind, made soon: not beside the create that took
+        the last one, whose command comes next."""
+        if self._closed or network in self._spares or network in self._spare_due:
+            return
+        self._spare_due[network] = asyncio.get_running_loop().call_later(
+            SPARE_AFTER_S, self._make_spare, network)
+
+    def _make_spare(self, network: str) -> None:
+        self._spare_due.pop(network, None)
+        if self._closed or network in self._spares:
+            return
+        sb = Sandbox(id=new_sandbox_id(), provider=self.name, labels={})
+        base = self._dir(sb)
+        try:
+            for sub in (base / "workspace" / "home", base / "workspace" / ".hangar",
+                        base / "procs"):
+                sub.mkdir(parents=True, exist_ok=True)
+            me = os.getpid()
+            (base / "procs" / SPARE).write_text(f"{me} {_procs.start_time(me)}")
+            self._start_ahead(sb, {"dir": str(base), "isolation": "bwrap", "network": network})
+        except OSError as exc:
+            log.warning("no spare sandbox made: %s", exc)
+            shutil.rmtree(base, ignore_errors=True)
+            return
+        self._spares[network] = sb.id
+
+    def _sweep_spares(self) -> None:
+        """Spares a hangar that is gone left: no meta.json, a maker no longer alive."""
+        for marker in self.root.glob(f"sb-*/procs/{SPARE}"):
+            try:
+                pid, started = (int(x) if x != "None" else None
+                                for x in marker.read_text().split())
+            except (OSError, ValueError):
+                pid, started = 0, None
+            if not (pid and _procs.is_alive(pid, started)):
+                shutil.rmtree(marker.parent.parent, ignore_errors=True)
+
+    async def close(self) -> None:
+        """End every bubblewrap started ahead and remove the spares."""
+        self._closed = True
+        for due in self._spare_due.values():
+            due.cancel()
+        self._spare_due.clear()
+        waiting, self._waiting = self._waiting, {}
+        for started in waiting.values():
+            started.end()
+        spares, self._spares = list(self._spares.values()), {}
+        for sb_id in spares:
+            await asyncio.to_thread(shutil.rmtree, self.root / sb_id, True)
+
     async def run(
         self,
         sb: Sandbox,
@@ -374,29 +518,33 @@ class LocalProvider(Provider):
         meta = self._require(sb)
         ref = meta.get("ref", {})
         inner = ["/bin/sh", "-c", 'cd "$1" || exit 127; shift; exec "$@"', "hangar-run", cwd]
-        if not offline:
-            # The relay costs a Python start in the sandbox, each time: only when needed.
-            await self._ensure_relay(ref)
-            argv = self._wrap_network(ref, argv)
-        full, host_cwd = self._command(sb, [*inner, *argv], meta, detached=False)
         proc_env = sandbox_env(env, path=self._path_var())
-        if host_cwd:
-            proc_env = _none_env(proc_env, host_cwd)
         started = time.monotonic()
         marker = self._running_marker(sb)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *full,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=proc_env,
-                cwd=host_cwd or str(self.root),
-                start_new_session=True,
-            )
-        except FileNotFoundError as exc:
-            marker.unlink(missing_ok=True)
-            raise SandboxError(f"cannot start {exc.filename}: not found") from None
+        proc: asyncio.subprocess.Process | Started | None = None
+        if not offline:
+            # The relay costs a Python start in the sandbox, each time: only when needed.
+            # It starts the shell, which starts the command: a command not found is 127.
+            await self._ensure_relay(ref)
+            proc = await self._start_warm(sb, ref, argv, cwd, proc_env)
+            inner = self._wrap_network(ref, inner)
+        if proc is None:
+            full, host_cwd = self._command(sb, [*inner, *argv], meta, detached=False)
+            if host_cwd:
+                proc_env = _none_env(proc_env, host_cwd)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *full,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env=proc_env,
+                    cwd=host_cwd or str(self.root),
+                    start_new_session=True,
+                )
+            except FileNotFoundError as exc:
+                marker.unlink(missing_ok=True)
+                raise SandboxError(f"cannot start {exc.filename}: not found") from None
         self._running.setdefault(sb.id, set()).add(proc)
         tail = OutputTail()
 
@@ -427,6 +575,9 @@ class LocalProvider(Provider):
         finally:
             self._running.get(sb.id, set()).discard(proc)
             marker.unlink(missing_ok=True)
+            if self.warm:
+                # After this command, not beside it: the two would share the CPU.
+                asyncio.get_running_loop().call_soon(self._start_next, sb)
         return ExecResult(
             exit_code=None if timed_out else proc.returncode,
             output=tail.text(),
