@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import hashlib
 import hmac
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -56,6 +58,12 @@ app = web.Application(client_max_size=26 * 2**20)
 app.router.add_post("/webhook", hook)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
 """
+
+
+def ended_with_bench() -> None:
+    """In a server's child: SIGTERM when the bench ends, however it ends (killed by a
+    timeout, say), so no server is left serving."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -121,6 +129,7 @@ def start_hangar(tmp: Path, hub, *, write: bool = True) -> tuple[subprocess.Pope
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=ended_with_bench,
     )
     wait_port(port, proc)
     return proc, port
@@ -132,6 +141,7 @@ def start_bare() -> tuple[subprocess.Popen, int]:
         [sys.executable, "-c", BARE_SERVER, str(port), SECRET],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=ended_with_bench,
     )
     wait_port(port, proc)
     return proc, port
