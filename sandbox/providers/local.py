@@ -504,6 +504,30 @@ class LocalProvider(Provider):
         for sb_id in spares:
             await asyncio.to_thread(shutil.rmtree, self.root / sb_id, True)
 
+    async def _start(self, sb: Sandbox, meta: dict[str, Any], full_argv: Argv,
+                     env: dict[str, str], *, offline: bool,
+                     warm: tuple[Argv, str]) -> asyncio.subprocess.Process | Started:
+        """full_argv (the relay, the shell, the command) started in sb: in the bubblewrap
+        started ahead for it when there is one it fits, else cold."""
+        if not offline:
+            argv, cwd = warm
+            ahead = await self._start_warm(sb, meta.get("ref", {}), argv, cwd, env)
+            if ahead is not None:
+                return ahead
+        full, host_cwd = self._command(sb, full_argv, meta, detached=False)
+        try:
+            return await asyncio.create_subprocess_exec(
+                *full,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=_none_env(env, host_cwd) if host_cwd else env,
+                cwd=host_cwd or str(self.root),
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise SandboxError(f"cannot start {exc.filename}: not found") from None
+
     async def run(
         self,
         sb: Sandbox,
@@ -519,32 +543,19 @@ class LocalProvider(Provider):
         ref = meta.get("ref", {})
         inner = ["/bin/sh", "-c", 'cd "$1" || exit 127; shift; exec "$@"', "hangar-run", cwd]
         proc_env = sandbox_env(env, path=self._path_var())
-        started = time.monotonic()
-        marker = self._running_marker(sb)
-        proc: asyncio.subprocess.Process | Started | None = None
         if not offline:
             # The relay costs a Python start in the sandbox, each time: only when needed.
             # It starts the shell, which starts the command: a command not found is 127.
             await self._ensure_relay(ref)
-            proc = await self._start_warm(sb, ref, argv, cwd, proc_env)
             inner = self._wrap_network(ref, inner)
-        if proc is None:
-            full, host_cwd = self._command(sb, [*inner, *argv], meta, detached=False)
-            if host_cwd:
-                proc_env = _none_env(proc_env, host_cwd)
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *full,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.STDOUT,
-                    env=proc_env,
-                    cwd=host_cwd or str(self.root),
-                    start_new_session=True,
-                )
-            except FileNotFoundError as exc:
-                marker.unlink(missing_ok=True)
-                raise SandboxError(f"cannot start {exc.filename}: not found") from None
+        started = time.monotonic()
+        marker = self._running_marker(sb)
+        try:
+            proc = await self._start(sb, meta, [*inner, *argv], proc_env, offline=offline,
+                                     warm=(argv, cwd))
+        except BaseException:
+            marker.unlink(missing_ok=True)
+            raise
         self._running.setdefault(sb.id, set()).add(proc)
         tail = OutputTail()
 
