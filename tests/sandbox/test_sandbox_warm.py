@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 
 import pytest
 from sandbox_helpers import wait_for
@@ -16,16 +15,11 @@ from sandbox.envspec import EnvSpec
 from sandbox.providers import _procs
 from sandbox.providers import _warm as warm_module
 from sandbox.providers.local import SPARE, LocalProvider
+from tests.e2e.conftest import free_port
 
 pytestmark = pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
 
 SPEC = EnvSpec(name="w", network="loopback")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(params=["plain", "relay"])
