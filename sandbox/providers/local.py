@@ -264,11 +264,17 @@ class LocalProvider(Provider):
         async def holding() -> list[int]:
             return await asyncio.to_thread(_procs.holding, base) if unaccounted else []
 
+        # Each with its start time: the wait below never mistakes a new process for it.
+        killed: list[tuple[int, int | None]] = []
         for pid in await holding():
-            _procs.signal_pids([pid, *_procs.descendants(pid)])
-        # SIGKILL is not instant: wait until the processes are really gone.
+            tree = [pid, *_procs.descendants(pid)]
+            killed += [(p, _procs.start_time(p)) for p in tree]
+            _procs.signal_pids(tree)
+        # SIGKILL is not instant: wait until the processes are really gone, those found
+        # below the sandbox's own too (a command's cwd and argv need not name its dir).
         deadline = time.monotonic() + 5
-        while any(_procs.is_alive(r["pid"], r.get("started")) for r in records) or (
+        while any(_procs.is_alive(r["pid"], r.get("started")) for r in records) or any(
+                _procs.is_alive(p, started) for p, started in killed) or (
                 await holding()):
             if time.monotonic() >= deadline:
                 log.warning("sandbox %s: processes survived SIGKILL for 5 s", sb.id)
