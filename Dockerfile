@@ -31,7 +31,18 @@ RUN set -eu; missing=""; \
            echo 'hangar:x:10001:' >>/etc/group; mkdir -p /var/lib/hangar; }); \
     mkdir -p /var/lib/hangar/data; chown -R 10001:10001 /var/lib/hangar
 
+# The dependencies first, from the wheels alone: this layer is built again only when they
+# change, not with every change to hangar's source. pip runs from its own wheel: the base
+# needs no pip; --no-index keeps the build offline.
 COPY build/wheels /tmp/wheels
+COPY build/dependencies.txt /tmp/dependencies.txt
+RUN set -eu; pip_wheel="$(ls /tmp/wheels/pip-*.whl | head -n 1)"; \
+    /opt/hangar/venv/bin/python "$pip_wheel/pip" install --no-index --find-links /tmp/wheels \
+      --no-cache-dir --disable-pip-version-check --quiet -r /tmp/dependencies.txt; \
+    rm -rf /tmp/wheels /tmp/dependencies.txt; \
+    find /opt/hangar -name '__pycache__' -prune -exec rm -rf {} +
+# Then hangar itself, with only the wheels that build it (pip's, setuptools').
+COPY build/wheels/pip-*.whl build/wheels/setuptools-*.whl /tmp/wheels/
 COPY pyproject.toml README.md /opt/hangar/src/
 COPY app /opt/hangar/src/app
 COPY handlers /opt/hangar/src/handlers
@@ -40,11 +51,10 @@ COPY proxy /opt/hangar/src/proxy
 COPY fakehub /opt/hangar/src/fakehub
 COPY envs /opt/hangar/src/envs
 COPY manifests /opt/hangar/src/manifests
-# pip runs from its own wheel: the base needs no pip; --no-index keeps the build offline.
 # Editable, so hangar finds manifests/ and envs/ beside its code.
 RUN set -eu; pip_wheel="$(ls /tmp/wheels/pip-*.whl | head -n 1)"; \
     /opt/hangar/venv/bin/python "$pip_wheel/pip" install --no-index --find-links /tmp/wheels \
-      --no-cache-dir --disable-pip-version-check --quiet --editable /opt/hangar/src; \
+      --no-cache-dir --disable-pip-version-check --quiet --no-deps --editable /opt/hangar/src; \
     rm -rf /tmp/wheels /opt/hangar/src/build; \
     find /opt/hangar -name '__pycache__' -prune -exec rm -rf {} +
 

@@ -21,10 +21,16 @@ echo "image: collecting wheels into build/wheels"
 # Only the dependencies pyproject.toml names (and the build backend): the project itself
 # is built from its source in the image, and building it here would write build/lib in
 # the checkout, which anything else building from the same checkout would race.
+# dependencies.txt: what the image installs first, in a layer of its own (Dockerfile).
 "$python" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))
+print("\n".join(p["project"]["dependencies"]), file=open("build/dependencies.txt", "w"))
 print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' >build/requirements.txt
-"$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/wheels \
-  -r build/requirements.txt pip 2> >(grep -v 'is ignored' >&2)
+# The wheels already there are a cache: when they satisfy every requirement, the index is
+# not asked (resolving against it costs about ten seconds), else it is.
+wheel=("$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/wheels
+       -r build/requirements.txt pip)
+"${wheel[@]}" --no-index --find-links build/wheels 2>/dev/null \
+  || "${wheel[@]}" 2> >(grep -v 'is ignored' >&2)
 
 echo "image: building $tag from $base"
 docker build --network none --build-arg "BASE_IMAGE=$base" -t "$tag" . >build/image.log 2>&1 || {

@@ -23,6 +23,7 @@ IMAGE = f"hangar:test-{os.getpid()}"
 # The documented default: scripts/image.sh with no base builds FROM the project's own
 # base, made offline by scripts/base-image.sh when missing (kept: it is a cache).
 BASE = "hangar-image-base:1"
+CACHE = "hangar:test-cache"
 
 
 def docker(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
@@ -43,7 +44,19 @@ def image() -> Iterator[str]:
         assert "apt-get" not in log or "Reading package lists" not in log, log[-2000:]
         yield IMAGE
     finally:
-        docker("rmi", "-f", IMAGE)
+        keep_as_cache(IMAGE)
+
+
+def keep_as_cache(image: str) -> None:
+    """Untag this run's image, keeping its layers as the next build's cache under CACHE:
+    the dependencies' layer is then built again only when they change. The build kept
+    before it goes, but for the layers the two share."""
+    before = docker("image", "inspect", "--format", "{{.Id}}", CACHE).stdout.strip()
+    docker("tag", image, CACHE)
+    docker("rmi", image)
+    if before and before != docker("image", "inspect", "--format", "{{.Id}}",
+                                   CACHE).stdout.strip():
+        docker("rmi", before)
 
 
 def run(image: str, *argv: str, entrypoint: str | None = None) -> subprocess.CompletedProcess:
