@@ -25,12 +25,17 @@ echo "image: collecting wheels into build/wheels"
 "$python" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))
 print("\n".join(p["project"]["dependencies"]), file=open("build/dependencies.txt", "w"))
 print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' >build/requirements.txt
-# The wheels already there are a cache: when they satisfy every requirement, the index is
-# not asked (resolving against it costs about ten seconds), else it is.
+# The wheels already there, or kept from an earlier build in another checkout, are a
+# cache: when they satisfy every requirement, the index is not asked (resolving against it
+# costs about ten seconds), else it is, and what it gave is kept for the next build.
+cache="${HANGAR_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hangar/wheels}"
+mkdir -p "$cache"
 wheel=("$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/wheels
        -r build/requirements.txt pip)
-"${wheel[@]}" --no-index --find-links build/wheels 2>/dev/null \
-  || "${wheel[@]}" 2> >(grep -v 'is ignored' >&2)
+if ! "${wheel[@]}" --no-index --find-links build/wheels --find-links "$cache" 2>/dev/null; then
+  "${wheel[@]}" 2> >(grep -v 'is ignored' >&2)
+  cp -p build/wheels/*.whl "$cache/"
+fi
 
 echo "image: building $tag from $base"
 docker build --network none --build-arg "BASE_IMAGE=$base" -t "$tag" . >build/image.log 2>&1 || {
