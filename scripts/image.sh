@@ -29,12 +29,12 @@ print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' 
 # cache: when they satisfy every requirement, the index is not asked (resolving against it
 # costs about ten seconds), else it is, and what it gave is kept for the next build.
 cache="${HANGAR_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hangar/wheels}"
-mkdir -p "$cache"
+mkdir -p "$cache" 2>/dev/null || true  # a cache only: a home that cannot hold one only costs time
 wheel=("$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/wheels
        -r build/requirements.txt pip)
 if ! "${wheel[@]}" --no-index --find-links build/wheels --find-links "$cache" 2>/dev/null; then
   "${wheel[@]}" 2> >(grep -v 'is ignored' >&2)
-  cp -p build/wheels/*.whl "$cache/"
+  cp -p build/wheels/*.whl "$cache/" 2>/dev/null || true
 fi
 
 echo "image: building $tag from $base"
