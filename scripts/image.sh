@@ -27,14 +27,19 @@ print("\n".join(p["project"]["dependencies"]), file=open("build/dependencies.txt
 print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' >build/requirements.txt
 # The wheels already there, or kept from an earlier build in another checkout, are a
 # cache: when they satisfy every requirement, the index is not asked (resolving against it
-# costs about ten seconds), else it is, and what it gave is kept for the next build.
-cache="${HANGAR_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hangar/wheels}"
-mkdir -p "$cache" 2>/dev/null || true  # a cache only: a home that cannot hold one only costs time
+# costs about ten seconds), else it is, and what it gave is kept for the next build. With
+# no home, or one that cannot hold the cache, the build only takes longer.
+cache="${HANGAR_WHEEL_CACHE:-}"
+if [ -z "$cache" ] && [ -n "${XDG_CACHE_HOME:-${HOME:-}}" ]; then
+  cache="${XDG_CACHE_HOME:-$HOME/.cache}/hangar/wheels"
+fi
+[ -z "$cache" ] || mkdir -p "$cache" 2>/dev/null || cache=""
 wheel=("$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir build/wheels
        -r build/requirements.txt pip)
-if ! "${wheel[@]}" --no-index --find-links build/wheels --find-links "$cache" 2>/dev/null; then
+if ! "${wheel[@]}" --no-index --find-links build/wheels ${cache:+--find-links "$cache"} \
+     2>/dev/null; then
   "${wheel[@]}" 2> >(grep -v 'is ignored' >&2)
-  cp -p build/wheels/*.whl "$cache/" 2>/dev/null || true
+  [ -z "$cache" ] || cp -p build/wheels/*.whl "$cache/" 2>/dev/null || true
 fi
 
 echo "image: building $tag from $base"
