@@ -4,7 +4,12 @@ its own: what is copied, what never is, and how it follows the host."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
+from pathlib import Path
+
+import pytest
 
 from sandbox.providers._etc import SharedEtc
 
@@ -81,3 +86,58 @@ def test_two_hangars_on_one_root_refresh_at_once_without_failing(tmp_path):
     expected = sorted(set(os.listdir(host / "certs")) - {"owner-only.key"})
     assert sorted(os.listdir(tmp_path / "copy" / "certs")) == expected
     assert (tmp_path / "copy" / "certs" / "c7.pem").read_text() == "changed 7\n"
+
+
+def _tree(root) -> dict[str, tuple]:
+    """Every path below root: a link's text, a file's mode and bytes, a directory's mode."""
+    found: dict[str, tuple] = {}
+    for directory, names, files in os.walk(root):
+        for name in names + files:
+            path = os.path.join(directory, name)
+            mode = os.lstat(path).st_mode & 0o777
+            if os.path.islink(path):
+                found[os.path.relpath(path, root)] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                found[os.path.relpath(path, root)] = ("dir", mode)
+            else:
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, root)] = ("file", mode, f.read())
+    return found
+
+
+@pytest.mark.parametrize("where", ["same file system", "another file system"])
+def test_a_directory_is_copied_as_copytree_copied_it_links_by_name_where_they_can_be(
+        tmp_path, where):
+    if where == "another file system":
+        if not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat(
+                tmp_path).st_dev:
+            pytest.skip("no second file system here")
+        base = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    else:
+        base = tmp_path
+    try:
+        host = _host(base)
+        (host / "certs" / "java").mkdir()
+        (host / "certs" / "java" / "cacerts").write_text("j\n")
+        (host / "certs" / "java" / "store").symlink_to("../a.pem")
+        (host / "certs" / "dangling.0").symlink_to("nowhere.pem")
+        (host / "certs" / "sealed").mkdir(mode=0o700)
+        (host / "certs" / "sealed" / "readable.pem").write_text("s\n")
+        etc = SharedEtc(tmp_path / "copy", ("certs",), {}, host_etc=host)
+        etc.refresh()
+        copy = tmp_path / "copy" / "certs"
+        expected = {path: entry for path, entry in _tree(host / "certs").items()
+                    if "owner-only" not in path and not path.startswith("sealed")}
+        expected = {path: ("dir", 0o755) if entry[0] == "dir" else
+                    ("file", 0o644, entry[2]) if entry[0] == "file" else entry
+                    for path, entry in expected.items()}
+        assert _tree(copy) == expected
+        # On one file system a link is a new name for the host's link; across two, a new
+        # link with the same text.
+        shared = os.lstat(copy / "a.0").st_ino == os.lstat(host / "certs" / "a.0").st_ino
+        assert shared is (where == "same file system")
+        # A file is a copy whatever the file system: writing it never reaches the host.
+        assert os.lstat(copy / "a.pem").st_ino != os.lstat(host / "certs" / "a.pem").st_ino
+    finally:
+        if base != tmp_path:
+            shutil.rmtree(base)
