@@ -777,7 +777,9 @@ class Driver:
     def read_file(self, repo: str, path: str, ref: str | None = None) -> bytes | None:
         def read() -> bytes | None:
             target = self._repo(repo)
-            found = gitrepo.read_blob(target.path, ref or target.default_branch, path)
+            rev = ref or target.default_branch
+            # A branch's tip, read from its ref file, makes the answer one kept by id.
+            found = gitrepo.read_blob(target.path, gitrepo.ref_sha(target.path, rev) or rev, path)
             return found[0] if found else None
 
         return self._call(read)

@@ -6,6 +6,7 @@ files; conflicts are what git itself reports.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -13,6 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ZERO_SHA = "0" * 40
 
@@ -68,26 +70,138 @@ def init_bare(path: Path, default_branch: str) -> None:
         check=True,
         env=_env(),
     )
-    # http-backend refuses pushes unless enabled; fakehub does its own auth first.
-    git(path, "config", "http.receivepack", "true")
-    git(path, "config", "uploadpack.allowAnySHA1InWant", "true")
-    git(path, "config", "receive.advertisePushOptions", "true")
+    # http-backend refuses pushes unless enabled; fakehub does its own auth first. Written
+    # at the end of the new repository's config, as `git config` would, without three
+    # more git processes.
+    with open(path / "config", "a") as config:
+        config.write("[http]\n\treceivepack = true\n"
+                     "[uploadpack]\n\tallowAnySHA1InWant = true\n"
+                     "[receive]\n\tadvertisePushOptions = true\n")
 
 
 def resolve(repo: Path, rev: str) -> str | None:
+    """The commit `rev` names, or None. A commit's id, once found, is kept: it names that
+    commit for as long as the repository is the same one."""
+    known = _known_commits.get(_identity(repo), ())
+    if rev in known:
+        return rev
+    named = _name_to_ref(repo, rev)
+    if named in known:  # a branch or tag, read from its file, at a commit seen before
+        return named
     proc = git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
-    return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+    sha = proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+    if sha is not None and sha in (rev, named):  # the id itself, or a ref's, is a commit
+        _known_commits.setdefault(_identity(repo), set()).add(sha)
+    return sha
 
 
 def ref_sha(repo: Path, ref: str) -> str | None:
+    """What a ref points to (a branch name means refs/heads/), or None.
+
+    Read from the files git keeps refs in, as git reads them (the loose file, then
+    packed-refs): a poll asks this several times a second, and a git process costs a
+    millisecond of CPU. git itself answers for a name that is not a plain ref, a
+    symbolic ref, or a file it would have to judge."""
     full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+    found = _read_ref(repo, full) if _plain_ref(full) else _ASK_GIT
+    if found is not _ASK_GIT:
+        return found
     proc = git(repo, "rev-parse", "--verify", "--quiet", full, check=False)
     return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+# A repository is the same one while its directory is: one deleted and made again at the
+# same path (a repository renamed, then one made with its old name) is another.
+def _identity(repo: Path) -> tuple[str, int]:
+    try:
+        return str(repo), os.stat(repo).st_ino
+    except OSError:
+        return str(repo), -1
+
+
+# Commit ids seen to name a commit in a repository: no answer of resolve() is kept for
+# anything else (a ref moves; an object not there yet may arrive in the next push).
+_known_commits: dict[tuple[str, int], set[str]] = {}
+
+_ASK_GIT: Any = object()
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# git check-ref-format's rules, narrowed to names that are safe to open as a path below
+# the repository: anything else (a "..", a part starting with ".", a ".lock", a character
+# git would refuse) is git's to judge.
+_PLAIN_REF = re.compile(r"refs/[A-Za-z0-9_+=%,-][A-Za-z0-9._+=%,-]*"
+                        r"(/[A-Za-z0-9_+=%,-][A-Za-z0-9._+=%,-]*)*")
+
+
+def _plain_ref(ref: str) -> bool:
+    return (_PLAIN_REF.fullmatch(ref) is not None and ".." not in ref
+            and not any(part.endswith((".lock", ".")) for part in ref.split("/")))
+
+
+def _read_ref(repo: Path, ref: str) -> str | None:
+    """The object id a ref's file holds, None when git has no such ref, or _ASK_GIT."""
+    if (repo / "reftable").exists():
+        return _ASK_GIT  # another ref store: git reads it
+    try:
+        text = (repo / ref).read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return _packed_refs(repo).get(ref)
+    except (OSError, UnicodeDecodeError):
+        return _ASK_GIT  # a directory (refs/heads), say: git says what that means
+    text = text.strip()
+    return text if _OBJECT_ID.fullmatch(text) else _ASK_GIT  # "ref: ..." and the rest
+
+
+def _name_to_ref(repo: Path, name: str) -> str | None:
+    """The id a short name's ref points to, found where git looks for it first
+    ($GIT_DIR/name, refs/name, refs/tags/name, refs/heads/name, refs/remotes/...), or
+    None: then git itself is asked (an id's prefix, `main~2`, a name it reads otherwise)."""
+    if _OBJECT_ID.fullmatch(name) or not _plain_ref(f"refs/{name}"):
+        return None
+    for candidate in (name, f"refs/{name}", f"refs/tags/{name}", f"refs/heads/{name}",
+                      f"refs/remotes/{name}", f"refs/remotes/{name}/HEAD"):
+        if candidate == name and not (repo / name).exists():
+            continue
+        found = _read_ref(repo, candidate)
+        if found is _ASK_GIT:
+            return None
+        if found is not None:
+            return found
+    return None
+
+
+_packed: dict[str, tuple[tuple[int, int, int], dict[str, str]]] = {}
+
+
+def _packed_refs(repo: Path) -> dict[str, str]:
+    """packed-refs as {ref: id}, read again only when the file changed (git replaces it
+    whole, by a rename, so a new file is a new inode)."""
+    path = repo / "packed-refs"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    kept = _packed.get(str(path))
+    if kept is not None and kept[0] == stamp:
+        return kept[1]
+    refs: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if line and line[0] not in "#^":
+            sha, _, name = line.partition(" ")
+            refs[name] = sha
+    _packed[str(path)] = (stamp, refs)
+    return refs
 
 
 def list_refs(repo: Path, prefix: str = "refs/") -> dict[str, str]:
     text = out(repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
     return dict(line.split(" ", 1) for line in text.splitlines() if line)
+
+
+def exact_ref(repo: Path, ref: str) -> str | None:
+    """The id the ref named exactly so points to (as for-each-ref lists it), or None."""
+    found = _read_ref(repo, ref) if _plain_ref(ref) else _ASK_GIT
+    return list_refs(repo, ref).get(ref) if found is _ASK_GIT else found
 
 
 def update_ref(repo: Path, ref: str, new: str, old: str | None = None) -> bool:
@@ -191,16 +305,30 @@ def commit_files(
         env["GIT_INDEX_FILE"] = str(Path(tmp) / "index")
         if parent:
             git(repo, "read-tree", parent, env=env)
+        # Every blob in one hash-object and every entry in one update-index, whatever the
+        # number of files: a git process costs a millisecond of CPU.
+        contents = {name: content.encode() if isinstance(content, str) else content
+                    for name, content in files.items() if content is not None}
+        written = list(contents)
+        for i, data in enumerate(contents.values()):
+            Path(tmp, f"blob-{i}").write_bytes(data)
+        blobs = out(repo, "hash-object", "-w", "--stdin-paths", "--no-filters",
+                    input="".join(f"{tmp}/blob-{i}\n" for i in range(len(written))).encode(),
+                    env=env).split() if written else []
+        blob_of = dict(zip(written, blobs, strict=True))
+        entries = []
         for name, content in files.items():
             if content is None:
                 # mode 0 removes the entry; --force-remove would want a work tree
-                git(repo, "update-index", "-z", "--index-info",
-                    input=f"0 {ZERO_SHA}\t{name}\0".encode(), env=env)
+                entries.append(f"0 {ZERO_SHA}\t{name}\0")
                 continue
-            data = content.encode() if isinstance(content, str) else content
-            blob = out(repo, "hash-object", "-w", "--stdin", input=data, env=env)
             mode = "100755" if name.endswith(".sh") or name in (executable or ()) else "100644"
-            git(repo, "update-index", "--add", "--cacheinfo", f"{mode},{blob},{name}", env=env)
+            entries.append(f"{mode} {blob_of[name]}\t{name}\0")
+        if entries:
+            proc = git(repo, "update-index", "--add", "-z", "--index-info",
+                       input="".join(entries).encode(), env=env)
+            if proc.stderr:  # --index-info skips a path git refuses ("Ignoring path ...")
+                raise GitError(f"git update-index: {proc.stderr.decode(errors='replace').strip()}")
         tree = out(repo, "write-tree", env=env)
     return commit_tree(repo, tree, [parent] if parent else [], message, author)
 
@@ -222,7 +350,31 @@ def files_from_dir(root: Path) -> dict[str, bytes]:
 
 
 def read_blob(repo: Path, rev: str, path: str) -> tuple[bytes, str] | None:
-    """(content, blob sha) of a file at a revision, or None."""
+    """(content, blob sha) of a file at a revision, or None.
+
+    At a commit's id the answer never changes (a missing file stays missing), so it is
+    kept for small files: each job's start asks for the same config and CODEOWNERS files.
+    """
+    if not _SHA.fullmatch(rev):
+        return _read_blob(repo, rev, path)
+    key = (_identity(repo), rev, path)
+    if key in _blobs:
+        return _blobs[key]
+    found = _read_blob(repo, rev, path)
+    # A file missing at an id that names no commit yet may be there after a push.
+    if (found is None and resolve(repo, rev) == rev) or (
+            found is not None and len(found[0]) <= _KEPT_BLOB_BYTES):
+        if len(_blobs) >= _KEPT_BLOBS:
+            del _blobs[next(iter(_blobs))]
+        _blobs[key] = found
+    return found
+
+
+_KEPT_BLOBS, _KEPT_BLOB_BYTES = 1024, 64 * 1024
+_blobs: dict[tuple[tuple[str, int], str, str], tuple[bytes, str] | None] = {}
+
+
+def _read_blob(repo: Path, rev: str, path: str) -> tuple[bytes, str] | None:
     proc = git(repo, "rev-parse", "--verify", "--quiet", f"{rev}:{path}", check=False)
     if proc.returncode != 0:
         return None
@@ -294,11 +446,32 @@ def _utc(stamp: str) -> str:
 
 
 def commit_info(repo: Path, sha: str) -> CommitInfo:
+    if _SHA.fullmatch(sha):  # a commit's id: its fields never change
+        kept = _commit_info(_identity(repo), sha)
+        return dataclasses.replace(kept, parents=list(kept.parents))  # the caller's own
     return _parse_commits(out(repo, "log", "-1", f"--format={_FORMAT}", sha))[0]
 
 
+@functools.lru_cache(maxsize=4096)
+def _commit_info(repo: tuple[str, int], sha: str) -> CommitInfo:
+    return _parse_commits(out(Path(repo[0]), "log", "-1", f"--format={_FORMAT}", sha))[0]
+
+
 def commits_between(repo: Path, base: str | None, head: str, limit: int = 250) -> list[CommitInfo]:
-    """Commits reachable from head but not base, oldest first."""
+    """Commits reachable from head but not base, oldest first; kept for commit ids."""
+    if _SHA.fullmatch(head) and (base is None or _SHA.fullmatch(base)):
+        kept = _commits_between(_identity(repo), base, head, limit)
+        return [dataclasses.replace(c, parents=list(c.parents)) for c in kept]
+    return _log_between(repo, base, head, limit)
+
+
+@functools.lru_cache(maxsize=1024)
+def _commits_between(repo: tuple[str, int], base: str | None, head: str,
+                     limit: int) -> tuple[CommitInfo, ...]:
+    return tuple(_log_between(Path(repo[0]), base, head, limit))
+
+
+def _log_between(repo: Path, base: str | None, head: str, limit: int) -> list[CommitInfo]:
     spec = [head, f"^{base}"] if base else [head]
     text = out(repo, "log", "--reverse", f"--format={_FORMAT}", f"--max-count={limit}", *spec)
     return _parse_commits(text)

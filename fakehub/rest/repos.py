@@ -193,7 +193,7 @@ def _ref_object(h, repo: Repo, ref: str, sha: str) -> dict:
 async def get_ref(request: web.Request) -> web.Response:
     repo = repo_for(request, "contents", "read")
     ref = "refs/" + unquote(request.match_info["ref"])
-    sha = gitrepo.list_refs(repo.path, ref).get(ref)
+    sha = gitrepo.exact_ref(repo.path, ref)
     if sha is None:
         raise not_found()
     return reply(_ref_object(hub(request), repo, ref, sha))
@@ -220,7 +220,7 @@ async def create_ref(request: web.Request) -> web.Response:
                             "slashes.")
     if not sha or gitrepo.resolve(repo.path, sha) is None:
         raise ApiError(422, "Object does not exist")
-    if ref in gitrepo.list_refs(repo.path, ref):
+    if gitrepo.exact_ref(repo.path, ref) is not None:
         raise ApiError(422, "Reference already exists")
     ident = identity(request)
     assert ident is not None
@@ -239,7 +239,7 @@ async def delete_ref(request: web.Request) -> web.Response:
     repo = repo_for(request, "contents", "write")
     h = hub(request)
     ref = "refs/" + unquote(request.match_info["ref"])
-    old = gitrepo.list_refs(repo.path, ref).get(ref)
+    old = gitrepo.exact_ref(repo.path, ref)
     if old is None:
         raise ApiError(422, "Reference does not exist")
     ident = identity(request)
