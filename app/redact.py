@@ -84,6 +84,11 @@ def encodings(secret: str) -> set[str]:
     return {form for form in found if len(form) >= MIN_SECRET_CHARS}
 
 
+# Layers a pattern may have before it is built again as one: a layer costs each text one
+# more pass (a few microseconds), a rebuild every form of every value.
+MAX_LAYERS = 8
+
+
 class Secrets:
     """Known secret values and one pattern that finds any of their encodings."""
 
@@ -91,6 +96,7 @@ class Secrets:
         self._values: set[str] = set()
         self._lock = threading.Lock()
         self._pattern: Forms | None = None
+        self._covered: frozenset[str] = frozenset()  # the values _pattern finds
 
     def add(self, *values: str | None) -> None:
         fresh = self.unknown(v for v in values if v)
@@ -98,7 +104,6 @@ class Secrets:
             return
         with self._lock:
             self._values |= fresh
-            self._pattern = None
 
     def known(self) -> frozenset[str]:
         with self._lock:
@@ -111,24 +116,31 @@ class Secrets:
         with self._lock:
             if self._values != values:
                 self._values = set(values)
-                self._pattern = None
+                self._pattern, self._covered = None, frozenset()
 
     def unknown(self, values: Iterable[str]) -> set[str]:
         """Those of `values` long enough to mask and not registered."""
         return {v for v in values if v and len(v) >= MIN_SECRET_CHARS} - self._values
 
     def pattern(self) -> Forms | None:
-        pattern = self._pattern
-        if pattern is None and self._values:
-            # Built with no lock held: building may log (the collector finalising an
-            # asyncio object does), and that log line is redacted with this very call, on
-            # the same thread; a lock held here would wait for itself forever.
-            with self._lock:
-                values = frozenset(self._values)
+        with self._lock:
+            pattern, covered = self._pattern, self._covered
+            if len(covered) == len(self._values):  # values are only added, or all replaced
+                return pattern
+            values = frozenset(self._values)
+        # Built with no lock held: building may log (the collector finalising an asyncio
+        # object does), and that log line is redacted with this very call, on the same
+        # thread; a lock held here would wait for itself forever.
+        # Values added since (a token minted per push, say) get a layer of their own, not
+        # a rebuild of every form of every value: the App's key alone has hundreds.
+        fresh = values - covered
+        if pattern is not None and covered <= values and pattern.layers < MAX_LAYERS:
+            pattern = Forms(fresh, below=pattern)
+        else:
             pattern = Forms(values)
-            with self._lock:
-                if self._values == values:
-                    self._pattern = pattern
+        with self._lock:
+            if self._values == values:
+                self._pattern, self._covered = pattern, values
         return pattern
 
 
@@ -141,23 +153,32 @@ class Forms:
     the trie at every position of the text, and nearly every character of a text starts
     some base64 form."""
 
-    def __init__(self, values: Iterable[str]):
+    def __init__(self, values: Iterable[str], below: Forms | None = None):
+        """The forms of `values`, and those `below` finds (each a layer of its own)."""
         forms = sorted({form for value in values for form in encodings(value)})
-        self._finder = AhoCorasick(forms, matchkind=MatchKind.LeftmostLongest) if forms else None
+        self._finders: list[AhoCorasick] = [*(below._finders if below is not None else []),
+                         *([AhoCorasick(forms, matchkind=MatchKind.LeftmostLongest)]
+                           if forms else [])]
+
+    @property
+    def layers(self) -> int:
+        return len(self._finders)
 
     def search(self, text: str) -> bool:
-        return self._finder is not None and bool(self._finder.find_matches_as_indexes(text))
+        return any(finder.find_matches_as_indexes(text) for finder in self._finders)
 
     def sub(self, replacement: str, text: str) -> str:
-        found = self._finder.find_matches_as_indexes(text) if self._finder is not None else []
-        if not found:
-            return text
-        parts, last = [], 0
-        for _form, start, end in found:
-            parts += [text[last:start], replacement]
-            last = end
-        parts.append(text[last:])
-        return "".join(parts)
+        for finder in self._finders:
+            found = finder.find_matches_as_indexes(text)
+            if not found:
+                continue
+            parts, last = [], 0
+            for _form, start, end in found:
+                parts += [text[last:start], replacement]
+                last = end
+            parts.append(text[last:])
+            text = "".join(parts)
+        return text
 
 
 KNOWN = Secrets()

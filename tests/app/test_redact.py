@@ -203,3 +203,34 @@ def test_building_the_pattern_may_redact_again_on_the_same_thread(monkeypatch):
     worker.start()
     assert done.wait(10), "pattern() waited for itself"
     assert known.pattern().search("x s3cret-value-0123456789 y")
+
+
+def test_a_value_added_later_is_a_layer_not_a_rebuild_of_every_form(monkeypatch):
+    known = redaction.Secrets()
+    key = "-----BEGIN KEY-----" + "k3yMaterial" * 150
+    known.add(key)
+    assert known.pattern().layers == 1
+    built: list[frozenset[str]] = []
+    real = redaction.Forms
+
+    def counting(values, below=None):
+        built.append(frozenset(values))
+        return real(values, below)
+
+    monkeypatch.setattr(redaction, "Forms", counting)
+    tokens = [f"ghs_token{i:02d}" + "t" * 30 for i in range(redaction.MAX_LAYERS + 2)]
+    for n, token in enumerate(tokens, 1):
+        known.add(token)
+        pattern = known.pattern()
+        assert pattern is known.pattern()  # kept until the next value
+        text = f"a {key} b {tokens[0].encode().hex()} c {quote(token)} d"
+        assert pattern.sub("X", text) == "a X b X c X d"
+        assert pattern.search(token) and not pattern.search("ghs_other" + "t" * 30)
+        if n < redaction.MAX_LAYERS:
+            # Only the new token's forms were built, beside the layers before.
+            assert built[-1] == {token} and pattern.layers == n + 1
+    # Past MAX_LAYERS the layers were built again as one, every value in it.
+    assert any(key in values and tokens[0] in values for values in built)
+    assert known.pattern().layers <= redaction.MAX_LAYERS
+    known.keep_only(frozenset({tokens[-1]}))
+    assert known.pattern().layers == 1 and not known.pattern().search(key)
