@@ -452,6 +452,15 @@ def rate_limit_delay(status: int, headers: Mapping[str, str], message: str = "")
     return None
 
 
+@functools.lru_cache(maxsize=4)
+def _private_key(pem: bytes) -> Any:
+    """The App's key, parsed and checked once per process: that takes 35-200 ms of CPU and
+    signing 2 ms, and given the PEM PyJWT would parse it at every JWT, holding the event
+    loop each time. A process that builds hangar again (a restart in place, the tests)
+    parses the same key once."""
+    return serialization.load_pem_private_key(pem, password=None)
+
+
 class AppAuth:
     """The App's identity: JWTs, and installation tokens cached until shortly before expiry."""
 
@@ -495,11 +504,8 @@ class AppAuth:
         now = int(now if now is not None else time.time())
         claims = {"iat": now - 60, "exp": now + 540, "iss": str(self.app_id)}
         if self._key is None:
-            # Parsing and checking an RSA key takes ~200 ms of CPU, signing ~2 ms: given the
-            # PEM, PyJWT would parse it at every JWT, holding the event loop each time.
-            self._key = serialization.load_pem_private_key(
-                self._key_pem.encode() if isinstance(self._key_pem, str) else self._key_pem,
-                password=None)
+            self._key = _private_key(
+                self._key_pem.encode() if isinstance(self._key_pem, str) else self._key_pem)
         return jwt.encode(claims, self._key, algorithm="RS256")
 
     async def client_for_app(self) -> GitHubClient:
