@@ -29,6 +29,11 @@ OUTPUT_TAIL_BYTES = 1024 * 1024
 # The only environment a sandboxed process gets besides what the caller passes.
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_LABEL = "hangar.sandbox"
+# An environment build's image (docker): named hangar-build:<build id>, labelled with it.
+BUILD_IMAGE_REPO = "hangar-build"
+BUILD_LABEL = "hangar.build"
+# A dropped build's image that a sandbox still used: hangar-build:dropped-<build id>.
+DROPPED_PREFIX = "dropped-"
 
 OutputCallback = Callable[[bytes], None]
 

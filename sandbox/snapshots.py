@@ -28,11 +28,19 @@ from typing import Any
 import aiohttp
 
 from sandbox import registry, secretscan
-from sandbox.provider import HANGAR_DIR, REPO_DIR, WORKSPACE, Sandbox, SandboxError
+from sandbox.provider import (
+    BUILD_IMAGE_REPO,
+    BUILD_LABEL,
+    DROPPED_PREFIX,
+    HANGAR_DIR,
+    REPO_DIR,
+    WORKSPACE,
+    Sandbox,
+    SandboxError,
+)
 
 log = logging.getLogger(__name__)
 
-BUILD_IMAGE_REPO = "hangar-build"
 CHUNK = 1 << 20
 
 
@@ -333,7 +341,7 @@ async def _save_docker(provider: Any, sb: Sandbox, build_id: str, base_image: st
         try:
             provider.client.images.build(
                 fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
-                network_mode="none", labels={"hangar.build": build_id},
+                network_mode="none", labels={BUILD_LABEL: build_id},
             )
         finally:
             archive.unlink(missing_ok=True)
@@ -419,8 +427,24 @@ async def drop(provider: Any, ref: str | None) -> None:
                 log.warning("could not delete the build image %s: %s", ref, exc)
     elif provider.name == "docker":
         def remove() -> None:
-            with contextlib.suppress(Exception):
-                provider.client.images.remove(ref, force=True)
+            import docker.errors
+
+            client = provider.client
+            try:
+                client.images.remove(ref)
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: a sandbox still runs from it
+                    log.warning("could not remove the build image %s: %s", ref, exc)
+                    return
+                # Kept under a name that says it is dropped, until the last sandbox from it
+                # ends (the docker provider removes it then): untagged, docker would keep
+                # it for good.
+                _, _, build = ref.rpartition(":")
+                with contextlib.suppress(docker.errors.APIError):
+                    client.images.get(ref).tag(BUILD_IMAGE_REPO, f"{DROPPED_PREFIX}{build}")
+                    client.images.remove(ref)  # the other name keeps the image
         await asyncio.to_thread(remove)
     elif provider.name == "local":
         kept = Path(ref)

@@ -96,6 +96,37 @@ async def test_an_agent_in_a_sandbox_from_a_build_never_changes_the_build(
         assert not await asyncio.to_thread(os.path.exists, ref)
 
 
+async def test_a_build_dropped_while_a_sandbox_runs_from_it_is_removed_when_it_ends(
+        provider, make_sandbox, tmp_path: Path):
+    """docker keeps an image a container uses: the dropped build's image stays, named as
+    dropped, while its sandboxes run, and goes with the last of them; nothing of it is
+    left untagged for good."""
+    if provider.name != "docker":
+        pytest.skip("a local build is a directory, removed at once")
+    import docker.errors
+
+    builder = await make_sandbox()
+    await _sh(provider, builder, INSTALL)
+    build_id = f"bld-drop-{secrets.token_hex(4)}"
+    ref = await snapshots.save(provider, builder, build_id=build_id,
+                               base_image=spec_for(provider.name).image,
+                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
+    await provider.destroy(builder)
+    images = provider.client.images
+    image_id = images.get(ref).id
+    first, second = await _from_build(provider, ref), await _from_build(provider, ref)
+    await snapshots.drop(provider, ref)
+    with pytest.raises(docker.errors.ImageNotFound):
+        images.get(ref)  # no new sandbox starts from a dropped build
+    assert images.get(image_id).tags == [f"{snapshots.BUILD_IMAGE_REPO}:dropped-{build_id}"]
+    await provider.destroy(first)
+    assert images.get(image_id).id == image_id  # the second still runs from it
+    assert await _sh(provider, second, "cat .deps/lib.py", REPO_DIR) == "pristine\n"
+    await provider.destroy(second)
+    with pytest.raises(docker.errors.ImageNotFound):
+        images.get(image_id)
+
+
 async def test_a_build_kept_as_an_archive_before_builds_were_directories_still_starts(
         provider, make_sandbox, tmp_path: Path):
     if provider.name != "local":
