@@ -37,10 +37,18 @@ async def test_a_process_already_gone_or_without_a_host_pid_is_left_to_the_look(
         provider, make_sandbox):
     sb = await make_sandbox()
     pid = await provider.start(sb, ["true"], cwd="/workspace")
-    for _ in range(400):
-        if (await provider.observe(sb, pid)).state == "exited":
+    # The exit file is written before the process is gone: "exited" may come a moment
+    # before the host has no pid of it left. Waited for is its end, on its pidfd.
+    pids = await asyncio.to_thread(provider.host_pids, sb, pid)
+    if pids:
+        await asyncio.wait_for(process_ended(provider, sb, pid), 20)
+    for _ in range(800):
+        if (await provider.observe(sb, pid)).state == "exited" and \
+                not await asyncio.to_thread(provider.host_pids, sb, pid):
             break
         await asyncio.sleep(0.025)
+    else:
+        raise AssertionError("the process was still seen 20 s after it ended")
     assert await asyncio.wait_for(process_ended(provider, sb, pid), 10) is False
 
     class NoHostPids:
