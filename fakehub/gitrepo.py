@@ -6,6 +6,7 @@ files; conflicts are what git itself reports.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -365,7 +366,8 @@ def read_blob(repo: Path, rev: str, path: str) -> tuple[bytes, str] | None:
     if (found is None and resolve(repo, rev) == rev) or (
             found is not None and len(found[0]) <= _KEPT_BLOB_BYTES):
         if len(_blobs) >= _KEPT_BLOBS:
-            del _blobs[next(iter(_blobs))]
+            with contextlib.suppress(StopIteration, KeyError):  # another thread's at once
+                del _blobs[next(iter(_blobs))]
         _blobs[key] = found
     return found
 
