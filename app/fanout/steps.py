@@ -53,8 +53,13 @@ async def advance_grading(engine: FanoutContext, job_id: str) -> None:
     waiting = running_ci(latest, ci)
     now = time.time()
     if waiting and now < row.until:
+        shown = job.grading.get("waiting")
         grading.wait_again(engine, row, waiting)
-        ask_status_edit(engine, job_id)
+        if shown != grading.by_name(waiting):
+            # The status names the heads still waited on. Asked only when they changed:
+            # the ask wakes the job's id, which is this row's too, and an ask at every
+            # look stepped this row again at once, reading CI a thousand times a second.
+            ask_status_edit(engine, job_id)
         return
     engine.patch_job(job_id, ranking=entries(latest, ci, unfinished=waiting,
                                              weights=weights(await policy_of(engine, job))),

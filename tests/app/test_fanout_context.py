@@ -87,6 +87,19 @@ def fanout(settings, tmp_path) -> Fanout:
                   jobs={job.id: job}, runs=runs)
 
 
+async def test_the_status_is_asked_again_only_when_the_heads_waited_on_change(fanout):
+    [job] = fanout.jobs.values()
+    fanout.github.ops.ci[HEADS[1]] = "in_progress"
+    await rank_attempts(fanout, job)
+    assert fanout.jobs[job.id].grading["waiting"] == {"1": HEADS[1], "2": HEADS[2]}
+    fanout.github.ops.ci[HEADS[1]] = "success"
+    await advance_grading(fanout, job.id)
+    assert fanout.jobs[job.id].grading["waiting"] == {"2": HEADS[2]}
+    assert fanout.woken == [job.id]  # the status names one head fewer
+    await advance_grading(fanout, job.id)
+    assert fanout.woken == [job.id]  # nothing changed: no ask
+
+
 async def test_the_ranking_waits_for_ci_on_a_head_and_ranks_once_it_finishes(fanout):
     [job] = fanout.jobs.values()
     await rank_attempts(fanout, job)
@@ -94,8 +107,10 @@ async def test_the_ranking_waits_for_ci_on_a_head_and_ranks_once_it_finishes(fan
     assert row is not None and not row.done and fanout.jobs[job.id].ranking == []
     assert fanout.jobs[job.id].grading["waiting"] == {"2": HEADS[2]}
 
-    await advance_grading(fanout, job.id)  # CI still runs: it waits on, and says so
-    assert fanout.jobs[job.id].ranking == [] and fanout.woken == [job.id]
+    await advance_grading(fanout, job.id)  # CI still runs on the same head: it waits on
+    # The status says so already; asking again would wake the job's id, this row's too,
+    # and step it again at once: a loop reading CI a thousand times a second.
+    assert fanout.jobs[job.id].ranking == [] and fanout.woken == []
     assert grading.get_row(fanout, job.id).due_at == row.until  # until an event or the end
 
     fanout.github.ops.ci[HEADS[2]] = "failure"

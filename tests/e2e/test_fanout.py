@@ -102,6 +102,11 @@ def test_the_ranking_waits_for_ci_and_an_event_ends_the_wait(world):
     assert f"attempt 2's head `{slow[:7]}`" in grading
     assert "**Ranking**" not in grading
     assert "once CI has finished" in grading  # the next step says what it waits for
+    # Waiting is waiting: CI is read again on a CI event of an attempt's head or at the
+    # deadline, never in a loop (a loop read it hundreds of times a second).
+    reads = lambda: sum(1 for _, path, _ in world.hub.api_calls(world.app.id)  # noqa: E731
+                        if path.endswith(f"/commits/{slow}/check-runs"))
+    assert reads() <= 40, f"CI read {reads()} times before the status said it waits"
 
     # CI finishing on the slow head (a re-run that passed) is the event that ends the wait,
     # long before HANGAR_GRADING_WAIT_SECONDS.
@@ -113,6 +118,7 @@ def test_the_ranking_waits_for_ci_and_an_event_ends_the_wait(world):
     rows = [line for line in ranking.splitlines() if line.startswith("| ") and "#" in line]
     assert [row.split("|")[2].strip() for row in rows] == ["3", "2", "1"]
     assert "CI passed" in rows[1]
+    assert reads() <= 50, f"CI read {reads()} times in all"
 
 
 def test_past_the_grading_wait_the_ranking_names_the_heads_whose_ci_had_not_finished(world):
