@@ -133,8 +133,11 @@ class Secrets:
         # thread; a lock held here would wait for itself forever.
         # Values added since (a token minted per push, say) get a layer of their own, not
         # a rebuild of every form of every value: the App's key alone has hundreds.
+        # A value inside another (or around it) is built with it: one layer masking the
+        # shorter first would leave the rest of the longer one to be seen.
         fresh = values - covered
-        if pattern is not None and covered <= values and pattern.layers < MAX_LAYERS:
+        if pattern is not None and covered <= values and pattern.layers < MAX_LAYERS and \
+                not any(a in b or b in a for a in fresh for b in covered):
             pattern = Forms(fresh, below=pattern)
         else:
             pattern = Forms(values)

@@ -234,3 +234,15 @@ def test_a_value_added_later_is_a_layer_not_a_rebuild_of_every_form(monkeypatch)
     assert known.pattern().layers <= redaction.MAX_LAYERS
     known.keep_only(frozenset({tokens[-1]}))
     assert known.pattern().layers == 1 and not known.pattern().search(key)
+
+
+def test_a_value_holding_one_known_before_is_masked_whole():
+    known = redaction.Secrets()
+    token = "ghs_" + "n3sted" * 6
+    known.add(token)
+    assert known.pattern().layers == 1
+    url_password = f"user-{token}-suffix-secret"
+    known.add(url_password)
+    # Built with the shorter value, not as a layer after it: masked whole, never in part.
+    assert known.pattern().sub("X", f"a {url_password} b {token} c") == "a X b X c"
+    assert known.pattern().layers == 1
