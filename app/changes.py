@@ -110,7 +110,8 @@ class Changes:
                 return []
             arrived = self._arrived
             try:
-                await asyncio.wait_for(arrived.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await arrived.wait()
             except TimeoutError:
                 return []
         return []

@@ -209,6 +209,7 @@ def _spawn(coro, name: str) -> asyncio.Task:
 
 async def _finish(task: asyncio.Task) -> None:
     try:
-        await asyncio.wait_for(task, timeout=30)
+        async with asyncio.timeout(30):
+            await task
     except (TimeoutError, asyncio.CancelledError):
         task.cancel()

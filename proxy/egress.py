@@ -344,8 +344,8 @@ class EgressProxy:
     async def _tunnel(self, request: web.Request, address: str,
                       port: int) -> web.StreamResponse:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(address, port),
-                                                    CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                reader, writer = await asyncio.open_connection(address, port)
         except (OSError, TimeoutError) as exc:
             return _refusal(502, f"could not connect to {request.raw_path}: {exc}")
         response = web.StreamResponse(status=200, reason="Connection established")
@@ -356,7 +356,11 @@ class EgressProxy:
         request.protocol.set_parser(feed)  # type: ignore[arg-type]
         try:
             with contextlib.suppress(OSError, aiohttp.ClientError, RuntimeError, TimeoutError):
-                while data := await asyncio.wait_for(reader.read(1 << 20), IDLE_TIMEOUT_S):
+                while True:
+                    async with asyncio.timeout(IDLE_TIMEOUT_S):
+                        data = await reader.read(1 << 20)
+                    if not data:
+                        break
                     await response.write(data)
         finally:
             writer.close()

@@ -395,8 +395,8 @@ INSTALL_WRAPPER = ('mkdir -p "${2%/*}"; sh -c "$1" >"$2" 2>&1; rc=$?; cat "$2"; 
 async def _install_log(provider: Any, sb: Any) -> str:
     """What install wrote so far (its output when it was stopped), or "" if unreadable."""
     try:
-        data = await asyncio.wait_for(
-            provider.copy_out(sb, INSTALL_LOG, max_bytes=builds.LOG_TAIL_BYTES), 60)
+        async with asyncio.timeout(60):
+            data = await provider.copy_out(sb, INSTALL_LOG, max_bytes=builds.LOG_TAIL_BYTES)
     except (TimeoutError, OSError, snapshots.SandboxError):
         return ""
     return data.decode("utf-8", "replace")

@@ -51,7 +51,8 @@ async def _git(path: Path, *args: str, env: dict[str, str] | None = None,
         "git", *SAFE, *args, cwd=path, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env={**_base_env(), **(env or {})})
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), GIT_TIMEOUT_S)
+        async with asyncio.timeout(GIT_TIMEOUT_S):
+            out, err = await proc.communicate()
     except BaseException as exc:  # a timeout, or the step cancelled: no git left behind
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -283,8 +283,8 @@ async def watch_agent(engine: RunsContext, run: Run) -> None:
         state = watch.cancel(now)
     else:
         try:
-            status = await asyncio.wait_for(provider.observe(sb, run.process_id),
-                                            PROVIDER_CALL_TIMEOUT_S)
+            async with asyncio.timeout(PROVIDER_CALL_TIMEOUT_S):
+                status = await provider.observe(sb, run.process_id)
             state = watch.observe(status, now)
         except (TimeoutError, SandboxError, OSError) as exc:
             # A sandbox that hangs or breaks its provider's calls loses its own run only.
@@ -302,7 +302,8 @@ async def watch_agent(engine: RunsContext, run: Run) -> None:
         return
     if watch.needs_stop:
         try:
-            await asyncio.wait_for(provider.stop(sb, run.process_id), PROVIDER_CALL_TIMEOUT_S)
+            async with asyncio.timeout(PROVIDER_CALL_TIMEOUT_S):
+                await provider.stop(sb, run.process_id)
         except (TimeoutError, SandboxError, OSError) as exc:
             engine.note(run.job_id, f"{run.id}: stopping the agent failed: {exc!r}")
             run = engine.patch_run(run.id, warnings=[
@@ -321,8 +322,8 @@ async def agent_stopped(
 
     provider = engine.providers[sb.provider]
     try:
-        log_text = (await asyncio.wait_for(provider.copy_out(sb, AGENT_LOG),
-                                           PROVIDER_CALL_TIMEOUT_S)).decode("utf-8", "replace")
+        async with asyncio.timeout(PROVIDER_CALL_TIMEOUT_S):
+            log_text = (await provider.copy_out(sb, AGENT_LOG)).decode("utf-8", "replace")
     except (TimeoutError, SandboxError, OSError) as exc:
         # Absent, or not a regular file (a FIFO, a link out): the agent's claim is empty.
         log.warning("agent log unreadable", extra={"run": run.id, "reason": str(exc)})

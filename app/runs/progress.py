@@ -61,8 +61,8 @@ async def show_progress(engine: RunsContext, run: Run, sb: Any, log_path: str, n
         return
     provider = engine.providers[sb.provider]
     try:
-        data = await asyncio.wait_for(
-            provider.copy_out(sb, log_path, max_bytes=PROGRESS_LOG_BYTES), timeout)
+        async with asyncio.timeout(timeout):
+            data = await provider.copy_out(sb, log_path, max_bytes=PROGRESS_LOG_BYTES)
     except (TimeoutError, SandboxError, OSError):
         return  # no log yet, or not one hangar reads: the next reading tries again
     harness = harness_for(EnvSpec.model_validate(run.env))

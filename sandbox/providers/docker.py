@@ -394,15 +394,16 @@ class DockerProvider(Provider):
         worker = asyncio.ensure_future(asyncio.to_thread(execute))
         timed_out = False
         try:
-            await asyncio.wait_for(asyncio.shield(worker), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(worker)
         except TimeoutError:
             timed_out = True
             container = await asyncio.to_thread(self._container, sb)
             await self._kill_tree_by_pidfile(container, pid_file, "KILL")
         try:
             # A process that left the tree (daemonised) may hold the stream open.
-            exit_code = await asyncio.wait_for(asyncio.shield(worker), None if not timed_out
-                                               else EXEC_READ_TIMEOUT_S)
+            async with asyncio.timeout(EXEC_READ_TIMEOUT_S if timed_out else None):
+                exit_code = await asyncio.shield(worker)
         except TimeoutError:
             raise SandboxError(f"{argv[0]} in {sb.id} outlived its timeout: something it "
                                "started still holds its output open") from None
@@ -569,7 +570,8 @@ class DockerProvider(Provider):
             return api.exec_inspect(created["Id"]).get("ExitCode"), out or b""
 
         try:
-            code, out = await asyncio.wait_for(asyncio.to_thread(read), EXEC_READ_TIMEOUT_S)
+            async with asyncio.timeout(EXEC_READ_TIMEOUT_S):
+                code, out = await asyncio.to_thread(read)
         except TimeoutError:
             raise SandboxError(f"reading {path} in {sb.id} took over "
                                f"{EXEC_READ_TIMEOUT_S} s; gave up") from None

@@ -575,7 +575,8 @@ class LocalProvider(Provider):
         timed_out = False
         try:
             pump_task = asyncio.ensure_future(pump())
-            await asyncio.wait_for(asyncio.shield(pump_task), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(pump_task)
             await proc.wait()
         except TimeoutError:
             timed_out = True
@@ -583,7 +584,8 @@ class LocalProvider(Provider):
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(pump_task, 2)
+                async with asyncio.timeout(2):
+                    await pump_task
         except asyncio.CancelledError:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -138,3 +138,29 @@ def test_install_output_is_kept_masked_of_the_build_secrets_in_every_encoding():
     with knowing():
         kept = envbuild_steps._redacted(printed, {"NPM_TOKEN": secret})
     assert kept.startswith("token: ") and leaked(kept, secret) is None, kept
+
+
+async def test_the_install_follower_stops_when_cancelled_as_its_read_ends(engine):
+    """The build cancels its follower of install's log when install ends. A cancel that came
+    just as a read of the log finished was lost (Python 3.11's wait_for), the follower ran
+    on, and the build waited for it for ever: it stayed "running" with no sandbox left."""
+    import asyncio
+
+    reads: list[asyncio.Future[bytes]] = []
+    asked = asyncio.Event()
+
+    class Provider:
+        def copy_out(self, sb, path, max_bytes):
+            reads.append(asyncio.get_running_loop().create_future())
+            asked.set()
+            return reads[-1]
+
+    engine.settings.run_watch_interval_seconds = 0
+    row = _queued(engine, "acme/a")
+    following = asyncio.ensure_future(
+        envbuild_steps._follow_install(engine, Provider(), object(), row, {}))
+    await asked.wait()
+    reads[-1].set_result(b"")  # the read ends, and before the follower resumes ...
+    following.cancel()  # ... the build's install ends
+    done, _ = await asyncio.wait([following], timeout=5)
+    assert done and following.cancelled()
