@@ -300,6 +300,7 @@ class Engine(Registrations, JobRows):
         self._rows_soonest = 0.0  # the soonest row due time the last full look saw
         self._look_at = 0.0  # when the loop looks next, unless woken before
         self._looked = False  # the first look also takes the rows due only when woken
+        self._unlooked: set[str] | None = None  # kinds that had no first look yet
         self._tasks: dict[str, asyncio.Task] = {}  # the steps running, by row or chore
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # key -> (lock, its users)
         # A row whose step raised is held back: (failures in a row, not before).
@@ -521,14 +522,23 @@ class Engine(Registrations, JobRows):
                 self._schedule(chore.kind, chore.kind, _chore_step(chore), "app")
             soonest = min(soonest, self._chores_due[chore.kind])
         # Wakes are kept in memory: at the start, the rows only a wake makes due are due.
-        first, self._looked = not self._looked, True
+        whole, self._looked = not self._looked, True
+        if self._unlooked is None:
+            self._unlooked = set(self.kinds)
         woken, self._woken = self._woken, set()
         if self.rebuilding and self.store.shared:  # the leader's rebuild ends it for all
             self.rebuilding = self.store.has_flag(REBUILD_FLAG)
         rows_soonest = soonest
         for kind in self.kinds.values():
             if kind.waits_for_rebuild and self.rebuilding:
-                continue  # the end of the rebuild wakes the engine
+                # The end of the rebuild wakes the engine. What only this look would make
+                # due stays due for that one: its first look, and a wake naming its row.
+                if woken:
+                    self._woken.update(row.id for row in self.store.active_among(
+                        kind.table, kind.model, list(woken)))
+                continue
+            first = kind.kind in self._unlooked
+            self._unlooked.discard(kind.kind)
             due: list[str] = []
             if look_all or first:
                 rows = self.store.all(kind.table, kind.model, active=True)
@@ -560,7 +570,7 @@ class Engine(Registrations, JobRows):
                 # Another replica steps the rest (or its host's replica must): look again
                 # once a lease of a replica that died would have run out.
                 rows_soonest = min(rows_soonest, now + self.settings.lease_seconds)
-        if look_all or first:
+        if look_all or whole:
             self._rows_soonest = rows_soonest
         else:
             self._rows_soonest = rows_soonest = min(rows_soonest, self._rows_soonest)

@@ -70,13 +70,16 @@ async def running(settings):
     """Start an engine with the `row` kind; the test gets (engine, steps)."""
     engines = []
 
-    async def start(rows: list[Row], **overrides) -> tuple[Engine, Steps]:
+    async def start(rows: list[Row], *, rebuilding: bool = False,
+                    **overrides) -> tuple[Engine, Steps]:
         changed = settings.model_copy(update=overrides)
         engine = Engine(settings=changed, store=Store(changed.db_path), auth=None,
                         metrics=Metrics(), tokens=None)
+        engine.rebuilding = rebuilding
         steps = Steps()
         engine.register(RowKind("row", "row", Row, steps.step,
-                                next_at=lambda row: NEVER if row.due_at is None else row.due_at))
+                                next_at=lambda row: NEVER if row.due_at is None else row.due_at,
+                                waits_for_rebuild=rebuilding))
         for row in rows:
             engine.store.put("row", row.id, row, active=True)
         engines.append(engine)
@@ -333,3 +336,18 @@ async def test_a_cancel_that_comes_with_a_wake_ends_the_loop(running):
         engine._loop_task.cancel()
         done, _ = await asyncio.wait([engine._loop_task], timeout=5)
         assert done and engine._loop_task.cancelled(), f"cancelled {turns} turns in"
+
+
+async def test_rows_that_wait_for_a_rebuild_keep_their_first_look_and_their_wakes(running):
+    """Commands wait while a new database is rebuilt from GitHub. What would have made one
+    of their rows due meanwhile (the engine's first look, a wake naming it) is kept: the
+    row is due when the rebuild ends, not never."""
+    engine, steps = await running([Row(id="row-1", due_at=None), Row(id="row-2", due_at=None)],
+                                  rebuilding=True)
+    await until(lambda: engine.metrics.engine_looks.value() >= 1)
+    engine.wake("row-2")
+    await until(lambda: engine.metrics.engine_looks.value() >= 2)
+    assert steps.taken == []
+    engine.rebuilding = False
+    engine.wake()  # as the rebuild's end does
+    await until(lambda: {"row-1", "row-2"} <= {row_id for row_id, _ in steps.taken})
