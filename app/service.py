@@ -45,6 +45,11 @@ class ServiceThread:
         future: Future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return future.result(timeout)
 
+    async def on_loop(self, coro):
+        """Run a coroutine on hangar's loop, awaited from another loop: what hangar's own
+        objects do (a provider's sandboxes, its timers) stays on the thread they belong to."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
     async def _start(self) -> None:
         from app.wiring import create_app
 

@@ -2,7 +2,8 @@
 else — not hangar's webhook, API or metrics, not another service on the host's loopback.
 
 hangar runs for real (its own thread and loop, its real listeners); the sandboxes are the
-engine's own providers, so the gate, the relay and the network setup are the shipped ones.
+engine's own providers, so the gate, the relay and the network setup are the shipped ones,
+used on hangar's own loop as hangar uses them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sandbox_helpers import docker_reason, spec_for
 from app.service import ServiceThread
 from app.settings import Settings
 from app.web.keys import ENGINE
+from sandbox.provider import ExecResult
 from tests.e2e.conftest import free_port
 
 # Prints one line per probe: "<path> <status>" or "<path> refused <error>".
@@ -86,21 +88,28 @@ async def test_a_sandbox_reaches_the_git_proxy_and_nothing_else(hangar, provider
     other.bind(("127.0.0.1", 0))
     other.listen(1)
     provider = hangar.app[ENGINE].providers[provider_name]
-    sb = await provider.create(spec_for(provider_name, network="loopback"), {"hangar.test": "1"})
+
+    async def probes() -> tuple[dict[str, str], dict[str, str]]:
+        sb = await provider.create(spec_for(provider_name, network="loopback"),
+                                   {"hangar.test": "1"})
+        try:
+            return (await _probe(provider, sb, port, ["/webhook", "/api/jobs", "/metrics",
+                                                      "/healthz", GIT]),
+                    await _probe(provider, sb, other.getsockname()[1], ["/"]))
+        finally:
+            await provider.destroy(sb)
+
     try:
-        seen = await _probe(provider, sb, port, ["/webhook", "/api/jobs", "/metrics",
-                                                 "/healthz", GIT])
-        # The gate serves only /git/: hangar's own routes do not exist there.
-        assert seen["/webhook"] == seen["/api/jobs"] == seen["/metrics"] == "404", seen
-        assert seen["/healthz"] == "404", seen
-        # The proxy answers (and refuses a sandbox without a token).
-        assert seen[GIT] in ("401", "403"), seen
-        # Another service on the host's loopback is out of reach.
-        elsewhere = await _probe(provider, sb, other.getsockname()[1], ["/"])
-        assert elsewhere["/"].startswith("refused"), elsewhere
+        seen, elsewhere = await hangar.on_loop(probes())
     finally:
         other.close()
-        await provider.destroy(sb)
+    # The gate serves only /git/: hangar's own routes do not exist there.
+    assert seen["/webhook"] == seen["/api/jobs"] == seen["/metrics"] == "404", seen
+    assert seen["/healthz"] == "404", seen
+    # The proxy answers (and refuses a sandbox without a token).
+    assert seen[GIT] in ("401", "403"), seen
+    # Another service on the host's loopback is out of reach.
+    assert elsewhere["/"].startswith("refused"), elsewhere
 
 
 async def test_the_gates_tcp_port_serves_sandbox_routes_only(hangar):
@@ -188,14 +197,19 @@ async def _run_with_egress(hangar, provider_name: str, argv: list[str], *, run_i
     from proxy.egress import proxy_env
 
     provider = hangar.app[ENGINE].providers[provider_name]
-    sb = await provider.create(spec_for(provider_name, network="loopback"), {"hangar.test": "1"})
-    try:
-        token = hangar.app[EGRESS].issue(sb.id, run_id=run_id, allow=[allow],
-                                         hosts={"registry.test": "127.0.0.1"})
-        env = proxy_env(hangar.settings.proxy_base_url, sb.id, token)
-        result = await provider.run(sb, argv, env=env, timeout=120)
-    finally:
-        await provider.destroy(sb)
+
+    async def run() -> ExecResult:
+        sb = await provider.create(spec_for(provider_name, network="loopback"),
+                                   {"hangar.test": "1"})
+        try:
+            token = hangar.app[EGRESS].issue(sb.id, run_id=run_id, allow=[allow],
+                                             hosts={"registry.test": "127.0.0.1"})
+            env = proxy_env(hangar.settings.proxy_base_url, sb.id, token)
+            return await provider.run(sb, argv, env=env, timeout=120)
+        finally:
+            await provider.destroy(sb)
+
+    result = await hangar.on_loop(run())
     return result.output, dict(line.split(" ", 1) for line in result.output.splitlines()
                                if " " in line)
 
