@@ -446,6 +446,9 @@ class LocalProvider(Provider):
             log.warning("a bubblewrap started ahead could not be used: %s", exc)
             waiting.end()
             return None
+        except BaseException:  # cancelled as it was handed its line: nothing else would end it
+            waiting.end()
+            raise
         return started
 
     def _start_next(self, sb: Sandbox) -> None:

@@ -200,3 +200,31 @@ async def test_a_destroy_right_after_a_command_leaves_nothing_started(tmp_path):
         assert _procs.holding(provider.root / sb.id) == []
     finally:
         await provider.close()
+
+
+async def test_a_command_cancelled_as_it_is_handed_to_its_bubblewrap_leaves_no_process(
+        tmp_path, monkeypatch):
+    """A step cancelled (hangar stopping) while its command was being handed to the
+    bubblewrap started for it: that bubblewrap is ended, not left waiting for ever."""
+    provider = LocalProvider(tmp_path / "sb", warm=True)
+    handing = asyncio.Event()
+
+    async def stalled(self, line: bytes) -> None:
+        handing.set()
+        await asyncio.Event().wait()
+
+    try:
+        sb = await provider.create(SPEC, {})
+        await provider.run(sb, ["true"])
+        await started_ahead(provider, sb)
+        monkeypatch.setattr(warm_module.Started, "begin", stalled)
+        running = asyncio.ensure_future(provider.run(sb, ["true"]))
+        await handing.wait()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await provider.destroy(sb)
+        assert await wait_for(lambda: asyncio.sleep(0, not _procs.holding(provider.root / sb.id)),
+                              timeout=10)
+    finally:
+        await provider.close()
