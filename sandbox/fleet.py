@@ -171,9 +171,16 @@ class Providers:
         self.exits = ExitWaits()
 
     async def close(self) -> None:
-        await self.exits.close()
-        for provider in self._made.values():
-            await provider.close()
+        """Every provider closed (what it started ahead ended), even when one's close
+        fails; the first failure is raised after."""
+        failed: Exception | None = None
+        for close in (self.exits.close, *(p.close for p in self._made.values())):
+            try:
+                await close()
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def __getitem__(self, name: str) -> Provider:
         if name not in self._made:

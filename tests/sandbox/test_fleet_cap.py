@@ -72,3 +72,27 @@ def test_the_cap_is_the_settings(cap, tmp_path):
 
     assert Settings(max_sandboxes=cap, data_dir=tmp_path).max_sandboxes == cap
     assert Settings(data_dir=tmp_path).max_sandboxes == 50
+
+
+async def test_closing_the_providers_closes_each_even_when_one_fails():
+    """A provider whose close fails does not keep the next from ending what it started."""
+    from sandbox.fleet import Providers
+
+    closed: list[str] = []
+
+    class Closing(Provider):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+        async def close(self) -> None:
+            closed.append(self.name)
+            if self.name == "docker":
+                raise RuntimeError("the engine went away")
+
+    providers = Providers(Closing, Fleet(4))
+    for name in ("docker", "local"):
+        providers[name].name  # noqa: B018 (a provider is made when first asked for)
+    with pytest.raises(RuntimeError, match="engine went away"):
+        await providers.close()
+    assert closed == ["docker", "local"]
