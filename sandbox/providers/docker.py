@@ -283,11 +283,13 @@ class DockerProvider(Provider):
         and docker kept the untagged image for good: hundreds of megabytes a drop."""
         errors = _docker_errors()
         try:
-            for image in self.client.images.list(
+            # The listing's own answer, not an inspect of each image after it (what
+            # `images.list` does): an image another hangar removes meanwhile fails no look.
+            for image in self.client.api.images(
                     filters={"reference": f"{BUILD_IMAGE_REPO}:{DROPPED_PREFIX}*"}):
-                for tag in image.tags:
+                for tag in image.get("RepoTags") or ():
                     with contextlib.suppress(errors.NotFound, errors.APIError):  # still used
-                        self.client.images.remove(tag)
+                        self.client.api.remove_image(tag)
         except Exception as exc:  # the engine says why; the next sandbox's end tries again
             log.info("could not remove the images of dropped builds: %s", exc)
 
@@ -299,7 +301,7 @@ class DockerProvider(Provider):
             errors = _docker_errors()
             ended = []
             for container in self.client.containers.list(
-                    all=True, filters={"label": [SANDBOX_LABEL]}):
+                    all=True, filters={"label": [SANDBOX_LABEL]}, ignore_removed=True):
                 sources = [m.get("Source") for m in container.attrs.get("Mounts") or []
                            if m.get("Destination") == RELAY_SANDBOX_DIR]
                 if not sources or not sources[0] or os.path.exists(sources[0]):
@@ -326,7 +328,10 @@ class DockerProvider(Provider):
 
         def find() -> list[Sandbox]:
             found = []
-            for container in self.client.containers.list(all=True, filters=filters):
+            # A container removed between the listing and its inspect (a destroy running
+            # beside this) is left out, not an error.
+            for container in self.client.containers.list(all=True, filters=filters,
+                                                         ignore_removed=True):
                 own = container.labels
                 try:
                     created = float(own.get(CREATED_LABEL, "0"))

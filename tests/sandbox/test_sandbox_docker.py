@@ -138,3 +138,14 @@ async def test_the_next_start_ends_containers_whose_hangar_is_gone(docker_provid
         assert docker_provider.client.containers.get(live.ref["container"]).status == "running"
     finally:
         await gone.destroy(sb)
+
+
+async def test_a_container_removed_as_the_sandboxes_are_listed_is_left_out(
+        docker_provider, monkeypatch):
+    """The engine lists, then looks at each container: one a destroy beside the listing
+    removed in between is not there, not an error for the whole list (the reaper's)."""
+    sb = await docker_provider.create(spec_for("docker"), {"hangar.test": "docker-only"})
+    listed = docker_provider.client.api.containers
+    monkeypatch.setattr(docker_provider.client.api, "containers", lambda *args, **kwargs: [
+        {"Id": secrets.token_hex(32)}, *listed(*args, **kwargs)])
+    assert [s.id for s in await docker_provider.list({"hangar.test": "docker-only"})] == [sb.id]

@@ -127,6 +127,33 @@ async def test_a_build_dropped_while_a_sandbox_runs_from_it_is_removed_when_it_e
         images.get(image_id)
 
 
+async def test_a_dropped_build_goes_though_another_is_removed_as_the_images_are_listed(
+        provider, make_sandbox, tmp_path: Path, monkeypatch):
+    """Every hangar on the engine removes dropped builds' images: one another hangar
+    removed between the listing and a look at it does not keep this one's."""
+    if provider.name != "docker":
+        pytest.skip("docker builds were always images")
+    import docker.errors
+
+    builder = await make_sandbox()
+    await _sh(provider, builder, INSTALL)
+    ref = await snapshots.save(provider, builder, build_id=f"bld-race-{secrets.token_hex(4)}",
+                               base_image=spec_for(provider.name).image,
+                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
+    await provider.destroy(builder)
+    image_id = provider.client.images.get(ref).id
+    sb = await _from_build(provider, ref)
+    await snapshots.drop(provider, ref)
+    listed = provider.client.api.images
+    gone = {"Id": "sha256:" + secrets.token_hex(32),
+            "RepoTags": [f"{snapshots.BUILD_IMAGE_REPO}:dropped-bld-gone"]}
+    monkeypatch.setattr(provider.client.api, "images",
+                        lambda *args, **kwargs: [gone, *listed(*args, **kwargs)])
+    await provider.destroy(sb)
+    with pytest.raises(docker.errors.ImageNotFound):
+        provider.client.images.get(image_id)
+
+
 async def test_a_build_kept_as_an_archive_before_builds_were_directories_still_starts(
         provider, make_sandbox, tmp_path: Path):
     if provider.name != "local":
