@@ -104,7 +104,7 @@ def ref_sha(repo: Path, ref: str) -> str | None:
     millisecond of CPU. git itself answers for a name that is not a plain ref, a
     symbolic ref, or a file it would have to judge."""
     full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
-    found = _read_ref(repo, full) if _plain_ref(full) else _ASK_GIT
+    found = _from_files(repo, full)
     if found is not _ASK_GIT:
         return found
     proc = git(repo, "rev-parse", "--verify", "--quiet", full, check=False)
@@ -136,6 +136,11 @@ _PLAIN_REF = re.compile(r"refs/[A-Za-z0-9_+=%,-][A-Za-z0-9._+=%,-]*"
 def _plain_ref(ref: str) -> bool:
     return (_PLAIN_REF.fullmatch(ref) is not None and ".." not in ref
             and not any(part.endswith((".lock", ".")) for part in ref.split("/")))
+
+
+def _from_files(repo: Path, ref: str) -> str | None:
+    """A full ref's id read from git's files, None when there is no such ref, or _ASK_GIT."""
+    return _read_ref(repo, ref) if _plain_ref(ref) else _ASK_GIT
 
 
 def _read_ref(repo: Path, ref: str) -> str | None:
@@ -201,7 +206,7 @@ def list_refs(repo: Path, prefix: str = "refs/") -> dict[str, str]:
 
 def exact_ref(repo: Path, ref: str) -> str | None:
     """The id the ref named exactly so points to (as for-each-ref lists it), or None."""
-    found = _read_ref(repo, ref) if _plain_ref(ref) else _ASK_GIT
+    found = _from_files(repo, ref)
     return list_refs(repo, ref).get(ref) if found is _ASK_GIT else found
 
 
@@ -223,7 +228,7 @@ def _kept_by_commit_ids(compute):
 
     @functools.wraps(compute)
     def answer(repo: Path, a: str, b: str):
-        if _SHA.fullmatch(a) and _SHA.fullmatch(b):
+        if _OBJECT_ID.fullmatch(a) and _OBJECT_ID.fullmatch(b):
             return kept(str(repo), a, b)
         return compute(repo, a, b)
 
@@ -356,7 +361,7 @@ def read_blob(repo: Path, rev: str, path: str) -> tuple[bytes, str] | None:
     At a commit's id the answer never changes (a missing file stays missing), so it is
     kept for small files: each job's start asks for the same config and CODEOWNERS files.
     """
-    if not _SHA.fullmatch(rev):
+    if not _OBJECT_ID.fullmatch(rev):
         return _read_blob(repo, rev, path)
     key = (_identity(repo), rev, path)
     if key in _blobs:
@@ -448,7 +453,7 @@ def _utc(stamp: str) -> str:
 
 
 def commit_info(repo: Path, sha: str) -> CommitInfo:
-    if _SHA.fullmatch(sha):  # a commit's id: its fields never change
+    if _OBJECT_ID.fullmatch(sha):  # a commit's id: its fields never change
         kept = _commit_info(_identity(repo), sha)
         return dataclasses.replace(kept, parents=list(kept.parents))  # the caller's own
     return _parse_commits(out(repo, "log", "-1", f"--format={_FORMAT}", sha))[0]
@@ -461,7 +466,7 @@ def _commit_info(repo: tuple[str, int], sha: str) -> CommitInfo:
 
 def commits_between(repo: Path, base: str | None, head: str, limit: int = 250) -> list[CommitInfo]:
     """Commits reachable from head but not base, oldest first; kept for commit ids."""
-    if _SHA.fullmatch(head) and (base is None or _SHA.fullmatch(base)):
+    if _OBJECT_ID.fullmatch(head) and (base is None or _OBJECT_ID.fullmatch(base)):
         kept = _commits_between(_identity(repo), base, head, limit)
         return [dataclasses.replace(c, parents=list(c.parents)) for c in kept]
     return _log_between(repo, base, head, limit)
@@ -509,12 +514,11 @@ def diff_files(repo: Path, base: str, head: str) -> list[FileChange]:
     listed page by page, step after step); the answer for two commit ids never changes,
     so it is kept.
     """
-    if _SHA.fullmatch(base) and _SHA.fullmatch(head):
+    if _OBJECT_ID.fullmatch(base) and _OBJECT_ID.fullmatch(head):
         return list(_diff_files_cached(str(repo), base, head))
     return _diff_files(repo, base, head)
 
 
-_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @functools.lru_cache(maxsize=256)
