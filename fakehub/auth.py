@@ -18,6 +18,7 @@ from fakehub.state import (
     Repo,
     Store,
     Token,
+    iso,
     now,
     permission_at_least,
 )
@@ -122,9 +123,22 @@ def lookup_token(store: Store, secret: str) -> Token:
     return token
 
 
+def active_installation(store: Store, installation_id: int | None) -> Installation:
+    """The installation a token acts for, while it may. GitHub refuses the tokens of an
+    uninstalled App as it refuses any revoked token (401 "Bad credentials"), and those of
+    a suspended installation with 403, naming whose it is and since when."""
+    inst = store.installations.get(installation_id or 0)
+    if inst is None:
+        raise AuthError(401, "Bad credentials")
+    if inst.suspended:
+        raise AuthError(403, f"Sorry. This installation owned by {inst.account.login} "
+                             f"suspended your access at {iso(inst.suspended_at)}.")
+    return inst
+
+
 def identity_for_token(store: Store, token: Token) -> Identity:
     if token.kind == "installation":
-        inst = store.installations[token.installation_id]  # type: ignore[index]
+        inst = active_installation(store, token.installation_id)
         app = store.apps[inst.app_id]
         return Identity("installation", app.bot, app.id, inst.id, token)
     user = store.user(token.login or "")
@@ -154,7 +168,10 @@ def mint_installation_token(
     repository_ids: list[int] | None = None,
     permissions: dict[str, str] | None = None,
 ) -> Token:
-    """A 1-hour token, optionally narrowed to some repositories and permissions."""
+    """A 1-hour token, optionally narrowed to some repositories and permissions. GitHub
+    mints none for a suspended installation."""
+    if inst.suspended:
+        raise AuthError(403, "This installation has been suspended")
     granted = {r.id: r for r in store.installation_repos(inst)}
     repo_ids: set[int] | None = None
     if repositories or repository_ids:

@@ -197,6 +197,33 @@ class Driver:
 
         self._call(configure)
 
+    def uninstall(self, installation_id: int) -> None:
+        """The account's owner uninstalls the App. GitHub deletes the installation at once:
+        GET /app/installations/{id} and minting answer 404, every token minted from it
+        answers 401 "Bad credentials" (git refuses it too), the App hears `installation`
+        deleted and then nothing more of the account's repositories."""
+        self._call(self._hub.uninstall, installation_id)
+
+    def suspend(self, installation_id: int) -> None:
+        """The account's owner suspends the App. GitHub keeps the installation (listed,
+        with suspended_at and suspended_by) but answers a mint 403 "This installation has
+        been suspended", refuses tokens minted before with 403, and delivers only
+        `installation` suspend, none of the account's repositories' webhooks."""
+        self._call(self._hub.suspend, installation_id)
+
+    def unsuspend(self, installation_id: int) -> None:
+        """The account's owner lifts a suspension: `installation` unsuspend, and tokens
+        (old and new) and webhooks work again."""
+        self._call(self._hub.unsuspend, installation_id)
+
+    def remove_repositories(self, installation_id: int, repos: list[str]) -> None:
+        """The account's owner takes repositories ("owner/name") out of the installation;
+        an "all repositories" one becomes "selected", all but these. GitHub sends
+        `installation_repositories` removed; the installation's tokens, old and new, then
+        reach them no more (404 when private), a token narrowed to one cannot be minted
+        (422), and none of their webhooks reach the App."""
+        self._call(self._hub.remove_repositories, installation_id, list(repos))
+
     def installation_token(
         self, installation_id: int, repositories: list[str] | None = None
     ) -> str:

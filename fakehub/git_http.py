@@ -87,8 +87,10 @@ async def handle_git(request: web.Request) -> web.StreamResponse:
     repo = hub.store.repo(f"{owner}/{name.removesuffix('.git')}")
     try:
         ident = git_identity(hub, request.headers.get("Authorization"))
-    except auth.AuthError as exc:
-        return _unauthorized(exc.message)
+    except auth.AuthError as exc:  # a bad token asks for others; a suspended one is refused
+        if exc.status == 401:
+            return _unauthorized(exc.message)
+        return web.Response(status=exc.status, text=exc.message + "\n")
     if repo is None:
         return _unauthorized() if ident is None else web.Response(
             status=404, text="Repository not found.\n")

@@ -158,8 +158,8 @@ class Shapes:
             "single_file_name": None,
             "has_multiple_single_files": False,
             "single_file_paths": [],
-            "suspended_by": None,
-            "suspended_at": None,
+            "suspended_by": self.user(inst.suspended_by) if inst.suspended_by else None,
+            "suspended_at": iso(inst.suspended_at),
         }
 
     def installation_webhook(self, inst: Installation) -> dict[str, Any]:

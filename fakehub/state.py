@@ -99,6 +99,15 @@ class Installation:
     repo_ids: set[int] | None  # None: all repositories of the account
     permissions: dict[str, str]
     created_at: datetime
+    # The account's owner suspended the App here: when, and who (None while it is not).
+    suspended_at: datetime | None = None
+    suspended_by: User | None = None
+
+    @property
+    def suspended(self) -> bool:
+        """GitHub neither mints tokens for a suspended installation, nor honours the ones it
+        minted, nor delivers its repositories' webhooks."""
+        return self.suspended_at is not None
 
 
 @dataclass

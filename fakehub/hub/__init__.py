@@ -175,7 +175,7 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
             elif existing.repo_ids is not None:
                 existing.repo_ids |= ids
             if added:
-                self._emit_installation_repos(app, existing, added)
+                self._emit_installation_repos(existing, added=self._repos_by_id(added))
             return existing
         inst = Installation(
             id=self.store.next_id(),
@@ -200,23 +200,78 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
         )
         return inst
 
-    def _emit_installation_repos(self, app: App, inst: Installation, added: set[int]) -> None:
-        repos = [r for r in self.store.installation_repos(inst) if r.id in added]
+    def uninstall(self, installation_id: int) -> None:
+        """The account's owner uninstalls the App. GitHub deletes the installation: its
+        tokens stop working at once, the App hears `installation` deleted (with the
+        repositories it had) and nothing more of the account."""
+        inst = self._installation(installation_id)
+        payload = {
+            "action": "deleted",
+            "installation": self.shapes.installation_webhook(inst),
+            "repositories": [self._repo_brief(r) for r in self.store.installation_repos(inst)],
+            "sender": self.shapes.user(inst.account),
+        }
+        del self.store.installations[inst.id]
+        self._emit_to_app(self.store.apps[inst.app_id], "installation", payload, inst, None)
+
+    def suspend(self, installation_id: int) -> None:
+        """The account's owner suspends the App: GitHub keeps the installation (listed,
+        with suspended_at and suspended_by) but mints no token for it, refuses the tokens
+        it minted and delivers none of its repositories' webhooks, only `installation`
+        suspend. Suspending a suspended installation changes nothing."""
+        inst = self._installation(installation_id)
+        if not inst.suspended:
+            inst.suspended_at, inst.suspended_by = now(), inst.account
+            self._emit_suspension(inst, "suspend")
+
+    def unsuspend(self, installation_id: int) -> None:
+        """The account's owner lifts the suspension: `installation` unsuspend, and tokens
+        and webhooks work again."""
+        inst = self._installation(installation_id)
+        if inst.suspended:
+            inst.suspended_at, inst.suspended_by = None, None
+            self._emit_suspension(inst, "unsuspend")
+
+    def _emit_suspension(self, inst: Installation, action: str) -> None:
+        self._emit_to_app(self.store.apps[inst.app_id], "installation", {
+            "action": action,
+            "installation": self.shapes.installation_webhook(inst),
+            "sender": self.shapes.user(inst.account),
+        }, inst, None)
+
+    def remove_repositories(self, installation_id: int, repos: list[str]) -> None:
+        """The account's owner takes repositories out of the installation (an "all
+        repositories" one becomes "selected": all but these). Its tokens, old and new, no
+        longer reach them, and the App hears `installation_repositories` removed and
+        nothing more of them."""
+        inst = self._installation(installation_id)
+        covered = {r.id for r in self.store.installation_repos(inst)}
+        gone = {self._repo_named(inst.account, r).id for r in repos} & covered
+        if not gone:
+            return
+        inst.repo_ids = covered - gone
+        self._emit_installation_repos(inst, removed=self._repos_by_id(gone))
+
+    def _emit_installation_repos(self, inst: Installation, *, added: list[Repo] | None = None,
+                                 removed: list[Repo] | None = None) -> None:
         self._emit_to_app(
-            app,
+            self.store.apps[inst.app_id],
             "installation_repositories",
             {
-                "action": "added",
+                "action": "removed" if removed else "added",
                 "installation": self.shapes.installation_webhook(inst),
                 "repository_selection": "selected",
-                "repositories_added": [self._repo_brief(r) for r in repos],
-                "repositories_removed": [],
+                "repositories_added": [self._repo_brief(r) for r in added or []],
+                "repositories_removed": [self._repo_brief(r) for r in removed or []],
                 "requester": None,
                 "sender": self.shapes.user(inst.account),
             },
             inst,
             None,
         )
+
+    def _repos_by_id(self, ids: set[int]) -> list[Repo]:
+        return sorted((r for r in self.store.repos.values() if r.id in ids), key=lambda r: r.id)
 
     def _repo_brief(self, repo: Repo) -> dict[str, Any]:
         return {
@@ -233,11 +288,18 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
             raise HubError(404, "Not Found")
         return app
 
+    def _installation(self, installation_id: int) -> Installation:
+        inst = self.store.installations.get(installation_id)
+        if inst is None:
+            raise HubError(404, "Not Found")
+        return inst
+
     def _repo_named(self, owner: User, name: str) -> Repo:
-        name = name.split("/")[-1]
+        """One of owner's repositories, by its name or its full name."""
+        account, _, name = name.rpartition("/")
         repo = self.store.repo(f"{owner.login}/{name}")
-        if repo is None:
-            raise HubError(404, f"no repository {owner.login}/{name}")
+        if repo is None or (account and account.lower() != owner.login.lower()):
+            raise HubError(404, f"no repository {account or owner.login}/{name}")
         return repo
 
     # -- repositories ---------------------------------------------------------------
@@ -279,7 +341,7 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
             gitrepo.update_ref(path, f"refs/heads/{default_branch}", sha)
         for inst in self.store.installations.values():
             if inst.account.id == owner_user.id and inst.repo_ids is None:
-                self._emit_installation_repos(self.store.apps[inst.app_id], inst, {repo.id})
+                self._emit_installation_repos(inst, added=[repo])
         return repo
 
     def repo(self, full_name: str) -> Repo:
@@ -339,10 +401,11 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
         sender: User,
         only_app_id: int | None = None,
     ) -> None:
-        """Send an event to every App installed on the repo that subscribes to it."""
+        """Send an event to every App installed on the repo that subscribes to it (a
+        suspended installation hears nothing)."""
         for app in self.store.apps.values():
             inst = self.store.installation_for(app.id, repo)
-            if inst is None or event not in app.events:
+            if inst is None or inst.suspended or event not in app.events:
                 continue
             if only_app_id is not None and app.id != only_app_id:
                 continue
@@ -356,7 +419,11 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
     def _emit_to_app(
         self, app: App, event: str, payload: dict[str, Any], inst: Installation, repo: Repo | None
     ) -> None:
+        """Send an event about the installation itself; every App gets these, but a
+        suspended installation hears only `installation` events."""
         if event not in app.events and event not in ("installation", "installation_repositories"):
+            return
+        if inst.suspended and event != "installation":
             return
         self.deliverer.enqueue(app, event, payload, installation_id=inst.id,
                                repository_id=repo.id if repo else None)
