@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from app.creates import CreateInFlight, Creating, Plan
 from app.datadir import REBUILD_FLAG, rebuild_pending
-from app.github.client import AppAuth, limited_until
+from app.github.client import AppAuth, InstallationUnavailable, limited_until
 from app.github.ops import RepoOps
 from app.github.reads import GitHubReads
 from app.metrics import Metrics
@@ -199,6 +199,7 @@ class Registrations:
         self._after_step: dict[str, list[Callable[[Engine, str], None]]] = {}
         self._status_notes: list[StatusNotes] = []
         self._runs_ended: list[RunsEnded] = []
+        self._installation_ended: list[Callable[[Engine, int, str], None]] = []
 
     def register(self, *kinds: RowKind[Any]) -> None:
         for kind in kinds:
@@ -242,6 +243,12 @@ class Registrations:
                              "in the order")
 
         self._after_step[kind] = sorted(self._after_step.get(kind, []), key=place)
+
+    def when_installation_ends(self, hook: Callable[[Engine, int, str], None]) -> None:
+        """Call hook(engine, installation_id, how) when a step finds that GitHub mints no
+        token for an installation ("suspended", "uninstalled"): its webhook was missed, and
+        its work must stop rather than fail step by step."""
+        self._installation_ended.append(hook)
 
     def when_runs_end(self, hook: RunsEnded) -> None:
         """Await hook(engine, job) when every run of an active job has finished, before
@@ -633,6 +640,9 @@ class Engine(Registrations, JobRows):
         except Exception as exc:
             if waits_until(exc) is not None:  # GitHub, or a create, asked it to wait
                 log.info("%s step waits: %s", kind, exc, extra={kind: row_id})
+            elif isinstance(exc, InstallationUnavailable):
+                log.info("%s step stopped: %s", kind, exc, extra={kind: row_id})
+                self._end_installation(exc)
             else:
                 self.metrics.engine_step_errors.inc(kind=kind)
                 log.exception("%s step failed", kind, extra={kind: row_id, "error": repr(exc)})
@@ -649,6 +659,15 @@ class Engine(Registrations, JobRows):
                 self._note(registered.table, row_id)
             else:
                 self._look_soon()  # a chore: its next time is the engine's own
+
+    def _end_installation(self, exc: InstallationUnavailable) -> None:
+        """The installation's work stops (again: the hooks find stopped work stopped)."""
+        for hook in self._installation_ended:
+            try:
+                hook(self, exc.installation_id, exc.how)
+            except Exception:
+                log.exception("stopping the work of an installation GitHub refused failed",
+                              extra={"installation_id": exc.installation_id})
 
     def _after(self, kind: str, row_id: str) -> None:
         """What waits on a row of `kind` hears that its step ended, whether or not it

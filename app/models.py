@@ -133,6 +133,10 @@ class Job(BaseModel):
     status_asks_seen: int = 0
     # PRs hangar opened as drafts (land.draft_pr) and has not yet marked ready for review
     drafts: list[int] = []
+    # Why hangar may no longer touch the job's repository on GitHub (the App uninstalled or
+    # suspended there, the repository taken out of the installation): its turns end without
+    # a word to GitHub, and its status comment stays as it was. "" while it may.
+    off_limits: str = ""
     winner: int | None = None  # the attempt kept by `/hangar pick`
     ranking: list[dict[str, Any]] = []  # attempts best first, once all have finished
     # While the ranking waits for the repository's CI (fan-out's grading): `until` (epoch

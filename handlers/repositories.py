@@ -1,5 +1,6 @@
-"""The App installed, removed or given other repositories; a repository renamed or
-transferred: hangar's rows follow the repository, and tokens follow the permissions."""
+"""The App installed, suspended, uninstalled, or given other repositories; a repository
+renamed or transferred: hangar's rows follow the repository, and tokens follow the
+permissions."""
 
 import logging
 
@@ -42,6 +43,20 @@ async def permissions_accepted(event: sansio.Event, *, engine, parts=None, **_) 
     accepted = parts_as(InstallationEvent, event.data, parts)
     engine.github.forget_installation(accepted.installation.id)
     engine.wake()
+
+
+@router.register("installation", action="suspend")
+@router.register("installation", action="deleted")
+async def installation_ended(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # hangar may touch none of its repositories: their jobs stop.
+    repositories.installation_ended(engine, parts_as(InstallationEvent, event.data, parts))
+
+
+@router.register("installation", action="unsuspend")
+async def installation_unsuspended(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # Its jobs stayed stopped; a new command starts one, with a new token.
+    engine.github.installation_usable(parts_as(InstallationEvent, event.data, parts)
+                                      .installation.id)
 
 
 @router.register("repository", action="renamed")

@@ -90,6 +90,21 @@ class RateLimited(Exception):
         self.until = until
 
 
+class InstallationUnavailable(Exception):
+    """The App's installation is suspended or was uninstalled: GitHub mints no token for
+    it, so hangar sends nothing for it until it is usable again."""
+
+    def __init__(self, installation_id: int, how: str):
+        super().__init__(f"hangar's GitHub App installation {installation_id} was {how}")
+        self.installation_id = installation_id
+        self.how = how
+
+
+# How an installation stopped being usable (InstallationUnavailable.how).
+SUSPENDED = "suspended"
+UNINSTALLED = "uninstalled"
+
+
 def limited_until(exc: BaseException) -> float | None:
     """When a failed step may be tried again, if it failed on a rate limit."""
     if isinstance(exc, RateLimited):
@@ -492,6 +507,9 @@ class AppAuth:
         # One allowance (limit, spacing, ETag cache) per installation; 0 is the App's own.
         self.allowances: dict[int, Allowance] = {}
         self.tokens_minted = 0
+        # Installations suspended or uninstalled (the webhook said so, or a mint's answer
+        # did): how, for each; no token is asked for them.
+        self.unavailable: dict[int, str] = {}
 
     def allowance(self, installation_id: int) -> Allowance:
         found = self.allowances.get(installation_id)
@@ -522,6 +540,8 @@ class AppAuth:
         key: Any = installation_id
         if repository or permissions:
             key = (installation_id, repository, tuple(sorted((permissions or {}).items())))
+        if installation_id in self.unavailable:
+            raise InstallationUnavailable(installation_id, self.unavailable[installation_id])
         cached = self._tokens.get(key)
         if cached:
             return cached
@@ -536,12 +556,19 @@ class AppAuth:
             if permissions:
                 body["permissions"] = dict(permissions)
             gh = await self.client_for_app()
-            data = await gh.post(
-                "/app/installations/{installation_id}/access_tokens",
-                url_vars={"installation_id": str(installation_id)},
-                data=body,
-                jwt=self.jwt(),
-            )
+            try:
+                data = await gh.post(
+                    "/app/installations/{installation_id}/access_tokens",
+                    url_vars={"installation_id": str(installation_id)},
+                    data=body,
+                    jwt=self.jwt(),
+                )
+            except HTTPException as exc:
+                how = _unavailable(exc)
+                if how is None:
+                    raise
+                self.installation_ended(installation_id, how)
+                raise InstallationUnavailable(installation_id, how) from exc
             token = InstallationToken(
                 token=data["token"],
                 expires_at=_parse_time(data["expires_at"]),
@@ -556,6 +583,15 @@ class AppAuth:
         for key in [k for k in list(self._tokens) if k == installation_id
                     or (isinstance(k, tuple) and k[0] == installation_id)]:
             self._tokens.pop(key, None)
+
+    def installation_ended(self, installation_id: int, how: str) -> None:
+        """Suspended or uninstalled: its tokens are dropped, and no other is asked for."""
+        self.forget_installation(installation_id)
+        self.unavailable[installation_id] = how
+
+    def installation_usable(self, installation_id: int) -> None:
+        """Unsuspended (or installed again): tokens are minted for it again."""
+        self.unavailable.pop(installation_id, None)
 
     def forget_token(self, installation_id: int, token: str) -> None:
         """GitHub refused this token (401): it is not used again."""
@@ -578,6 +614,17 @@ class AppAuth:
             allowance=self.allowance(installation_id),
             renew=renew,
         )
+
+
+def _unavailable(exc: HTTPException) -> str | None:
+    """How a token mint was refused, when the installation cannot have one: GitHub answers
+    403 "This installation has been suspended", and 404 for one uninstalled."""
+    status = int(exc.status_code)
+    if status == 403 and "suspended" in str(exc).lower():
+        return SUSPENDED
+    if status == 404:
+        return UNINSTALLED
+    return None
 
 
 def _parse_time(value: str) -> float:

@@ -70,6 +70,13 @@ class GitHubReads:
         """The installation's permissions changed: tokens minted before carry the old."""
         self._auth.forget_installation(installation_id)
 
+    def installation_ended(self, installation_id: int, how: str) -> None:
+        """Suspended or uninstalled: nothing is asked of GitHub for it until it is usable."""
+        self._auth.installation_ended(installation_id, how)
+
+    def installation_usable(self, installation_id: int) -> None:
+        self._auth.installation_usable(installation_id)
+
     @property
     def session(self) -> aiohttp.ClientSession:
         """The one HTTP session hangar holds (also for what is not GitHub: notifiers)."""

@@ -234,6 +234,8 @@ class InstallationRepositoriesEvent(Envelope):
 
 
 class InstallationEvent(Envelope):
+    """installation: its permissions accepted, it suspended, unsuspended or deleted."""
+
     action: str
     installation: Installation
 
@@ -298,6 +300,9 @@ HANDLED: dict[tuple[str, str | None], type[Envelope]] = {
     ("repository", "transferred"): RepositoryEvent,
     ("installation_repositories", "removed"): InstallationRepositoriesEvent,
     ("installation", "new_permissions_accepted"): InstallationEvent,
+    ("installation", "deleted"): InstallationEvent,
+    ("installation", "suspend"): InstallationEvent,
+    ("installation", "unsuspend"): InstallationEvent,
     ("branch_protection_rule", None): RulesChangedEvent,
     ("repository_ruleset", None): RulesChangedEvent,
     ("pull_request_review_thread", None): ReviewThreadEvent,

@@ -258,8 +258,12 @@ def rename_requests(engine: HoldsRows, old: str, new: str) -> int:
     return moved
 
 
-def end_requests(engine: RequestRows, repo: str) -> None:
-    """hangar may no longer touch the repository: its land requests end."""
+def end_requests(engine: RequestRows, repo: str | None = None, *,
+                 installation_id: int | None = None) -> None:
+    """hangar may no longer touch the repository, or any of the installation's: their
+    land requests end."""
     for request in engine.store.all("land", LandRequest, active=True):
         if request.repo == repo:
             move(engine, request, LandState.CANCELLED, Why("repo_removed"))
+        elif installation_id is not None and request.installation_id == installation_id:
+            move(engine, request, LandState.CANCELLED, Why("installation_ended"))

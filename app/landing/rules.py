@@ -60,6 +60,7 @@ class LandReason(StrEnum):
     RERUN = "rerun"
     GATE_CHANGED = "gate_changed"
     REPO_REMOVED = "repo_removed"
+    INSTALLATION_ENDED = "installation_ended"  # the App suspended or uninstalled
     IN_QUEUE = "in_queue"
     QUEUE_REMOVED = "queue_removed"
     DRAFT = "draft"  # the PR is a draft until its verification passes

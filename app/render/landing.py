@@ -174,6 +174,9 @@ LAND_REASONS: Sentences = {
     "repo_removed": lambda: (
         "the repository was removed from hangar's installation; hangar may no longer touch "
         "it"),
+    "installation_ended": lambda: (
+        "hangar's GitHub App was suspended or uninstalled on the repository's account; "
+        "hangar may no longer touch it"),
     "draft": lambda head: (
         f"the pull request is a draft (land.draft_pr) until hangar / verify passes on "
         f"`{short(head)}`; hangar marks it ready for review then"),

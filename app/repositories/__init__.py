@@ -2,7 +2,8 @@
 installation, and rebuilt from what GitHub remembers when hangar's database is new.
 
 - moves.py    a repository renamed or transferred keeps its rows under its new name; one
-              removed from the installation stops its work
+              removed from the installation, or the App suspended or uninstalled,
+              stops its work
 - rebuild.py  GitHub is the backup: jobs, runs and land requests recovered from hangar's
               own pull requests, status comments and check runs
 - plugin.py   `register(engine)`: the rebuild, a chore while one is owed
@@ -12,10 +13,11 @@ installation, and rebuilt from what GitHub remembers when hangar's database is n
 This file is the concern's face: code outside the folder imports from here only.
 """
 
-from app.repositories.moves import repositories_removed, repository_moved
+from app.repositories.moves import installation_ended, repositories_removed, repository_moved
 from app.repositories.plugin import register
 
 __all__ = [
+    "installation_ended",
     "register",
     "repositories_removed",
     "repository_moved",

@@ -3,7 +3,8 @@
 A renamed (or transferred) repository keeps its jobs and land requests under its new name;
 GitHub redirects the old one, but hangar's own lookups go by name. A repository removed
 from the installation is one hangar may no longer touch: its running turns stop, its land
-requests end, and its jobs are cancelled.
+requests end, and its jobs are cancelled. So are all of an installation's when the App is
+suspended or uninstalled there.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import logging
 from typing import TYPE_CHECKING
 
 from app import landing
+from app.github.client import SUSPENDED, UNINSTALLED
 from app.models import Job, JobState, changed
 
 if TYPE_CHECKING:
-    from app.intake.payloads import InstallationRepositoriesEvent, RepositoryEvent
+    from app.intake.payloads import (
+        InstallationEvent,
+        InstallationRepositoriesEvent,
+        RepositoryEvent,
+    )
     from app.repositories.context import RepositoriesContext
 
 log = logging.getLogger(__name__)
@@ -57,11 +63,36 @@ def repositories_removed(engine: RepositoriesContext,
 def stop_repository(engine: RepositoriesContext, repo: str) -> None:
     """hangar may no longer touch `repo`: its turns stop and its work ends."""
     for job in engine.store.find("job", Job, thread__repo=repo):
-        if job.state != JobState.ACTIVE:
-            continue
-        for run in engine.runs_of(job.id):
-            if not run.finished:
-                engine.patch_run(run.id, cancel_requested=True, retry_at=0.0)
-        engine.patch_job(job.id, state=JobState.CANCELLED)
-        engine.note(job.id, f"{repo} was removed from hangar's installation: stopped")
+        if job.state == JobState.ACTIVE:
+            _stop(engine, job, f"{repo} was removed from hangar's installation: stopped")
     landing.end_requests(engine, repo)
+
+
+def installation_ended(engine: RepositoriesContext, event: InstallationEvent) -> None:
+    """The webhook: the App's installation on an account was suspended or deleted."""
+    stop_installation(engine, event.installation.id,
+                      SUSPENDED if event.action == "suspend" else UNINSTALLED)
+
+
+def stop_installation(engine: RepositoriesContext, installation_id: int, how: str) -> None:
+    """The App's installation was suspended or uninstalled (its webhook said so, or GitHub
+    refused it a token): hangar may touch none of its repositories, and GitHub mints it no
+    token. Their turns stop, their work ends, and nothing more is asked of GitHub for it;
+    the jobs' notes say why (the status comment cannot: GitHub would refuse the edit)."""
+    engine.github.installation_ended(installation_id, how)
+    for job in engine.store.all("job", Job, active=True):
+        if job.state == JobState.ACTIVE and job.thread.installation_id == installation_id:
+            owner = job.thread.repo.partition("/")[0]
+            _stop(engine, job, f"hangar's GitHub App was {how} on {owner}: stopped")
+    landing.end_requests(engine, installation_id=installation_id)
+    log.info("installation %s was %s: its work stopped", installation_id, how,
+             extra={"installation_id": installation_id})
+    engine.wake()
+
+
+def _stop(engine: RepositoriesContext, job: Job, why: str) -> None:
+    for run in engine.runs_of(job.id):
+        if not run.finished:
+            engine.patch_run(run.id, cancel_requested=True, retry_at=0.0)
+    engine.patch_job(job.id, state=JobState.CANCELLED, off_limits=why)
+    engine.note(job.id, why)

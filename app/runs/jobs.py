@@ -99,6 +99,10 @@ async def _refresh_status(engine: RunsContext, job_id: str, *, force: bool) -> N
     if job is None:
         return
     asks = job.status_asks  # what this edit shows was asked for until now
+    if job.off_limits:  # GitHub would refuse the edit: the job's notes say what happened
+        if job.status_due_at or job.status_asks_seen < asks:
+            engine.patch_job(job_id, status_due_at=0.0, status_asks_seen=asks)
+        return
     runs = engine.runs_of(job_id)
     prs = sorted({r.pr_number for r in runs if r.pr_number})
     # A PR's thread gets the comment once a turn on it is over: until then its body and

@@ -41,6 +41,10 @@ async def advance_run(engine: RunsContext, run_id: str) -> None:
     run = engine.get_run(run_id)
     if run is None or run.finished:
         return
+    job = engine.get_job(run.job_id)
+    if job is not None and job.off_limits and run.state != RunState.RUNNING:
+        await end_off_limits(engine, run)  # a running agent is stopped first, below
+        return
     if run.state == RunState.QUEUED:
         await start_agent(engine, run)
     elif run.state == RunState.RUNNING:
@@ -54,6 +58,21 @@ async def advance_run(engine: RunsContext, run_id: str) -> None:
     elif run.stage == RunStage.HELD:
         retry_held(engine, run)
     await refresh_status(engine, run.job_id)
+
+
+async def end_off_limits(engine: RunsContext, run: Run) -> None:
+    """hangar may no longer touch the job's repository on GitHub: the turn ends with its
+    sandbox, and nothing is pushed, read or said there (GitHub would refuse it all)."""
+    from sandbox.provider import Sandbox
+
+    if run.sandbox is not None:
+        sb = Sandbox.model_validate(run.sandbox)
+        await engine.providers[sb.provider].destroy(sb)
+        engine.tokens.revoke(sb.id)
+    engine.patch_run(run.id, state=RunState.CANCELLED, stage=RunStage.DONE,
+                     outcome=RunOutcome.CANCELLED, finished_at=run.finished_at or time.time(),
+                     ending={"code": ending.Ending.CANCELLED}, waiting=None)
+    wake_queued(engine)  # a place in the queue came free, if it held one
 
 
 def note_failure(engine: RunsContext, run_id: str, exc: Exception) -> None:

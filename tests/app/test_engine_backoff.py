@@ -210,3 +210,33 @@ async def test_the_loop_does_not_spin_on_a_full_disk(engine, monkeypatch):
     assert 1 <= calls.count(run.id) <= 3
     assert ended and all(not t.cancelled() and t.exception() is None for t in ended)
     assert unretrieved == []
+
+
+async def test_a_step_that_finds_its_installation_gone_stops_all_its_work(settings):
+    """Its webhook was missed (hangar was down): the first step GitHub refuses a token
+    stops every job of that installation, as the webhook would have, and no error is
+    counted for it."""
+    from app.github.client import UNINSTALLED, AppAuth, InstallationUnavailable
+    from app.models import Job, JobState
+
+    auth = AppAuth(1, "", api_url="http://127.0.0.1:9", session=None)
+    engine = Engine(settings=settings, store=Store(settings.db_path), auth=auth,
+                    metrics=Metrics(), tokens=None)
+    register_concerns(engine)
+    job = engine.save_job(Job(thread=THREAD, requested_by="mona", prompt="x",
+                              clone_url="u", base_branch="main"))
+    other = engine.save_job(Job(thread=Thread(repo="globex/tools", number=1,
+                                              installation_id=2),
+                                requested_by="mona", prompt="x", clone_url="u",
+                                base_branch="main"))
+
+    async def refused(engine: Engine, row_id: str) -> None:
+        raise InstallationUnavailable(1, UNINSTALLED)
+
+    await engine._guarded("job", refused, job.id)
+    stopped = engine.get_job(job.id)
+    assert stopped.state == JobState.CANCELLED
+    assert stopped.off_limits == "hangar's GitHub App was uninstalled on acme: stopped"
+    assert engine.get_job(other.id).state == JobState.ACTIVE
+    assert auth.unavailable == {1: UNINSTALLED}
+    assert engine.metrics.engine_step_errors.value(kind="job") == 0

@@ -11,7 +11,16 @@ import pytest
 from gidgethub import BadRequest
 
 from app.github import client as client_module
-from app.github.client import AppAuth, GitHubClient, RateLimited, RetryPolicy, rate_limit_delay
+from app.github.client import (
+    SUSPENDED,
+    UNINSTALLED,
+    AppAuth,
+    GitHubClient,
+    InstallationUnavailable,
+    RateLimited,
+    RetryPolicy,
+    rate_limit_delay,
+)
 from tests.conftest import hangar_permissions
 
 FAST = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=2, request_timeout_s=1.0,
@@ -474,3 +483,30 @@ async def test_writes_past_the_hours_allowance_pause_without_asking(installed):
         assert "in the last hour" in str(caught.value)
     posts = [c for c in hub.api_calls() if c[0] == "POST" and c[1].endswith("/issues")]
     assert len(posts) == 2
+
+
+async def test_an_installation_github_mints_no_token_for_is_asked_no_more(installed):
+    """Suspended: GitHub's 403 "This installation has been suspended"; uninstalled: 404.
+    Either way the next step asks nothing of GitHub until the installation is usable."""
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        await auth.installation_token(installation)
+        hub.suspend(installation)
+        auth.forget_installation(installation)  # its old token would be refused too
+        mark = len(hub.api_calls())
+        for _ in range(3):
+            with pytest.raises(InstallationUnavailable) as refused:
+                await auth.installation_token(installation)
+            assert (refused.value.installation_id, refused.value.how) == (
+                installation, SUSPENDED)
+        assert [c[2] for c in hub.api_calls()[mark:]] == [403]  # asked once
+        hub.unsuspend(installation)
+        auth.installation_usable(installation)
+        assert (await auth.installation_token(installation)).token.startswith("ghs_")
+        hub.uninstall(installation)
+        auth.forget_installation(installation)
+        with pytest.raises(InstallationUnavailable, match="was uninstalled"):
+            await auth.installation_token(installation)
+        assert auth.unavailable == {installation: UNINSTALLED}

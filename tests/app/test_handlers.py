@@ -61,6 +61,12 @@ def heard_by(event: str, action: str | None = None) -> set[str]:
     ("repository", "renamed", {"repositories.repository_moved"}),
     ("installation", "new_permissions_accepted",
      {"repositories.installation_changed", "repositories.permissions_accepted"}),
+    ("installation", "suspend",
+     {"repositories.installation_changed", "repositories.installation_ended"}),
+    ("installation", "deleted",
+     {"repositories.installation_changed", "repositories.installation_ended"}),
+    ("installation", "unsuspend",
+     {"repositories.installation_changed", "repositories.installation_unsuspended"}),
     ("star", "created", set()),
 ])
 def test_each_concern_hears_what_its_router_registers(event, action, expected):

@@ -12,13 +12,28 @@ from typing import Any
 import pytest
 
 from app import landing
-from app.intake.payloads import InstallationRepositoriesEvent, RepositoryEvent
+from app.github.client import SUSPENDED, UNINSTALLED
+from app.intake.payloads import (
+    InstallationEvent,
+    InstallationRepositoriesEvent,
+    RepositoryEvent,
+)
 from app.landing import LandRequest, LandState
 from app.models import Job, JobState, Run, RunStage, RunState, Thread, changed
-from app.repositories import repositories_removed, repository_moved
+from app.repositories import installation_ended, repositories_removed, repository_moved
 from app.store import Store
 
 REPO, OTHER = "acme/widgets", "acme/gadgets"
+
+
+@dataclass
+class Installations:
+    """What GitHub's client is told of installations that ended."""
+
+    ended: dict[int, str] = field(default_factory=dict)
+
+    def installation_ended(self, installation_id: int, why: str) -> None:
+        self.ended[installation_id] = why
 
 
 @dataclass
@@ -26,6 +41,7 @@ class Repositories:
     """The parts of RepositoriesContext a move or a removal uses; nothing of an Engine."""
 
     store: Store
+    github: Installations = field(default_factory=lambda: Installations())
     notes: list[tuple[str, str]] = field(default_factory=list)
     woken: list[tuple[str, ...]] = field(default_factory=list)
 
@@ -59,11 +75,12 @@ def context(tmp_path) -> Repositories:
 
 
 def a_job(context: Repositories, repo: str, *, state: JobState = JobState.ACTIVE,
-          running: bool = True, pr_number: int = 7) -> tuple[Job, Run]:
+          running: bool = True, pr_number: int = 7, installation: int = 1
+          ) -> tuple[Job, Run]:
     """A job on `repo` with a turn on PR `pr_number` (running, or ended) and the PR's land
     request, queued."""
     job = context.save_job(Job(
-        thread=Thread(repo=repo, number=1, installation_id=1), requested_by="mona",
+        thread=Thread(repo=repo, number=1, installation_id=installation), requested_by="mona",
         prompt="fix it", clone_url=f"http://git/{repo}.git", base_branch="main", state=state))
     run = context.save_run(Run(
         job_id=job.id, branch="hangar/1-ab", base_branch="main", pr_number=pr_number,
@@ -71,7 +88,7 @@ def a_job(context: Repositories, repo: str, *, state: JobState = JobState.ACTIVE
            else {"state": RunState.EXITED, "stage": RunStage.DONE,
                  "finished_at": time.time()})))
     request = LandRequest(id=landing.land_id(repo, pr_number), job_id=job.id, repo=repo,
-                          installation_id=1, pr_number=pr_number, base="main",
+                          installation_id=installation, pr_number=pr_number, base="main",
                           branch=run.branch, requested_by="mona")
     context.store.put("land", request.id, request, active=True)
     return job, run
@@ -108,6 +125,34 @@ def test_a_repository_removed_stops_its_active_jobs_turns_and_land_requests_only
     assert (job.id, f"{REPO} was removed from hangar's installation: stopped") in context.notes
     assert {row_id for row_id, _ in context.notes} <= {job.id, ended.job_id, done.id}
     assert context.woken == [()]  # one look at every row, after every write
+
+
+@pytest.mark.parametrize(("action", "how", "why"), [
+    ("suspend", "suspended", SUSPENDED), ("deleted", "uninstalled", UNINSTALLED)])
+def test_an_installation_suspended_or_deleted_stops_all_its_work_and_no_other(
+        context, action, how, why):
+    job, running = a_job(context, REPO)
+    gadgets, gadgets_run = a_job(context, OTHER, pr_number=8)
+    done, done_run = a_job(context, REPO, state=JobState.DONE, pr_number=9)
+    other, other_run = a_job(context, "globex/tools", installation=2)
+
+    installation_ended(context, InstallationEvent.model_validate({
+        "action": action, "installation": {"id": 1, "account": {"login": "acme"}}}))
+
+    assert context.github.ended == {1: why}  # no token is asked for it from now on
+    for stopped, run in ((job, running), (gadgets, gadgets_run)):
+        assert context.store.get("job", stopped.id, Job).state == JobState.CANCELLED
+        assert context.store.get("run", run.id, Run).cancel_requested
+        assert (stopped.id, f"hangar's GitHub App was {how} on acme: stopped") in context.notes
+    assert context.store.get("job", done.id, Job).state == JobState.DONE
+    assert not context.store.get("run", done_run.id, Run).cancel_requested
+    assert context.store.get("job", other.id, Job).state == JobState.ACTIVE
+    assert not context.store.get("run", other_run.id, Run).cancel_requested
+    assert [land_request(context, REPO, n).state for n in (7, 9)] == [LandState.CANCELLED] * 2
+    assert land_request(context, OTHER, 8).reason_code == "installation_ended"
+    assert land_request(context, "globex/tools").state == LandState.QUEUED
+    assert {row_id for row_id, _ in context.notes} <= {job.id, gadgets.id, done.id}
+    assert context.woken == [()]
 
 
 def test_a_renamed_repository_keeps_its_jobs_and_land_requests_under_its_new_name(context):
