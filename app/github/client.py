@@ -100,6 +100,11 @@ class InstallationUnavailable(Exception):
         self.how = how
 
 
+# An installation GitHub said was suspended or uninstalled is asked for a token again
+# after this long, once a step needs one: webhooks come out of order and redelivered, and
+# a `suspend` heard after its `unsuspend` must not shut it out for good.
+UNAVAILABLE_RECHECK_S = 300.0
+
 # How an installation stopped being usable (InstallationUnavailable.how).
 SUSPENDED = "suspended"
 UNINSTALLED = "uninstalled"
@@ -508,8 +513,8 @@ class AppAuth:
         self.allowances: dict[int, Allowance] = {}
         self.tokens_minted = 0
         # Installations suspended or uninstalled (the webhook said so, or a mint's answer
-        # did): how, for each; no token is asked for them.
-        self.unavailable: dict[int, str] = {}
+        # did): how, and since when; no token is asked for them for a while.
+        self.unavailable: dict[int, tuple[str, float]] = {}
 
     def allowance(self, installation_id: int) -> Allowance:
         found = self.allowances.get(installation_id)
@@ -540,8 +545,9 @@ class AppAuth:
         key: Any = installation_id
         if repository or permissions:
             key = (installation_id, repository, tuple(sorted((permissions or {}).items())))
-        if installation_id in self.unavailable:
-            raise InstallationUnavailable(installation_id, self.unavailable[installation_id])
+        how, since = self.unavailable.get(installation_id, ("", 0.0))
+        if how and time.time() < since + UNAVAILABLE_RECHECK_S:
+            raise InstallationUnavailable(installation_id, how)
         cached = self._tokens.get(key)
         if cached:
             return cached
@@ -564,11 +570,12 @@ class AppAuth:
                     jwt=self.jwt(),
                 )
             except HTTPException as exc:
-                how = _unavailable(exc)
-                if how is None:
+                refused = _unavailable(exc)
+                if refused is None:
                     raise
-                self.installation_ended(installation_id, how)
-                raise InstallationUnavailable(installation_id, how) from exc
+                self.installation_ended(installation_id, refused)
+                raise InstallationUnavailable(installation_id, refused) from exc
+            self.unavailable.pop(installation_id, None)  # usable again, whatever was said
             token = InstallationToken(
                 token=data["token"],
                 expires_at=_parse_time(data["expires_at"]),
@@ -587,7 +594,7 @@ class AppAuth:
     def installation_ended(self, installation_id: int, how: str) -> None:
         """Suspended or uninstalled: its tokens are dropped, and no other is asked for."""
         self.forget_installation(installation_id)
-        self.unavailable[installation_id] = how
+        self.unavailable[installation_id] = (how, time.time())
 
     def installation_usable(self, installation_id: int) -> None:
         """Unsuspended (or installed again): tokens are minted for it again."""

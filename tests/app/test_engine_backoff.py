@@ -238,5 +238,5 @@ async def test_a_step_that_finds_its_installation_gone_stops_all_its_work(settin
     assert stopped.state == JobState.CANCELLED
     assert stopped.off_limits == "hangar's GitHub App was uninstalled on acme: stopped"
     assert engine.get_job(other.id).state == JobState.ACTIVE
-    assert auth.unavailable == {1: UNINSTALLED}
+    assert auth.unavailable[1][0] == UNINSTALLED
     assert engine.metrics.engine_step_errors.value(kind="job") == 0

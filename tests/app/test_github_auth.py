@@ -13,6 +13,7 @@ from gidgethub import BadRequest
 from app.github import client as client_module
 from app.github.client import (
     SUSPENDED,
+    UNAVAILABLE_RECHECK_S,
     UNINSTALLED,
     AppAuth,
     GitHubClient,
@@ -505,8 +506,15 @@ async def test_an_installation_github_mints_no_token_for_is_asked_no_more(instal
         hub.unsuspend(installation)
         auth.installation_usable(installation)
         assert (await auth.installation_token(installation)).token.startswith("ghs_")
+        # A `suspend` heard late (webhooks come out of order): asked again after a while.
+        auth.installation_ended(installation, SUSPENDED)
+        with pytest.raises(InstallationUnavailable):
+            await auth.installation_token(installation)
+        auth.unavailable[installation] = (SUSPENDED, time.time() - UNAVAILABLE_RECHECK_S)
+        assert (await auth.installation_token(installation)).token.startswith("ghs_")
+        assert auth.unavailable == {}
         hub.uninstall(installation)
         auth.forget_installation(installation)
         with pytest.raises(InstallationUnavailable, match="was uninstalled"):
             await auth.installation_token(installation)
-        assert auth.unavailable == {installation: UNINSTALLED}
+        assert auth.unavailable[installation][0] == UNINSTALLED
