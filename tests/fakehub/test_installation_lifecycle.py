@@ -62,6 +62,13 @@ def git_refs(world, repo: str, token: str) -> tuple[int, str, dict[str, str]]:
         return refused.code, refused.read().decode(), dict(refused.headers)
 
 
+def marks(world, receiver) -> tuple[int, int]:
+    """Where the App's deliveries and its endpoint's requests stand, once every delivery
+    sent so far (the installation's own, say) has reached the endpoint."""
+    world.hub.settle()
+    return world.hub.delivery_mark(), len(receiver.received)
+
+
 def app_heard(world, since: int) -> list[tuple[str, str | None]]:
     """(event, action) of each delivery to the App after `since`, once all are out."""
     world.hub.settle()
@@ -133,7 +140,7 @@ def test_uninstalled_the_app_hears_it_deleted_and_then_nothing_of_the_account(wo
     people_act(world)
     assert app_heard(world, mark) == PEOPLES_EVENTS  # the App hears them while installed
 
-    mark, got = world.hub.delivery_mark(), len(receiver.received)
+    mark, got = marks(world, receiver)
     world.hub.uninstall(world.installation_id)
     deleted = world.hub.wait_for_delivery("installation", "deleted", since=mark)
     assert deleted.installation_id == world.installation_id
@@ -205,7 +212,7 @@ def test_suspended_no_token_is_minted_and_none_minted_before_is_honoured(world, 
 
 def test_suspended_the_app_hears_only_its_suspension_until_it_is_lifted(world, receiver):
     world.hub.create_repo("acme", "gears", {"a.txt": "a\n"})
-    mark, got = world.hub.delivery_mark(), len(receiver.received)
+    mark, got = marks(world, receiver)
     world.hub.suspend(world.installation_id)
     suspend = world.hub.wait_for_delivery("installation", "suspend", since=mark)
     assert ISO_TIME.fullmatch(suspend.payload["installation"]["suspended_at"])
@@ -289,7 +296,7 @@ def test_a_repository_taken_out_is_out_of_reach_of_every_token(world, two_privat
 
 
 def test_a_repository_taken_out_is_announced_and_then_silent(world, two_private, receiver):
-    mark, got = world.hub.delivery_mark(), len(receiver.received)
+    mark, got = marks(world, receiver)
     world.hub.remove_repositories(world.installation_id, ["acme/gears"])
     removed = world.hub.wait_for_delivery("installation_repositories", "removed", since=mark)
     assert removed.payload["repositories_removed"] == [brief(world, "acme/gears")]
