@@ -197,6 +197,12 @@ class Driver:
 
         self._call(configure)
 
+    def revoke_authorization(self, app_id: int, login: str) -> None:
+        """`login` revokes their authorization of the App: the user access tokens the App
+        got for them answer 401 "Bad credentials" from then on, and the App hears
+        `github_app_authorization` revoked."""
+        self._call(self._hub.revoke_authorization, app_id, login)
+
     def uninstall(self, installation_id: int) -> None:
         """The account's owner uninstalls the App. GitHub deletes the installation at once:
         GET /app/installations/{id} and minting answer 404, every token minted from it

@@ -132,7 +132,7 @@ async def access_token(request: web.Request) -> web.Response:
                                  "error_uri": ERROR_URI})
     del store.oauth_codes[fields["code"]]
     token = Token(token="ghu_" + secrets.token_hex(18), kind="user",
-                  expires_at=now() + USER_TOKEN_LIFETIME, login=issued[1])
+                  expires_at=now() + USER_TOKEN_LIFETIME, login=issued[1], app_id=app.id)
     store.tokens[token.token] = token
     return _answer(request, {
         "access_token": token.token, "expires_in": int(USER_TOKEN_LIFETIME.total_seconds()),

@@ -119,6 +119,7 @@ class Token:
     repo_ids: set[int] | None = None  # narrowed installation token; None = all granted
     permissions: dict[str, str] = field(default_factory=dict)
     login: str | None = None
+    app_id: int | None = None  # a user token: the App the person authorized
 
 
 @dataclass

@@ -200,6 +200,22 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
         )
         return inst
 
+    def revoke_authorization(self, app_id: int, login: str) -> None:
+        """The person revokes their authorization of the App (Settings → Applications):
+        GitHub revokes the user access tokens it gave the App for them, and sends the App
+        `github_app_authorization` revoked, whatever events it subscribes to."""
+        app = self._app(app_id)
+        user = self.store.user(login)
+        if user is None:
+            raise HubError(404, f"no user {login}")
+        for secret, token in list(self.store.tokens.items()):
+            if token.kind == "user" and token.app_id == app.id \
+                    and (token.login or "").lower() == user.login.lower():
+                del self.store.tokens[secret]
+        self.deliverer.enqueue(app, "github_app_authorization",
+                               {"action": "revoked", "sender": self.shapes.user(user)},
+                               installation_id=None, repository_id=None)
+
     def uninstall(self, installation_id: int) -> None:
         """The account's owner uninstalls the App. GitHub deletes the installation: its
         tokens stop working at once, the App hears `installation` deleted (with the

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from fakehub_helpers import call, oauth_authorize, oauth_exchange
+from fakehub_helpers import call, oauth_authorize, oauth_exchange, oauth_sign_in
 
 CALLBACK = "http://127.0.0.1:9/login/github/callback"
 
@@ -56,3 +56,32 @@ def test_the_redirect_must_lie_under_a_callback_url(fakehub):
             raise AssertionError(f"{elsewhere} was accepted")
         except urllib.error.HTTPError as exc:
             assert exc.code == 400
+
+
+def test_a_revoked_authorization_kills_the_apps_tokens_for_that_person_only(fakehub):
+    """Settings → Applications → Revoke: GitHub revokes the person's tokens of that App,
+    and tells the App with `github_app_authorization` revoked (its only payload: action,
+    sender), whatever events it subscribes to."""
+    app = fakehub.create_app(name="signin", events=["issues"])
+    other = fakehub.create_app(name="other")
+    for each in (app, other):
+        fakehub.set_callback_urls(each.id, CALLBACK)
+    fakehub.create_user("mona")
+    fakehub.create_user("hubot")
+    web = fakehub.base_url
+    mona = oauth_sign_in(web, app.client_id, app.client_secret, "mona", CALLBACK)
+    hubot = oauth_sign_in(web, app.client_id, app.client_secret, "hubot", CALLBACK)
+    mona_other = oauth_sign_in(web, other.client_id, other.client_secret, "mona", CALLBACK)
+    mark = fakehub.delivery_mark()
+
+    fakehub.revoke_authorization(app.id, "mona")
+
+    refused = call(fakehub.api_url, "GET", "/user", mona)
+    assert (refused.status, refused.body["message"]) == (401, "Bad credentials")
+    assert call(fakehub.api_url, "GET", "/user", hubot).status == 200
+    assert call(fakehub.api_url, "GET", "/user", mona_other).status == 200
+    fakehub.settle()
+    [told] = [d for d in fakehub.deliveries(app.id) if d.id > mark]
+    assert (told.event, told.action) == ("github_app_authorization", "revoked")
+    assert set(told.payload) == {"action", "sender"} and told.payload["sender"]["login"] == "mona"
+    assert [d for d in fakehub.deliveries(other.id) if d.id > mark] == []
