@@ -1,11 +1,13 @@
 """Who has access changed: a collaborator, an organization or team membership. hangar's
-cached answers about people's permissions on that account's repositories are dropped."""
+cached answers about people's permissions on that account's repositories are dropped. A
+person revoked their authorization of the App: their sessions on hangar's pages end."""
 
 import logging
 
 from gidgethub import routing, sansio
 
-from app.intake.payloads import AccessEvent, parts_as
+from app.intake.payloads import AccessEvent, AuthorizationRevokedEvent, parts_as
+from app.sessions import end_sessions
 
 router = routing.Router()
 log = logging.getLogger(__name__)
@@ -21,3 +23,11 @@ async def access_changed(event: sansio.Event, *, engine, parts=None, **_) -> Non
     dropped = engine.github.forget_permissions(change.owner)
     log.info("access changed (%s %s): %d cached permission(s) dropped", event.event,
              change.action, dropped, extra={"event": event.event, "owner": change.owner})
+
+
+@router.register("github_app_authorization", action="revoked")
+async def authorization_revoked(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    revoked = parts_as(AuthorizationRevokedEvent, event.data, parts)
+    end_sessions(engine.store, revoked.sender.login)
+    log.info("%s revoked their authorization of hangar: their sessions ended",
+             revoked.sender.login, extra={"login": revoked.sender.login})

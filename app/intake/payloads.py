@@ -199,6 +199,13 @@ class _Owner(_Part):
     login: str
 
 
+class AuthorizationRevokedEvent(Envelope):
+    """github_app_authorization revoked: a person revoked their authorization of the App."""
+
+    action: str
+    sender: Account
+
+
 class AccessEvent(Envelope):
     """member, membership, organization, team, team_add: someone's access changed."""
 
@@ -317,6 +324,7 @@ HANDLED: dict[tuple[str, str | None], type[Envelope]] = {
     ("check_run", "rerequested"): CheckRunEvent,
     ("check_suite", "completed"): CheckSuiteEvent,
     ("status", None): StatusEvent,
+    ("github_app_authorization", "revoked"): AuthorizationRevokedEvent,
     **{(event, None): AccessEvent
        for event in ("member", "membership", "organization", "team", "team_add")},
 }

@@ -6,7 +6,9 @@ callback and a one-time `state`; GitHub sends it back to `/login/github/callback
 code, which hangar exchanges (with the client secret) for a user access token, reads
 `GET /user` with it, and forgets it. The session is a signed cookie holding the login
 and an expiry (HMAC-SHA256 with a key kept in the data directory, 0600), `HttpOnly`,
-`SameSite=Lax`, `Secure` unless hangar's public URL is http on a loopback host. The
+`SameSite=Lax`, `Secure` unless hangar's public URL is http on a loopback host; it ends
+early when the person revokes their authorization of the App (GitHub tells hangar with
+`github_app_authorization` revoked). The
 `state` is bound to the browser that asked: it is also kept in a signed cookie, and the
 callback takes a code only when the two agree (no sign-in forced on someone else).
 
@@ -37,6 +39,7 @@ from gidgethub import BadRequest, GitHubException
 
 from app.github.client import RateLimited, get_or_none
 from app.render import pages as words
+from app.sessions import session_ended
 from app.settings import Settings
 from app.web import access
 from app.web.keys import AUTH, SESSION, SETTINGS, STORE
@@ -153,7 +156,13 @@ def viewer(request: web.Request) -> Viewer | None:
     if not signin.enabled:
         return None
     session = signin.signer.open(SESSION_COOKIE, request.cookies.get(SESSION_COOKIE))
-    return Viewer(login=session["login"]) if session and session.get("login") else None
+    if not session or not isinstance(session.get("login"), str):
+        return None
+    began = session.get("at", 0)  # 0: a cookie from before sessions were dated
+    if not isinstance(began, (int, float)) or session_ended(
+            request.app[STORE], session["login"], began):
+        return None  # signed in before they revoked hangar's authorization
+    return Viewer(login=session["login"])
 
 
 async def can_read(request: web.Request, who: Viewer, repo: str, installation_id: int) -> bool:
@@ -259,7 +268,8 @@ async def callback(request: web.Request) -> web.Response:
         return sign_in_problem("github")
     response = web.HTTPFound(local_path(asked.get("next")))
     signin.set_cookie(response, SESSION_COOKIE, signin.signer.sign(
-        SESSION_COOKIE, {"login": login}, SESSION_SECONDS), SESSION_SECONDS)
+        SESSION_COOKIE, {"login": login, "at": time.time()}, SESSION_SECONDS),
+        SESSION_SECONDS)
     response.del_cookie(STATE_COOKIE, path="/")
     raise response
 

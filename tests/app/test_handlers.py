@@ -58,6 +58,7 @@ def heard_by(event: str, action: str | None = None) -> set[str]:
     ("check_run", "requested_action", {"runs.pressed_button", "landing.land_button"}),
     ("check_suite", "rerequested", {"runs.rerun_all_checks", "landing.rerun_all_checks"}),
     ("member", "added", {"access.access_changed"}),
+    ("github_app_authorization", "revoked", {"access.authorization_revoked"}),
     ("repository", "renamed", {"repositories.repository_moved"}),
     ("installation", "new_permissions_accepted",
      {"repositories.installation_changed", "repositories.permissions_accepted"}),

@@ -15,7 +15,7 @@ from handlers import router
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 # Sent to every App whatever it subscribes to, so the manifest does not list them.
-ALWAYS_SENT = {"installation", "installation_repositories"}
+ALWAYS_SENT = {"installation", "installation_repositories", "github_app_authorization"}
 
 
 def documents() -> list[tuple[str, dict]]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import stat
+import time
 
 import pytest
 
+from app.sessions import end_sessions, session_ended
 from app.settings import Settings
+from app.store import Store
 from app.web.signin import Signer, SignIn, local_path
 
 
@@ -50,3 +53,14 @@ def test_cookies_are_secure_unless_hangar_is_plain_http_on_this_machine(
     assert SignIn(settings).secure_cookies is secure
     assert SignIn(settings).enabled
     assert not SignIn(Settings(data_dir=tmp_path, public_url=public_url)).enabled
+
+
+def test_a_session_ends_when_its_person_revoked_hangar_after_it_began(tmp_path):
+    store = Store(tmp_path / "rows.db")
+    assert not session_ended(store, "mona", began=time.time())
+    began = time.time()
+    end_sessions(store, "Mona")
+    assert session_ended(store, "mona", began)
+    assert session_ended(store, "MONA", 0)  # a cookie from before sessions were dated
+    assert not session_ended(store, "mona", time.time() + 1)  # signed in again after
+    assert not session_ended(store, "rita", began)  # another person's goes on
