@@ -16,6 +16,8 @@
 - ETags are specific to the token that got them (GitHub's are): a conditional request is
   sent only with that token, so a new token's first read of a URL is a plain one.
 - A 401 drops the cached installation token and mints a new one, once.
+- An installation suspended or uninstalled (a mint refused 403 or 404, a token refused as
+  suspended) raises InstallationUnavailable, and no token is asked for it for a while.
 """
 
 from __future__ import annotations
@@ -245,6 +247,7 @@ class GitHubClient(GitHubAPI):
         metrics: Metrics | None = None,
         allowance: Allowance | None = None,
         renew: Callable[[str], Awaitable[str]] | None = None,
+        suspended: Callable[[], InstallationUnavailable] | None = None,
     ):
         self.allowance = allowance or Allowance()
         super().__init__(session, USER_AGENT, oauth_token=oauth_token, base_url=base_url,
@@ -254,6 +257,8 @@ class GitHubClient(GitHubAPI):
         self.metrics = metrics
         self.calls = 0
         self._renew = renew  # drops a refused token and mints another (AppAuth.client)
+        # The installation was suspended since its token was minted: what to raise.
+        self._suspended = suspended
 
     async def graphql(self, query: str, *, endpoint: str = "https://api.github.com/graphql",
                       **variables: Any) -> Any:
@@ -360,6 +365,9 @@ class GitHubClient(GitHubAPI):
                                                            "if-modified-since")},
                                    "authorization": f"token {token}"}
                         continue
+                    if response.status == 403 and self._suspended is not None \
+                            and _says_suspended(payload):
+                        raise self._suspended()
                     return response.status, response.headers, payload
             except (TimeoutError, aiohttp.ClientError) as exc:
                 self._count("error")
@@ -612,6 +620,10 @@ class AppAuth:
             self.forget_token(installation_id, refused)
             return (await self.installation_token(installation_id)).token
 
+        def suspended() -> InstallationUnavailable:
+            self.installation_ended(installation_id, SUSPENDED)
+            return InstallationUnavailable(installation_id, SUSPENDED)
+
         return GitHubClient(
             self.session,
             base_url=self.api_url,
@@ -620,7 +632,20 @@ class AppAuth:
             retry=self.retry,
             allowance=self.allowance(installation_id),
             renew=renew,
+            suspended=suspended,
         )
+
+
+def _says_suspended(body: bytes) -> bool:
+    """A 403 for a token whose installation was suspended after it was minted: GitHub's
+    "This installation owned by … suspended your access at …"; not a 403 of permissions
+    ("Resource not accessible by integration") or of a rate limit."""
+    try:
+        message = json.loads(body).get("message", "")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(message, str) and "installation" in message.lower() \
+        and "suspended" in message.lower()
 
 
 def _unavailable(exc: HTTPException) -> str | None:

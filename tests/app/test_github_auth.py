@@ -518,3 +518,20 @@ async def test_an_installation_github_mints_no_token_for_is_asked_no_more(instal
         with pytest.raises(InstallationUnavailable, match="was uninstalled"):
             await auth.installation_token(installation)
         assert auth.unavailable[installation][0] == UNINSTALLED
+
+
+async def test_a_token_of_an_installation_suspended_since_raises_and_marks_it(installed):
+    """GitHub refuses a token minted before the suspension with its own 403 ("This
+    installation owned by … suspended your access"); a 403 of permissions is not that."""
+    hub, app, installation = installed
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh = await auth.client(installation)
+        with pytest.raises(BadRequest, match="Resource not accessible"):  # a permission
+            await gh.getitem("/user")
+        assert auth.unavailable == {}
+        hub.suspend(installation)
+        with pytest.raises(InstallationUnavailable, match="was suspended"):
+            await gh.getitem("/repos/acme/widgets")
+        assert auth.unavailable[installation][0] == SUSPENDED
