@@ -8,6 +8,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from app.render.text import person
+
 
 def _when(at: float | None) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC") if at else "unknown"
@@ -28,7 +30,7 @@ TITLES = {
 
 TEXTS = {
     "approval.requested": lambda f: (
-        f"head {_short(f['head_sha'])}, asked by @{f['asker']}; review requested from "
+        f"head {_short(f['head_sha'])}, asked by {person(f['asker'])}; review requested from "
         + (", ".join(f["reviewers"]) or "nobody hangar could ask")),
     "land.conflict": lambda f: (
         f"head {_short(f['head_sha'])} cannot be brought up to date with {f['base']}; "

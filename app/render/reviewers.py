@@ -3,6 +3,8 @@ once, and who GitHub was asked to review it."""
 
 from __future__ import annotations
 
+from app.render.text import person
+
 
 def waiting_note(asker: str, pr_number: int, users: list[str], teams: list[str], *,
                  refused: bool) -> str:
@@ -16,4 +18,4 @@ def waiting_note(asker: str, pr_number: int, users: list[str], teams: list[str],
     else:
         tail = ("no code owner or `land.reviewers` entry could be asked; ask someone with "
                 "write access to review it")
-    return f"**#{pr_number}:** @{asker}: verified, waiting for a reviewer; {tail}."
+    return f"**#{pr_number}:** {person(asker)}: verified, waiting for a reviewer; {tail}."

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from app import render
 from app.models import Run
-from app.render.text import code_span, short
+from app.render.text import code_span, person, short
 
 COMMITS_SHOWN = 10
 FILES_SHOWN = 20
@@ -16,7 +16,7 @@ FILES_SHOWN = 20
 def thread_reply(run: Run, turn: dict | None) -> str:
     """`turn`: GitHub's compare of where the turn began and the head it left (None: the
     turn moved nothing)."""
-    asked = f" asked by @{run.requested_by}" if run.requested_by else ""
+    asked = f" asked by {person(run.requested_by)}" if run.requested_by else ""
     lines = [f"**hangar** · turn {run.turn}{asked}"]
     commits = (turn or {}).get("commits") or []
     if not commits:
