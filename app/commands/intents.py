@@ -46,7 +46,7 @@ from app.models import (
 )
 from app.render import replies
 from app.render.reasons import Why
-from app.render.text import thread_reply_marker
+from app.render.text import person, thread_reply_marker
 
 if TYPE_CHECKING:
     from app.commands.context import CommandsContext
@@ -210,7 +210,7 @@ def start_job(engine: CommandsContext, intent: Intent, prompt: str, *, attempts:
             branch=f"hangar/{intent.thread.number}-{short}{suffix}",
         ))
     engine.save_job(job)
-    engine.note(job_id, f"@{intent.author} asked on #{intent.thread.number}")
+    engine.note(job_id, f"{person(intent.author)} asked on #{intent.thread.number}")
     return f"job {job_id}"
 
 

@@ -22,6 +22,7 @@ from app.models import DEFERRED, Deferred, Intent, JobState, RunKind, RunStage, 
 from app.render import latest_turns
 from app.render.reasons import Why
 from app.render.replies import retry_label
+from app.render.text import person
 from app.repoconfig import parse_repo_config
 from app.runs.ending import Restart, retryable
 from app.runs.jobs import refresh_status
@@ -64,7 +65,7 @@ async def cancel(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
         if not run.finished and run.state in (RunState.QUEUED, RunState.RUNNING):
             engine.patch_run(run.id, cancel_requested=True, retry_at=0.0)  # stop it now
             stopped += 1
-    engine.note(job.id, f"@{intent.author} cancelled {stopped} running turn(s)")
+    engine.note(job.id, f"{person(intent.author)} cancelled {stopped} running turn(s)")
     if not stopped:
         await reply(ops, intent, Why(Answer.ALREADY_STOPPED))
     return f"cancel requested for {stopped} run(s)"
@@ -88,7 +89,7 @@ async def retry(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
     held = [r for r in runs if r.stage == RunStage.HELD]
     for run in held:
         request_retry(engine, run)
-        engine.note(run.job_id, f"@{intent.author} asked to push {run.id} again")
+        engine.note(run.job_id, f"{person(intent.author)} asked to push {run.id} again")
     if held:
         return f"retrying the push of {len(held)} run(s)"
     again = [r for r in latest_turns(runs) if retryable(r)]
@@ -104,7 +105,7 @@ async def retry(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
             continue
         start_again(engine, run, Restart.RETRY)
         engine.patch_job(job.id, state=JobState.ACTIVE)
-    engine.note(job.id, f"@{intent.author} asked to start {len(again)} turn(s) again")
+    engine.note(job.id, f"{person(intent.author)} asked to start {len(again)} turn(s) again")
     return f"starting {len(again)} turn(s) again"
 
 
@@ -132,7 +133,7 @@ async def resume(engine: StepContext, ops: RepoOps, intent: Intent) -> str:
         pause = resume_model(engine, credential, by=intent.author)
         if pause is not None:
             lifted.append(pause.why)
-            engine.note(job.id, f"@{intent.author} resumed {credential} "
+            engine.note(job.id, f"{person(intent.author)} resumed {credential} "
                                 f"({', '.join(sorted(pause.holding))})")
     if not lifted:
         await reply(ops, intent, Why(Answer.NOT_PAUSED))
