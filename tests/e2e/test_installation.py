@@ -6,6 +6,10 @@ what it may no longer touch. Through fakehub over real HTTP, real git and bubble
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+
 import pytest
 
 from app.models import Job, JobState
@@ -22,6 +26,20 @@ def job_of(world, issue: int) -> Job | None:
 
 def notes_of(world, job: Job) -> list[str]:
     return [what for _, what in world.hangar.app[STORE].notes(job.id)]
+
+
+TOKEN = "installation-api-token-0123456789"
+
+
+def api(world, path: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"{world.hangar.url}{path}", method="POST", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
 
 
 def agent_at_work(world) -> tuple[int, str]:
@@ -92,3 +110,22 @@ def test_a_repository_taken_out_of_the_installation_stops_its_turn(world):
     world.settle("hangar to take in the repository's removal")
     assert refused_since(world, mark) == [], refused_since(world, mark)
     assert step_errors(world) == 0
+
+
+def test_the_api_says_why_it_cannot_act_where_the_app_is_suspended(world):
+    world.api_token = TOKEN
+    issue, asleep = agent_at_work(world)
+    world.hub.suspend(world.installation_id)
+    job = stopped(world, issue, asleep, "hangar's GitHub App was suspended on acme: stopped")
+    other = world.hub.create_issue(world.repo, "another", "", as_user=world.maintainer)
+
+    status, answer = api(world, "/api/jobs", {"repo": world.repo, "issue": other,
+                                              "prompt": "fix it"})
+    assert status == 409
+    assert answer["error"] == ("hangar's GitHub App was suspended on acme; an owner of acme "
+                               "unsuspends it in the installation's settings on GitHub")
+    status, answer = api(world, f"/api/jobs/{job.id}/cancel", {})
+    assert status == 409
+    assert answer["error"] == (f"hangar may no longer act on {world.repo} (hangar's GitHub "
+                               "App was suspended on acme)")
+    assert job_of(world, other) is None

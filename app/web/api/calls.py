@@ -86,6 +86,7 @@ class Route:
     query: type[BaseModel] | None = None
     action: str | None = None  # what the audit trail calls a successful call
     success: int = 200  # the status of a successful answer
+    conflicts: bool = False  # may answer 409: it cannot be done as things stand
 
 
 ROUTES: list[Route] = []
@@ -93,12 +94,13 @@ ROUTES: list[Route] = []
 
 def route(method: str, path: str, scope: Scope | None, summary: str, *,
           body: type[BaseModel] | None = None, query: type[BaseModel] | None = None,
-          action: str | None = None, success: int = 200) -> Callable[[Handler], Handler]:
+          action: str | None = None, success: int = 200, conflicts: bool = False,
+          ) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
         if method != "GET" and action is None:
             raise ValueError(f"{method} {path} changes something: give it an audit action")
         ROUTES.append(Route(method, path, scope, summary, handler, body, query, action,
-                            success))
+                            success, conflicts))
         return handler
     return register
 
@@ -248,7 +250,11 @@ async def wait_as_asked(call: Call, match: Callable[[Change], bool]) -> int:
 
 def record_ask(call: Call, job: Job, command: str, *, pr: int | None,
                args: dict | None = None, extra: dict | None = None) -> web.Response:
-    """Record the intent for `command` on the job's issue (pr None) or one of its PRs."""
+    """Record the intent for `command` on the job's issue (pr None) or one of its PRs; 409
+    when hangar may no longer act on the job's repository (the App suspended there, say)."""
+    if job.off_limits:
+        raise ApiError(409, f"hangar may no longer act on {job.thread.repo} "
+                            f"({job.off_limits.removesuffix(': stopped')})")
     thread = job.thread if pr is None else Thread(
         repo=job.thread.repo, number=pr, installation_id=job.thread.installation_id, is_pr=True)
     intent = Intent(id=f"api-{uuid.uuid4().hex[:12]}", thread=thread, comment_id=0,

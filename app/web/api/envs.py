@@ -27,7 +27,7 @@ async def env_builds(call: Call) -> web.Response:
 
 @route("POST", "/api/envs/builds/{build_id}/rollback", "admin",
        "Make a build that succeeded the active one, pinned (as `hangar env rollback`)",
-       action="env.rollback")
+       action="env.rollback", conflicts=True)
 async def env_rollback(call: Call) -> web.Response:
     try:
         envbuilds.find(call.store, call.param("build_id"))

@@ -12,7 +12,7 @@ from gidgethub import BadRequest
 from pydantic import ConfigDict, Field
 
 from app.commands import job_id_for
-from app.github.client import get_or_none
+from app.github.client import SUSPENDED, InstallationUnavailable, get_or_none
 from app.models import Intent, Job, Thread
 from app.web.api.calls import (
     ApiError,
@@ -117,7 +117,7 @@ async def get_ranking(call: Call) -> web.Response:
 
 @route("POST", "/api/jobs", "operate",
        "Work on an issue, as `/hangar <prompt>` or `/hangar try N <prompt>`",
-       body=StartJob, action="job.start", success=202)
+       body=StartJob, action="job.start", success=202, conflicts=True)
 async def start_job(call: Call) -> web.Response:
     body: StartJob = call.body
     reach(call, body.repo)
@@ -126,7 +126,15 @@ async def start_job(call: Call) -> web.Response:
                                      f"/repos/{body.repo}/installation", jwt=github.jwt())
     if installation is None:
         raise ApiError(404, f"the App is not installed on {body.repo}")
-    gh = await github.client(installation["id"])
+    owner = body.repo.partition("/")[0]
+    try:
+        if installation.get("suspended_at"):
+            raise InstallationUnavailable(installation["id"], SUSPENDED)
+        gh = await github.client(installation["id"])
+    except InstallationUnavailable as exc:
+        again = (f"an owner of {owner} unsuspends it in the installation's settings on "
+                 "GitHub" if exc.how == SUSPENDED else f"it must be installed on {owner} again")
+        raise ApiError(409, f"hangar's GitHub App was {exc.how} on {owner}; {again}") from None
     try:
         repo = await gh.getitem(f"/repos/{body.repo}")
         issue = await gh.getitem(f"/repos/{body.repo}/issues/{body.issue}")
@@ -154,7 +162,7 @@ async def start_job(call: Call) -> web.Response:
 
 @route("POST", "/api/jobs/{job_id}/turns", "operate",
        "A follow-up turn on one of the job's PRs, as `/hangar <prompt>` there",
-       body=FollowUp, action="job.follow_up", success=202)
+       body=FollowUp, action="job.follow_up", success=202, conflicts=True)
 async def follow_up(call: Call) -> web.Response:
     job = job_of(call)
     return record_ask(call, job, "run", pr=pr_of(call, job, call.body.pr),
@@ -163,7 +171,7 @@ async def follow_up(call: Call) -> web.Response:
 
 @route("POST", "/api/jobs/{job_id}/verify", "operate",
        "Verify a PR's head again in a clean sandbox, as `/hangar verify`",
-       body=PrChoice, action="job.verify", success=202)
+       body=PrChoice, action="job.verify", success=202, conflicts=True)
 async def verify_again(call: Call) -> web.Response:
     job = job_of(call)
     return record_ask(call, job, "verify", pr=pr_of(call, job, call.body.pr))
@@ -171,7 +179,7 @@ async def verify_again(call: Call) -> web.Response:
 
 @route("POST", "/api/jobs/{job_id}/pick", "operate",
        "Keep one attempt of `try N`, as `/hangar pick N`", body=Pick, action="job.pick",
-       success=202)
+       success=202, conflicts=True)
 async def pick(call: Call) -> web.Response:
     if call.body.land:
         require(call.principal, "land")  # a pick that lands is a land request too
@@ -188,7 +196,7 @@ async def pick(call: Call) -> web.Response:
 @route("POST", "/api/jobs/{job_id}/resolve", "operate",
        "A turn on one of the job's PRs that merges the base and resolves the conflicts, as "
        "`/hangar resolve` there; its head is verified again", body=PrChoice,
-       action="job.resolve", success=202)
+       action="job.resolve", success=202, conflicts=True)
 async def resolve_conflicts(call: Call) -> web.Response:
     job = job_of(call)
     return record_ask(call, job, "resolve", pr=pr_of(call, job, call.body.pr), args={})
@@ -196,13 +204,14 @@ async def resolve_conflicts(call: Call) -> web.Response:
 
 @route("POST", "/api/jobs/{job_id}/cancel", "operate",
        "Stop the job's queued and running agents, as `/hangar cancel`", action="job.cancel",
-       success=202)
+       success=202, conflicts=True)
 async def cancel_job(call: Call) -> web.Response:
     return record_ask(call, job_of(call), "cancel", pr=None)
 
 
 @route("POST", "/api/jobs/{job_id}/resume", "operate",
        "Start the job's agents that the model's usage paused, as `/hangar resume`: the "
-       "pause stays lifted until that usage resets", action="job.resume", success=202)
+       "pause stays lifted until that usage resets", action="job.resume", success=202,
+       conflicts=True)
 async def resume_job(call: Call) -> web.Response:
     return record_ask(call, job_of(call), "resume", pr=None)

@@ -60,7 +60,7 @@ async def get_land(call: Call) -> web.Response:
 @route("POST", "/api/land", "land",
        "Ask hangar to land a job's PR, as `/hangar land`: it lands once a person approves "
        "the head on GitHub and the required checks pass", body=LandAsk, action="land.request",
-       success=202)
+       success=202, conflicts=True)
 async def request_land(call: Call) -> web.Response:
     job = job_of(call, call.body.job)
     pr = pr_of(call, job, call.body.pr)
@@ -69,7 +69,8 @@ async def request_land(call: Call) -> web.Response:
 
 
 @route("POST", "/api/land/{land_id}/cancel", "land",
-       "Withdraw a land request, as `/hangar land cancel`", action="land.cancel", success=202)
+       "Withdraw a land request, as `/hangar land cancel`", action="land.cancel", success=202,
+       conflicts=True)
 async def cancel_land(call: Call) -> web.Response:
     request = call.store.get("land", call.param("land_id"), LandRequest)
     if request is None:

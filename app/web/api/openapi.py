@@ -77,7 +77,7 @@ def _responses(r: Route) -> dict:
     answers["401"] = {"description": "no token or an unknown one", **error}
     answers["403"] = {"description": f"the token lacks scope {r.scope}", **error}
     answers["404"] = {"description": "no such row (or repository, issue); the reason", **error}
-    if r.action in ("token.create", "env.rollback"):
+    if r.conflicts:
         answers["409"] = {"description": "it cannot be done as things stand; the reason",
                           **error}
     if r.body is not None or r.query is not None:

@@ -17,7 +17,7 @@ class RankQuery(Query):
 
 @route("GET", "/api/rank", "read",
        "Rank runs started by hand by the rules that rank `try N`'s attempts: best first, "
-       "each with `eligible`, the gates it failed and why", query=RankQuery)
+       "each with `eligible`, the gates it failed and why", query=RankQuery, conflicts=True)
 async def rank_runs(call: Call) -> web.Response:
     ids = list(dict.fromkeys(r.strip() for r in call.query.runs.split(",") if r.strip()))
     if not 2 <= len(ids) <= 10:

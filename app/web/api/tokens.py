@@ -34,7 +34,7 @@ async def list_tokens(call: Call) -> web.Response:
 
 
 @route("POST", "/api/tokens", "admin", "Make a named token; its secret is answered once",
-       body=NewToken, action="token.create", success=201)
+       body=NewToken, action="token.create", success=201, conflicts=True)
 async def create_token(call: Call) -> web.Response:
     try:
         secret = access.create_token(call.store, call.body.name, call.body.scopes,
