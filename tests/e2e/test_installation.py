@@ -45,9 +45,13 @@ def api(world, path: str, body: dict) -> tuple[int, dict]:
 def agent_at_work(world) -> tuple[int, str]:
     """hangar started, asked, and its agent running (a sleep this test alone carries)."""
     asleep = own_sleep(3600)
-    world.start_hangar(f"echo started\nexec {asleep}\n")
+    world.start_hangar(f"exec {asleep}\n")
     issue, _ = world.ask("/hangar fix the failing test")
     wait_until(lambda: pids_with(asleep), 30, "the agent's process")
+    # hangar's last edits for the turn's start are made: none is on its way to GitHub
+    # when the App is taken away (that one GitHub would refuse, and rightly).
+    wait_until(lambda: "turn 1, working since" in world.status(issue), 30,
+               "the status comment to show the turn at work")
     return issue, asleep
 
 
