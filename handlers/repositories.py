@@ -55,8 +55,13 @@ async def installation_ended(event: sansio.Event, *, engine, parts=None, **_) ->
 @router.register("installation", action="unsuspend")
 async def installation_unsuspended(event: sansio.Event, *, engine, parts=None, **_) -> None:
     # Its jobs stayed stopped; a new command starts one, with a new token.
-    engine.github.installation_usable(parts_as(InstallationEvent, event.data, parts)
-                                      .installation.id)
+    repositories.installation_usable(engine, parts_as(InstallationEvent, event.data, parts))
+
+
+@router.register("installation_repositories", action="added")
+async def repositories_added(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    repositories.repositories_added(
+        engine, parts_as(InstallationRepositoriesEvent, event.data, parts))
 
 
 @router.register("repository", action="renamed")

@@ -237,6 +237,7 @@ class _RepositoryRef(_Part):
 class InstallationRepositoriesEvent(Envelope):
     action: str
     installation: Installation
+    repositories_added: list[_RepositoryRef] = []
     repositories_removed: list[_RepositoryRef] = []
 
 
@@ -306,6 +307,7 @@ HANDLED: dict[tuple[str, str | None], type[Envelope]] = {
     ("repository", "renamed"): RepositoryEvent,
     ("repository", "transferred"): RepositoryEvent,
     ("installation_repositories", "removed"): InstallationRepositoriesEvent,
+    ("installation_repositories", "added"): InstallationRepositoriesEvent,
     ("installation", "new_permissions_accepted"): InstallationEvent,
     ("installation", "deleted"): InstallationEvent,
     ("installation", "suspend"): InstallationEvent,

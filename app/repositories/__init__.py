@@ -13,12 +13,20 @@ installation, and rebuilt from what GitHub remembers when hangar's database is n
 This file is the concern's face: code outside the folder imports from here only.
 """
 
-from app.repositories.moves import installation_ended, repositories_removed, repository_moved
+from app.repositories.moves import (
+    installation_ended,
+    installation_usable,
+    repositories_added,
+    repositories_removed,
+    repository_moved,
+)
 from app.repositories.plugin import register
 
 __all__ = [
     "installation_ended",
+    "installation_usable",
     "register",
+    "repositories_added",
     "repositories_removed",
     "repository_moved",
 ]

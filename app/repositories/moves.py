@@ -10,6 +10,7 @@ suspended or uninstalled there.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from app import landing
@@ -60,11 +61,20 @@ def repositories_removed(engine: RepositoriesContext,
     engine.wake()
 
 
+def repositories_added(engine: RepositoriesContext,
+                       event: InstallationRepositoriesEvent) -> None:
+    """Repositories given (back) to the installation: jobs that their removal left as they
+    were may be shown again (what was stopped stays stopped)."""
+    for repo in event.repositories_added:
+        for job in engine.store.find("job", Job, thread__repo=repo.full_name):
+            if job.off_limits == removed(repo.full_name):
+                engine.patch_job(job.id, off_limits="")
+
+
 def stop_repository(engine: RepositoriesContext, repo: str) -> None:
     """hangar may no longer touch `repo`: its turns stop and its work ends."""
-    for job in engine.store.find("job", Job, thread__repo=repo):
-        if job.state == JobState.ACTIVE:
-            _stop(engine, job, f"{repo} was removed from hangar's installation: stopped")
+    for job in _still_acting(engine, lambda job: job.thread.repo == repo):
+        _off_limits(engine, job, removed(repo))
     landing.end_requests(engine, repo)
 
 
@@ -74,25 +84,64 @@ def installation_ended(engine: RepositoriesContext, event: InstallationEvent) ->
                       SUSPENDED if event.action == "suspend" else UNINSTALLED)
 
 
+def installation_usable(engine: RepositoriesContext, event: InstallationEvent) -> None:
+    """The webhook: the installation was unsuspended. GitHub mints its tokens again, and
+    jobs the suspension left as they were may be shown again (what was stopped stays
+    stopped; a new command starts new work)."""
+    installation = event.installation.id
+    engine.github.installation_usable(installation)
+    for job in engine.store.all("job", Job):
+        if job.thread.installation_id == installation \
+                and job.off_limits == taken_away(SUSPENDED, job.thread.repo):
+            engine.patch_job(job.id, off_limits="")
+
+
 def stop_installation(engine: RepositoriesContext, installation_id: int, how: str) -> None:
     """The App's installation was suspended or uninstalled (its webhook said so, or GitHub
     refused it a token): hangar may touch none of its repositories, and GitHub mints it no
     token. Their turns stop, their work ends, and nothing more is asked of GitHub for it;
     the jobs' notes say why (the status comment cannot: GitHub would refuse the edit)."""
     engine.github.installation_ended(installation_id, how)
-    for job in engine.store.all("job", Job, active=True):
-        if job.state == JobState.ACTIVE and job.thread.installation_id == installation_id:
-            owner = job.thread.repo.partition("/")[0]
-            _stop(engine, job, f"hangar's GitHub App was {how} on {owner}: stopped")
+    for job in _still_acting(engine, lambda job: job.thread.installation_id == installation_id):
+        _off_limits(engine, job, taken_away(how, job.thread.repo))
     landing.end_requests(engine, installation_id=installation_id)
     log.info("installation %s was %s: its work stopped", installation_id, how,
              extra={"installation_id": installation_id})
     engine.wake()
 
 
-def _stop(engine: RepositoriesContext, job: Job, why: str) -> None:
+def _still_acting(engine: RepositoriesContext, of: Callable[[Job], bool]) -> list[Job]:
+    """The jobs that may still act on GitHub: those running, those with a status edit
+    due, and those whose land request is about to end (its end is shown). A job long done
+    asks nothing of GitHub until a webhook wakes it, and none comes meanwhile."""
+    jobs = {job.id: job for job in engine.store.all("job", Job, active=True) if of(job)}
+    for request in engine.store.all("land", landing.LandRequest, active=True):
+        if request.job_id not in jobs:
+            job = engine.get_job(request.job_id)
+            if job is not None and of(job):
+                jobs[job.id] = job
+    return list(jobs.values())
+
+
+def removed(repo: str) -> str:
+    return f"{repo} was removed from hangar's installation"
+
+
+def taken_away(how: str, repo: str) -> str:
+    return f"hangar's GitHub App was {how} on {repo.partition('/')[0]}"
+
+
+def _off_limits(engine: RepositoriesContext, job: Job, why: str) -> None:
+    """hangar may no longer act on the job's repository: an active job stops; one done is
+    left as it is on GitHub (its status comment is no longer edited)."""
+    if job.off_limits == why:
+        return
+    if job.state != JobState.ACTIVE:
+        engine.patch_job(job.id, off_limits=why)
+        engine.note(job.id, f"{why}: its status comment is left as it is")
+        return
     for run in engine.runs_of(job.id):
         if not run.finished:
             engine.patch_run(run.id, cancel_requested=True, retry_at=0.0)
     engine.patch_job(job.id, state=JobState.CANCELLED, off_limits=why)
-    engine.note(job.id, why)
+    engine.note(job.id, f"{why}: stopped")

@@ -236,7 +236,7 @@ async def test_a_step_that_finds_its_installation_gone_stops_all_its_work(settin
     await engine._guarded("job", refused, job.id)
     stopped = engine.get_job(job.id)
     assert stopped.state == JobState.CANCELLED
-    assert stopped.off_limits == "hangar's GitHub App was uninstalled on acme: stopped"
+    assert stopped.off_limits == "hangar's GitHub App was uninstalled on acme"
     assert engine.get_job(other.id).state == JobState.ACTIVE
     assert auth.unavailable[1][0] == UNINSTALLED
     assert engine.metrics.engine_step_errors.value(kind="job") == 0

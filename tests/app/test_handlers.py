@@ -66,6 +66,8 @@ def heard_by(event: str, action: str | None = None) -> set[str]:
      {"repositories.installation_changed", "repositories.installation_ended"}),
     ("installation", "deleted",
      {"repositories.installation_changed", "repositories.installation_ended"}),
+    ("installation_repositories", "added",
+     {"repositories.installation_changed", "repositories.repositories_added"}),
     ("installation", "unsuspend",
      {"repositories.installation_changed", "repositories.installation_unsuspended"}),
     ("star", "created", set()),

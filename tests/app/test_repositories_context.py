@@ -20,7 +20,13 @@ from app.intake.payloads import (
 )
 from app.landing import LandRequest, LandState
 from app.models import Job, JobState, Run, RunStage, RunState, Thread, changed
-from app.repositories import installation_ended, repositories_removed, repository_moved
+from app.repositories import (
+    installation_ended,
+    installation_usable,
+    repositories_added,
+    repositories_removed,
+    repository_moved,
+)
 from app.store import Store
 
 REPO, OTHER = "acme/widgets", "acme/gadgets"
@@ -34,6 +40,9 @@ class Installations:
 
     def installation_ended(self, installation_id: int, why: str) -> None:
         self.ended[installation_id] = why
+
+    def installation_usable(self, installation_id: int) -> None:
+        self.ended.pop(installation_id, None)
 
 
 @dataclass
@@ -50,6 +59,9 @@ class Repositories:
 
     def note(self, row_id: str, what: str) -> None:
         self.notes.append((row_id, what))
+
+    def get_job(self, job_id: str) -> Job | None:
+        return self.store.get("job", job_id, Job)
 
     def runs_of(self, job_id: str) -> list[Run]:
         return self.store.find("run", Run, job_id=job_id)
@@ -176,3 +188,43 @@ def test_a_renamed_repository_keeps_its_jobs_and_land_requests_under_its_new_nam
     assert request.woken and request.due_at == 0  # looked at now, under its new name
     assert land_request(context, OTHER).repo == OTHER
     assert context.woken == [()] and context.notes == []
+
+
+def test_work_done_is_left_as_it_is_and_shown_again_once_the_app_is_back(context):
+    """A done job whose land request the removal ends is marked (its status comment is
+    not edited while GitHub would refuse it), and unmarked when the installation is
+    unsuspended or the repository given back; one long done, with nothing due, is not
+    touched at all. What was stopped stays stopped."""
+    waiting, _ = a_job(context, REPO, state=JobState.DONE, running=False)
+    old, _ = a_job(context, REPO, state=JobState.DONE, running=False, pr_number=8)
+    context.store.delete("land", landing.land_id(REPO, 8))  # nothing of it is due
+    running, _ = a_job(context, OTHER, pr_number=9)
+
+    installation_ended(context, InstallationEvent.model_validate({
+        "action": "suspend", "installation": {"id": 1}}))
+    suspended = "hangar's GitHub App was suspended on acme"
+    assert context.store.get("job", waiting.id, Job).off_limits == suspended
+    assert context.store.get("job", waiting.id, Job).state == JobState.DONE
+    assert context.store.get("job", old.id, Job).off_limits == ""
+    assert context.store.get("job", running.id, Job).state == JobState.CANCELLED
+
+    installation_usable(context, InstallationEvent.model_validate({
+        "action": "unsuspend", "installation": {"id": 1}}))
+    assert context.github.ended == {}
+    assert context.store.get("job", waiting.id, Job).off_limits == ""
+    assert context.store.get("job", running.id, Job).off_limits == ""
+    assert context.store.get("job", running.id, Job).state == JobState.CANCELLED
+
+    again, _ = a_job(context, REPO, state=JobState.DONE, running=False, pr_number=10)
+    repositories_removed(context, InstallationRepositoriesEvent.model_validate({
+        "action": "removed", "installation": {"id": 1},
+        "repositories_removed": [{"full_name": REPO}]}))
+    assert context.store.get("job", again.id, Job).off_limits == (
+        f"{REPO} was removed from hangar's installation")
+    installation_usable(context, InstallationEvent.model_validate({
+        "action": "unsuspend", "installation": {"id": 1}}))  # not what removed it
+    assert context.store.get("job", again.id, Job).off_limits != ""
+    repositories_added(context, InstallationRepositoriesEvent.model_validate({
+        "action": "added", "installation": {"id": 1},
+        "repositories_added": [{"full_name": REPO}]}))
+    assert context.store.get("job", again.id, Job).off_limits == ""

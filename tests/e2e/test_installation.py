@@ -133,3 +133,27 @@ def test_the_api_says_why_it_cannot_act_where_the_app_is_suspended(world):
     assert answer["error"] == (f"hangar may no longer act on {world.repo} (hangar's GitHub "
                                "App was suspended on acme)")
     assert job_of(world, other) is None
+
+
+@pytest.mark.parametrize("how", ["remove", "suspend"])
+def test_work_done_and_awaiting_review_is_left_as_it_is_without_a_refused_call(world, how):
+    """A job whose PR is verified and waits for an approval: taking the repository away
+    ends its land request, and hangar edits nothing GitHub would refuse (its status
+    comment stays as it was)."""
+    world.start_hangar()
+    issue, _ = world.ask("/hangar fix the failing test")
+    pr = wait_until(lambda: world.verified(issue), 120, "the verified PR")
+    wait_until(lambda: "waiting for" in world.status(issue), 30, "the status comment")
+    world.settle("hangar to say the PR waits for a review")
+    mark = len(world.hub.api_calls())
+    if how == "remove":
+        world.hub.remove_repositories(world.installation_id, [world.repo])
+    else:
+        world.hub.suspend(world.installation_id)
+    job = wait_until(lambda: (j := job_of(world, issue)) and j.off_limits and j, 30,
+                     "hangar to take in the removal")
+    world.settle("hangar to take in the removal")
+    assert refused_since(world, mark) == [], refused_since(world, mark)
+    assert step_errors(world) == 0
+    assert job.state == JobState.DONE  # its work was done: it stays done
+    assert pr["state"] == "open"

@@ -254,7 +254,7 @@ def record_ask(call: Call, job: Job, command: str, *, pr: int | None,
     when hangar may no longer act on the job's repository (the App suspended there, say)."""
     if job.off_limits:
         raise ApiError(409, f"hangar may no longer act on {job.thread.repo} "
-                            f"({job.off_limits.removesuffix(': stopped')})")
+                            f"({job.off_limits})")
     thread = job.thread if pr is None else Thread(
         repo=job.thread.repo, number=pr, installation_id=job.thread.installation_id, is_pr=True)
     intent = Intent(id=f"api-{uuid.uuid4().hex[:12]}", thread=thread, comment_id=0,
