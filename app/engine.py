@@ -32,7 +32,7 @@ from app.github.client import AppAuth, InstallationUnavailable, limited_until
 from app.github.ops import RepoOps
 from app.github.reads import GitHubReads
 from app.metrics import Metrics
-from app.models import Deferred, Intent, Job, Run
+from app.models import Deferred, Intent, Job, Rename, Run
 from app.rows import JobRows, RowT
 from app.settings import Settings
 from app.store import Store
@@ -113,6 +113,7 @@ class StepContext(Protocol):
     def active_runs(self) -> list[Run]: ...
     def pr_status(self, repo: str, pr_numbers: list[int]) -> PrStatus: ...
     async def runs_ended(self, job: Job) -> None: ...
+    def rename_repository(self, rename: Rename) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,9 @@ class RowKind(Generic[R]):
     counts_failures: Callable[[Engine, str, Exception], None] | None = None
     # Commands wait for a rebuild: "not opened by hangar" must not answer its own PR.
     waits_for_rebuild: bool = False
+    # How a row follows its repository's new name: the row under it, or None when the row
+    # is another repository's (app.models.follows_repo, follows_thread). None: no name kept.
+    follows_rename: Callable[[R, Rename], R | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +342,21 @@ class Engine(Registrations, JobRows):
             if any(one.landed for one in said):
                 landed.append(number)
         return PrStatus(notes, landed)
+
+    def rename_repository(self, rename: Rename) -> list[str]:
+        """Every row of the repository's, of every kind that keeps its name, under its new
+        name (the ids made from the name too); each moved row steps once. The ids moved."""
+        moved = []
+        for kind in self.kinds.values():
+            if kind.follows_rename is None:
+                continue
+            for row in self.store.all(kind.table, kind.model):
+                new = kind.follows_rename(row, rename)
+                if new is not None and self.store.move(kind.table, row.id, new):
+                    moved.append(new.id)
+        if moved:
+            self.wake(*moved)
+        return moved
 
     async def runs_ended(self, job: Job) -> None:
         for hook in self._runs_ended:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -46,6 +48,55 @@ class Thread(BaseModel):
     number: int
     installation_id: int
     is_pr: bool = False
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A repository's new name: it was renamed or transferred, or its account renamed.
+    GitHub redirects the old name, but hangar's rows are found by name, so they follow."""
+
+    old: str  # owner/name before
+    new: str  # owner/name now
+    clone_url: str | None = None  # the new clone URL, when the event says it
+
+    def of(self, repo: str) -> bool:
+        """`repo` is the old name (GitHub's names ignore case)."""
+        return repo.lower() == self.old.lower()
+
+    def url(self, url: str) -> str:
+        """A clone URL of the old name, made the new name's."""
+        if self.clone_url:
+            return self.clone_url
+        for suffix in (".git", ""):
+            if url.lower().endswith(f"/{self.old.lower()}{suffix}"):
+                return url[:len(url) - len(self.old) - len(suffix)] + self.new + suffix
+        return url
+
+
+def follows_repo(id_of: Callable[[Any], str] | None = None) -> Callable[[Any, Rename], Any]:
+    """How a row with a `repo` field follows its repository's new name: the row under the
+    new name (its clone URL too, if it keeps one, and its id made again by `id_of` when the
+    id holds the name), or None when it is another repository's (a kind's
+    `follows_rename`, app/engine.py)."""
+    def follow(row: Any, rename: Rename) -> Any:
+        if not rename.of(row.repo):
+            return None
+        moved = changed(row, repo=rename.new, **_clone_url(row, rename))
+        return changed(moved, id=id_of(moved)) if id_of else moved
+    return follow
+
+
+def follows_thread(row: Any, rename: Rename) -> Any:
+    """A job's or intent's thread under its repository's new name (a job's clone URL too),
+    or None when it is another repository's."""
+    if not rename.of(row.thread.repo):
+        return None
+    return changed(row, thread=changed(row.thread, repo=rename.new), **_clone_url(row, rename))
+
+
+def _clone_url(row: Any, rename: Rename) -> dict[str, str]:
+    return {"clone_url": rename.url(row.clone_url)} if "clone_url" in type(row).model_fields \
+        else {}
 
 
 class IntentState(StrEnum):

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, field_validator
 from app.creates import Creating, Mark, Plan, marks_of
 from app.github.ops import PAGE
 from app.github.reads import GitHubReads
-from app.models import Job, Run, now
+from app.models import Job, Run, follows_repo, now
 from app.render import threads as words
 from app.repoconfig import parse_repo_config
 from app.runs import REVIEW_THREAD_MARKER, is_hangar_reply
@@ -212,7 +212,8 @@ def register(engine: Registrations) -> None:
     # A reply is active only while it has a reply to make: due at once, and again after
     # a failed try's backoff (a lost answer, GitHub down).
     engine.register(RowKind("thread_reply", TABLE, ThreadReply, advance_reply,
-                            next_at=lambda _row: 0.0))
+                            next_at=lambda _row: 0.0, follows_rename=follows_repo(
+                                lambda row: reply_id(row.repo, row.pr_number, row.root))))
     # A finished turn asked in review threads answers in each of them.
     engine.after_step("run", after_run_step)
     engine.after_step("job", after_job_step)

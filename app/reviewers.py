@@ -27,7 +27,7 @@ from app.landing import (
     owners_of,
     parse_codeowners,
 )
-from app.models import Job, Run, RunStage, now
+from app.models import Job, Run, RunStage, follows_repo, now
 from app.render import reviewers as words
 from app.repoconfig import CONFIG_PATH, parse_repo_config
 from app.runs import ask_status_edit
@@ -203,7 +203,9 @@ def status_notes(engine: ReviewersContext, repo: str, pr_number: int) -> PrNotes
 def register(engine: Registrations) -> None:
     """A verified PR's review request as a row, woken by its verified head; the asker
     named in the job's status comment."""
-    engine.register(RowKind("review_ask", TABLE, ReviewAsk, advance_ask))
+    engine.register(RowKind("review_ask", TABLE, ReviewAsk, advance_ask,
+                            follows_rename=follows_repo(
+                                lambda row: ask_id(row.repo, row.pr_number))))
     # A verified head waits for a person: hangar asks its reviewers.
     engine.after_step("run", after_run_step)
     engine.status_notes(status_notes)

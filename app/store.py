@@ -323,6 +323,26 @@ class Store:
             (kind, row_id, int(active), time.time(), model.model_dump_json(), host),
         )
 
+    def move(self, kind: str, row_id: str, model: BaseModel) -> bool:
+        """Write the row `row_id` as `model`, under the model's id (its repository renamed),
+        keeping whether it is active, its host, its lease, its place in the order written
+        and its notes. False, and nothing written, when the row is gone or another row
+        already has the new id (written under the new name before the rename was heard)."""
+        new_id = model.id  # type: ignore[attr-defined]
+        with self._tx() as db:
+            if new_id != row_id and db.execute(
+                    "SELECT 1 FROM rows WHERE kind = ? AND id = ?", (kind, new_id)).fetchone():
+                return False
+            if not db.execute("UPDATE rows SET id = ?, data = ?, updated_at = ?"
+                              " WHERE kind = ? AND id = ?",
+                              (new_id, model.model_dump_json(), time.time(), kind,
+                               row_id)).rowcount:
+                return False
+            if new_id != row_id:
+                db.execute("UPDATE events SET row_id = ? WHERE row_id = ?", (new_id, row_id))
+        self._changed(kind, new_id, model)
+        return True
+
     def get(self, kind: str, row_id: str, model: type[M]) -> M | None:
         with self._read() as db:
             row = db.execute(

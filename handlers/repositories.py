@@ -1,6 +1,6 @@
 """The App installed, suspended, uninstalled, or given other repositories; a repository
-renamed or transferred: hangar's rows follow the repository, and tokens follow the
-permissions."""
+renamed or transferred, or its account renamed: hangar's rows follow the repository, and
+tokens follow the permissions."""
 
 import logging
 
@@ -8,6 +8,7 @@ from gidgethub import routing, sansio
 
 from app import repositories
 from app.intake.payloads import (
+    AccountRenamedEvent,
     InstallationEvent,
     InstallationRepositoriesEvent,
     RepositoryEvent,
@@ -62,6 +63,12 @@ async def installation_unsuspended(event: sansio.Event, *, engine, parts=None, *
 async def repositories_added(event: sansio.Event, *, engine, parts=None, **_) -> None:
     repositories.repositories_added(
         engine, parts_as(InstallationRepositoriesEvent, event.data, parts))
+
+
+@router.register("installation_target", action="renamed")
+async def account_renamed(event: sansio.Event, *, engine, parts=None, **_) -> None:
+    # Each of the account's repositories has a new name: their rows follow.
+    repositories.account_renamed(engine, parts_as(AccountRenamedEvent, event.data, parts))
 
 
 @router.register("repository", action="renamed")

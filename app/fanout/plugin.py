@@ -7,6 +7,7 @@ from app.engine import Registrations, RowKind
 from app.fanout.commands import ACTIONS
 from app.fanout.grading import TABLE, Grading
 from app.fanout.steps import advance_grading, rank_attempts
+from app.models import follows_repo
 
 
 def register(engine: Registrations) -> None:
@@ -14,6 +15,6 @@ def register(engine: Registrations) -> None:
     # A fan-out's ranking waits for CI on its attempts' heads: CI's events wake it, else
     # its deadline.
     engine.register(RowKind("fanout_grading", TABLE, Grading, advance_grading,
-                            next_at=lambda row: row.due_at))
+                            next_at=lambda row: row.due_at, follows_rename=follows_repo()))
     # Once every attempt of `/hangar try N` has finished, fan-out ranks them.
     engine.when_runs_end(rank_attempts)

@@ -248,6 +248,41 @@ class InstallationEvent(Envelope):
     installation: Installation
 
 
+class _NameChange(_Part):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    from_: str = Field(alias="from")
+
+
+class _AccountChanges(_Part):
+    login: _NameChange | None = None
+    slug: _NameChange | None = None
+
+
+class _RenamedAccount(_Part):
+    login: str | None = None
+    slug: str | None = None
+
+
+class AccountRenamedEvent(Envelope):
+    """installation_target renamed: the account the App is installed on has a new login
+    (GitHub's schema makes `login` and `slug` each optional)."""
+
+    action: str
+    account: _RenamedAccount
+    changes: _AccountChanges
+    installation: Installation
+
+    @property
+    def old_login(self) -> str | None:
+        change = self.changes.login or self.changes.slug
+        return change.from_ if change else None
+
+    @property
+    def new_login(self) -> str | None:
+        return self.account.login or self.account.slug
+
+
 class RulesChangedEvent(Envelope):
     """branch_protection_rule, repository_ruleset: a repository's gate changed."""
 
@@ -312,6 +347,7 @@ HANDLED: dict[tuple[str, str | None], type[Envelope]] = {
     ("installation", "deleted"): InstallationEvent,
     ("installation", "suspend"): InstallationEvent,
     ("installation", "unsuspend"): InstallationEvent,
+    ("installation_target", "renamed"): AccountRenamedEvent,
     ("branch_protection_rule", None): RulesChangedEvent,
     ("repository_ruleset", None): RulesChangedEvent,
     ("pull_request_review_thread", None): ReviewThreadEvent,

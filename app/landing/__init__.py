@@ -75,7 +75,6 @@ from app.landing.rows import (
     get,
     land_id,
     move,
-    rename_requests,
     save,
     wake_request,
 )
@@ -160,7 +159,6 @@ __all__ = [
     "record_suite_rerun",
     "record_thread",
     "register",
-    "rename_requests",
     "required_from_rules",
     "save",
     "usable_methods",

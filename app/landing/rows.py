@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, Field, field_validator
 
 from app.creates import Mark, marks_of
-from app.models import Job, Run, now
+from app.models import Job, Rename, Run, follows_repo, now
 from app.render import landing as words
 from app.render.reasons import Why
 
@@ -243,18 +243,12 @@ def set_reason(request: LandRequest, why: Why | None) -> None:
     request.reason = words.reason(why)
 
 
-def rename_requests(engine: HoldsRows, old: str, new: str) -> int:
-    """The repository was renamed: its land requests go under the new name (and id)."""
-    moved = 0
-    for request in engine.store.all("land", LandRequest):
-        if request.repo != old:
-            continue
-        engine.store.delete("land", request.id)
-        request.repo, request.id = new, land_id(new, request.pr_number)
-        request.version = 0
-        wake_request(request)
-        engine.store.put("land", request.id, request, active=request.active)
-        moved += 1
+def follow_rename(request: LandRequest, rename: Rename) -> LandRequest | None:
+    """The request under its repository's new name (and id), looked at again in full;
+    None when it is another repository's."""
+    moved = follows_repo(lambda row: land_id(row.repo, row.pr_number))(request, rename)
+    if moved is not None:
+        wake_request(moved)
     return moved
 
 

@@ -1,7 +1,8 @@
 """A repository's rows follow GitHub: renamed, transferred or taken out of the
 installation, and rebuilt from what GitHub remembers when hangar's database is new.
 
-- moves.py    a repository renamed or transferred keeps its rows under its new name; one
+- moves.py    a repository renamed or transferred, or its account renamed, keeps its rows
+              under its new name; one
               removed from the installation, or the App suspended or uninstalled,
               stops its work
 - rebuild.py  GitHub is the backup: jobs, runs and land requests recovered from hangar's
@@ -14,6 +15,7 @@ This file is the concern's face: code outside the folder imports from here only.
 """
 
 from app.repositories.moves import (
+    account_renamed,
     installation_ended,
     installation_usable,
     repositories_added,
@@ -23,6 +25,7 @@ from app.repositories.moves import (
 from app.repositories.plugin import register
 
 __all__ = [
+    "account_renamed",
     "installation_ended",
     "installation_usable",
     "register",

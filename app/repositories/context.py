@@ -10,22 +10,23 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from app.github.reads import GitHubReads
-from app.models import Job, Run
+from app.models import Job, Rename, Run
 from app.settings import Settings
 from app.store import Store
 
 
 class RepositoriesContext(Protocol):
-    """Jobs and land requests in the store, under a repository's new name or ended with
-    it; the job and run rows a rebuild recovers and a removal stops, and the job's notes;
-    GitHub through `github` (the App's installations and their hangar PRs); settings (the
-    App's id), and wake."""
+    """Jobs and land requests in the store, ended with a repository; every concern's rows
+    under a repository's new name (`rename_repository`); the job and run rows a rebuild
+    recovers and a removal stops, and the job's notes; GitHub through `github` (the App's
+    installations and their hangar PRs); settings (the App's id), and wake."""
 
     settings: Settings
     store: Store
     github: GitHubReads
 
     def wake(self, *row_ids: str) -> None: ...
+    def rename_repository(self, rename: Rename) -> list[str]: ...
     def note(self, row_id: str, what: str) -> None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def runs_of(self, job_id: str) -> list[Run]: ...

@@ -1,7 +1,9 @@
 """A repository renamed, transferred, or taken out of the installation: hangar's rows follow.
 
-A renamed (or transferred) repository keeps its jobs and land requests under its new name;
-GitHub redirects the old one, but hangar's own lookups go by name. A repository removed
+A renamed (or transferred) repository keeps its rows under its new name, every concern's
+(a kind's `follows_rename` says how), and so do all of an account's repositories when the
+account is renamed; GitHub redirects the old names, but hangar's own lookups go by name
+(a command on the PR, CI's events for an auto-fix, a land request). A repository removed
 from the installation is one hangar may no longer touch: its running turns stop, its land
 requests end, and its jobs are cancelled. So are all of an installation's when the App is
 suspended or uninstalled there.
@@ -15,10 +17,11 @@ from typing import TYPE_CHECKING
 
 from app import landing
 from app.github.client import SUSPENDED, UNINSTALLED
-from app.models import Job, JobState, changed
+from app.models import Intent, Job, JobState, Rename
 
 if TYPE_CHECKING:
     from app.intake.payloads import (
+        AccountRenamedEvent,
         InstallationEvent,
         InstallationRepositoriesEvent,
         RepositoryEvent,
@@ -46,12 +49,27 @@ def repository_moved(engine: RepositoriesContext, event: RepositoryEvent) -> Non
     old, new = old_name(event), event.repository.full_name
     if not old or old == new:
         return
-    for job in engine.store.find("job", Job, thread__repo=old):
-        engine.save_job(changed(job, thread=changed(job.thread, repo=new),
-                                clone_url=event.repository.clone_url or job.clone_url))
-    moved = landing.rename_requests(engine, old, new)
-    log.info("repository %s is now %s", old, new, extra={"land_requests": moved})
-    engine.wake()
+    moved = engine.rename_repository(Rename(old, new, event.repository.clone_url))
+    log.info("repository %s is now %s", old, new, extra={"rows": len(moved)})
+
+
+def account_renamed(engine: RepositoriesContext, event: AccountRenamedEvent) -> None:
+    """installation_target renamed: the account's login changed, and so did the name of
+    each of its repositories (GitHub sends no `repository` event for them)."""
+    old, new = event.old_login, event.new_login
+    if not old or not new or old.lower() == new.lower():
+        return
+    installation = event.installation.id
+    threads = [*(job.thread for job in engine.store.all("job", Job)),
+               *(intent.thread for intent in engine.store.all("intent", Intent))]
+    repos = {t.repo for t in threads if t.installation_id == installation
+             and t.repo.split("/")[0].lower() == old.lower()}
+    moved = [row_id for repo in sorted(repos)
+             for row_id in engine.rename_repository(
+                 Rename(repo, f"{new}/{repo.split('/', 1)[1]}"))]
+    log.info("account %s is now %s", old, new,
+             extra={"installation_id": installation, "repositories": len(repos),
+                    "rows": len(moved)})
 
 
 def repositories_removed(engine: RepositoriesContext,

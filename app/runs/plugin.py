@@ -5,7 +5,7 @@ of its runs moved."""
 from __future__ import annotations
 
 from app.engine import NEVER, Registrations, RowKind
-from app.models import Job, Run
+from app.models import Job, Run, follows_thread
 from app.runs.commands import ACTIONS
 from app.runs.jobs import (
     advance_job,
@@ -27,7 +27,7 @@ def register(engine: Registrations) -> None:
         # is due at once when another concern asked for an edit.
         RowKind("job", "job", Job, advance_job,
                 next_at=lambda row: 0.0 if row.status_asked else row.status_due_at or NEVER,
-                give_up=give_up),
+                give_up=give_up, follows_rename=follows_thread),
     )
     engine.at_start("reaping orphan sandboxes", reap_orphans)
     engine.at_start("ending sandboxes whose hangar is gone", end_abandoned_sandboxes)

@@ -60,6 +60,7 @@ def heard_by(event: str, action: str | None = None) -> set[str]:
     ("member", "added", {"access.access_changed"}),
     ("github_app_authorization", "revoked", {"access.authorization_revoked"}),
     ("repository", "renamed", {"repositories.repository_moved"}),
+    ("installation_target", "renamed", {"repositories.account_renamed"}),
     ("installation", "new_permissions_accepted",
      {"repositories.installation_changed", "repositories.permissions_accepted"}),
     ("installation", "suspend",

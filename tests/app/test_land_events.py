@@ -1,7 +1,7 @@
 """The events the gate and its rows follow, each through the listener wiring registers: a
 reopened pull request, "Re-run" on `hangar / land`, "Re-run all checks", a resolved
-conversation, a changed ruleset, a renamed repository and one removed from the
-installation."""
+conversation, a changed ruleset, and a repository removed from the installation (a
+renamed one: tests/app/test_renames.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from app.intake.payloads import (
     CheckSuiteEvent,
     InstallationRepositoriesEvent,
     PullRequestEvent,
-    RepositoryEvent,
     ReviewThreadEvent,
     RulesChangedEvent,
 )
@@ -113,19 +112,6 @@ def test_a_changed_ruleset_forgets_the_kept_protection_and_looks_again(engine):
         "action": "edited", "repository": {"full_name": REPO}}))
     assert (REPO, "main") not in engine.github._protections
     assert request(engine).state == LandState.QUEUED
-
-
-def test_a_renamed_repository_keeps_its_jobs_and_land_requests(engine):
-    repositories.repository_moved(engine, RepositoryEvent.model_validate({
-        "action": "renamed", "changes": {"repository": {"name": {"from": "widgets"}}},
-        "repository": {**REPOSITORY, "full_name": "acme/gadgets", "name": "gadgets",
-                       "clone_url": "http://git/acme/gadgets.git"}}))
-    job = engine.store.find("job", Job, thread__repo="acme/gadgets")
-    assert len(job) == 1 and job[0].clone_url == "http://git/acme/gadgets.git"
-    assert request(engine) is None
-    moved = landing.get(engine, landing.land_id("acme/gadgets", PR_NUMBER))
-    assert moved.repo == "acme/gadgets" and moved.woken
-    assert landing.job_for_pr(engine, "acme/gadgets", PR_NUMBER).id == job[0].id
 
 
 def test_a_repository_removed_from_the_installation_stops_its_work(engine):

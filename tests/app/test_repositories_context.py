@@ -14,13 +14,15 @@ import pytest
 from app import landing
 from app.github.client import SUSPENDED, UNINSTALLED
 from app.intake.payloads import (
+    AccountRenamedEvent,
     InstallationEvent,
     InstallationRepositoriesEvent,
     RepositoryEvent,
 )
 from app.landing import LandRequest, LandState
-from app.models import Job, JobState, Run, RunStage, RunState, Thread, changed
+from app.models import Intent, Job, JobState, Rename, Run, RunStage, RunState, Thread, changed
 from app.repositories import (
+    account_renamed,
     installation_ended,
     installation_usable,
     repositories_added,
@@ -53,6 +55,12 @@ class Repositories:
     github: Installations = field(default_factory=lambda: Installations())
     notes: list[tuple[str, str]] = field(default_factory=list)
     woken: list[tuple[str, ...]] = field(default_factory=list)
+    renames: list[Rename] = field(default_factory=list)  # every concern's rows follow
+    # (the engine's part: tests/app/test_renames.py)
+
+    def rename_repository(self, rename: Rename) -> list[str]:
+        self.renames.append(rename)
+        return []
 
     def wake(self, *row_ids: str) -> None:
         self.woken.append(row_ids)
@@ -167,27 +175,50 @@ def test_an_installation_suspended_or_deleted_stops_all_its_work_and_no_other(
     assert context.woken == [()]
 
 
-def test_a_renamed_repository_keeps_its_jobs_and_land_requests_under_its_new_name(context):
-    job, _ = a_job(context, REPO)
-    other, _ = a_job(context, OTHER)
-    old = land_request(context, REPO)
-    old.version, old.woken, old.due_at = 3, False, time.time() + 600
-    context.store.put("land", old.id, old, active=True)
-
+def test_a_renamed_or_transferred_repository_moves_its_rows_under_the_new_name(context):
     repository_moved(context, RepositoryEvent.model_validate({
         "action": "renamed", "changes": {"repository": {"name": {"from": "widgets"}}},
         "repository": {"full_name": "acme/tools", "name": "tools", "owner": {"login": "acme"},
                        "clone_url": "http://git/acme/tools.git"}}))
+    repository_moved(context, RepositoryEvent.model_validate({
+        "action": "transferred",
+        "changes": {"owner": {"from": {"organization": {"login": "globex"}}}},
+        "repository": {"full_name": "acme/tools", "name": "tools", "owner": {"login": "acme"}}}))
+    assert context.renames == [Rename(REPO, "acme/tools", "http://git/acme/tools.git"),
+                               Rename("globex/tools", "acme/tools")]
 
-    moved = context.store.get("job", job.id, Job)
-    assert (moved.thread.repo, moved.clone_url) == ("acme/tools", "http://git/acme/tools.git")
-    assert context.store.get("job", other.id, Job).thread.repo == OTHER
-    assert land_request(context, REPO) is None
-    request = land_request(context, "acme/tools")
-    assert (request.repo, request.job_id, request.version) == ("acme/tools", job.id, 0)
-    assert request.woken and request.due_at == 0  # looked at now, under its new name
-    assert land_request(context, OTHER).repo == OTHER
-    assert context.woken == [()] and context.notes == []
+
+def test_a_renamed_account_moves_each_of_its_repositories_known_to_the_installation(context):
+    """GitHub sends `installation_target` renamed, and no event per repository: every
+    repository of the old login that the installation's jobs or commands name follows."""
+    a_job(context, REPO)
+    a_job(context, REPO, pr_number=8)
+    a_job(context, "Acme/Gadgets")  # GitHub's names ignore case
+    a_job(context, "acme/elsewhere", installation=2)  # another installation's: left
+    a_job(context, "acmeish/widgets")
+    context.store.put("intent", "comment-1-0", Intent(
+        id="comment-1-0", thread=Thread(repo="acme/quiet", number=3, installation_id=1),
+        comment_id=1, author="mona", command="usage"), active=True)
+
+    account_renamed(context, AccountRenamedEvent.model_validate({
+        "action": "renamed", "target_type": "Organization", "installation": {"id": 1},
+        "account": {"id": 9, "login": "acme-corp", "node_id": "O_1", "avatar_url": "a",
+                    "html_url": "h"},
+        "changes": {"login": {"from": "acme"}}}))
+
+    assert sorted(context.renames, key=lambda r: r.old) == [
+        Rename("Acme/Gadgets", "acme-corp/Gadgets"), Rename("acme/quiet", "acme-corp/quiet"),
+        Rename(REPO, "acme-corp/widgets")]
+
+
+def test_an_account_rename_that_names_no_change_moves_nothing(context):
+    a_job(context, REPO)
+    for changes in ({}, {"login": {"from": "acme"}}):
+        account_renamed(context, AccountRenamedEvent.model_validate({
+            "action": "renamed", "target_type": "User", "installation": {"id": 1},
+            "account": {"id": 9, "login": "acme", "node_id": "U_1", "avatar_url": "a",
+                        "html_url": "h"}, "changes": changes}))
+    assert context.renames == []
 
 
 def test_work_done_is_left_as_it_is_and_shown_again_once_the_app_is_back(context):
