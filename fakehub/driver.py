@@ -185,6 +185,26 @@ class Driver:
     def grant(self, full_name: str, login: str, permission: str) -> None:
         self._call(self._hub.grant, full_name, login, permission)
 
+    def create_org(self, login: str) -> UserInfo:
+        """An organization account (no members: its repositories' owner acts as it)."""
+        user = self._call(self._hub.create_user, login, kind="Organization")
+        return UserInfo(user.login, user.id, user.token)
+
+    def rename_repository(self, full_name: str, new_name: str) -> str:
+        """The owner renames the repository ("owner/name") to `new_name`, same owner; its
+        new full name. Everything of it stays attached; its Apps hear `repository`
+        renamed; REST at the old name redirects (301 for GET and HEAD, 307 otherwise, to
+        /repositories/{id}/…) and git at the old path keeps working, until a new
+        repository takes the old name. The Driver itself knows only the new name."""
+        return self._call(lambda: self._hub.rename_repository(full_name, new_name).full_name)
+
+    def rename_account(self, login: str, new_login: str) -> None:
+        """A person or organization changes their login: each of their repositories is
+        `new_login/name` from now on, the old full names redirecting as a renamed
+        repository's do; each App installed on the account hears one
+        `installation_target` renamed (and no `repository` event). Tokens keep working."""
+        self._call(self._hub.rename_account, login, new_login)
+
     def install(self, app_id: int, account: str, repos: list[str] | None = None) -> int:
         return self._call(self._hub.install, app_id, account, repos).id
 

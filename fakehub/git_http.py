@@ -84,7 +84,8 @@ async def handle_git(request: web.Request) -> web.StreamResponse:
     if fault is not None:
         return await faults.answer(fault)
     owner, name, tail = (request.match_info[k] for k in ("owner", "repo", "tail"))
-    repo = hub.store.repo(f"{owner}/{name.removesuffix('.git')}")
+    asked = f"{owner}/{name.removesuffix('.git')}"
+    repo = hub.store.repo(asked) or hub.store.repo_renamed_from(asked)
     try:
         ident = git_identity(hub, request.headers.get("Authorization"))
     except auth.AuthError as exc:  # a bad token asks for others; a suspended one is refused
@@ -100,6 +101,14 @@ async def handle_git(request: web.Request) -> web.StreamResponse:
         if status == 401 or (status == 404 and ident is None):
             return _unauthorized(message)
         return web.Response(status=status, text=message + "\n")
+    if repo.full_name.lower() != asked.lower() and request.method == "GET" \
+            and tail == "info/refs":
+        # A renamed repository: git follows the first request's redirect ("warning:
+        # redirecting to …") and sends the rest to the new address.
+        suffix = ".git" if request.rel_url.raw_path.split("/")[2].endswith(".git") else ""
+        query = f"?{request.rel_url.raw_query_string}" if request.rel_url.raw_query_string else ""
+        location = f"{request.scheme}://{request.host}/{repo.full_name}{suffix}/{tail}{query}"
+        return web.Response(status=301, headers={"Location": location})
     return await _run_backend(request, hub, repo, ident, tail)
 
 
@@ -113,7 +122,8 @@ def _cgi_env(request: web.Request, hub: Hub, repo: Repo, ident: Identity | None,
         "GIT_PROJECT_ROOT": str(hub.repos_dir),
         "GIT_HTTP_EXPORT_ALL": "1",
         "GIT_CONFIG_NOSYSTEM": "1",
-        "PATH_INFO": f"/{repo.owner.login.lower()}/{repo.name.lower()}.git/{tail}",
+        # The bare repository stays where it was made, whatever the repository is called now.
+        "PATH_INFO": f"/{repo.path.relative_to(hub.repos_dir).as_posix()}/{tail}",
         "REQUEST_METHOD": request.method,
         "QUERY_STRING": request.query_string,
         "CONTENT_TYPE": request.headers.get("Content-Type", ""),
@@ -212,7 +222,7 @@ async def handle_hook(request: web.Request) -> web.Response:
     if request.headers.get("X-Fakehub-Hook-Secret") != hub.hook_secret:
         return web.json_response({"ok": False, "messages": ["bad hook secret"]}, status=403)
     body = await request.json()
-    repo = hub.store.repo(body["repo"])
+    repo = hub.store.repo(body["repo"]) or hub.store.repo_renamed_from(body["repo"])
     actor = _hook_actor(hub, body["actor"])
     if repo is None or actor is None:
         return web.json_response({"ok": False, "messages": ["unknown repository or pusher"]})

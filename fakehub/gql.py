@@ -208,6 +208,8 @@ def _thread(hub, repo: Repo, issue, thread_id: str) -> dict:
 def _root(hub, ident) -> dict:
     def repository(_info, owner: str, name: str, followRenames: bool = True):
         repo = hub.store.repo(f"{owner}/{name}")
+        if repo is None and followRenames:  # GitHub's default: an old name finds it
+            repo = hub.store.repo_renamed_from(f"{owner}/{name}")
         if repo is None or not auth.can_read(hub.store, ident, repo):
             raise LookupError(f"Could not resolve to a Repository with the name "
                               f"'{owner}/{name}'.")

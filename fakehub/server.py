@@ -14,7 +14,7 @@ from fakehub import gql, oauth, webpages
 from fakehub.faults import FAULTS_KEY, Faults, answer
 from fakehub.git_http import HUB_KEY, add_git_routes
 from fakehub.hub import Hub, HubError
-from fakehub.rest import apps, attachments, checks, issues, pulls, repos
+from fakehub.rest import apps, attachments, checks, issues, pulls, redirects, repos
 from fakehub.rest.common import ApiError, error_body, identity
 
 log = logging.getLogger("fakehub.server")
@@ -72,7 +72,7 @@ def build_api(hub: Hub, faults: Faults) -> web.Application:
     api[HUB_KEY] = hub
     # Order matters: the more specific commit sub-resources come before commits/{ref}.
     for table in (checks.routes, apps.routes, issues.routes, pulls.routes, repos.routes,
-                  oauth.api_routes):
+                  oauth.api_routes, redirects.routes):
         api.add_routes(table)
     api.router.add_route("*", "/{tail:.*}", _not_found)
     return api
@@ -97,7 +97,8 @@ def _conditional(request: web.Request, response: web.StreamResponse) -> web.Stre
 
 async def _dispatch(request: web.Request, handler) -> web.StreamResponse:
     try:
-        return await handler(request)
+        # A renamed repository's old name is redirected before any route sees it.
+        return redirects.moved(request, API_PREFIX) or await handler(request)
     except ApiError as exc:
         return _json_error(exc.status, exc.message, exc.errors, exc.headers)
     except HubError as exc:

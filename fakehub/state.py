@@ -30,6 +30,7 @@ DEFAULT_APP_EVENTS = [
     "installation_repositories",
     "pull_request_review_thread",
     "merge_group",
+    "repository",
 ]
 
 DEFAULT_APP_PERMISSIONS = {
@@ -340,6 +341,9 @@ class Store:
         self.installations: dict[int, Installation] = {}
         self.tokens: dict[str, Token] = {}
         self.repos: dict[str, Repo] = {}  # by lower-case full name
+        # A renamed repository's earlier full names (lower-case) → its id: GitHub redirects
+        # them to it while no repository has that name.
+        self.renamed: dict[str, int] = {}
         self.issues: dict[tuple[int, int], Issue] = {}  # (repo id, number)
         self.comments: dict[int, Comment] = {}
         self.reviews: dict[int, Review] = {}
@@ -363,6 +367,46 @@ class Store:
 
     def repo_by_id(self, repo_id: int) -> Repo | None:
         return next((r for r in self.repos.values() if r.id == repo_id), None)
+
+    def repo_renamed_from(self, full_name: str) -> Repo | None:
+        """The repository that was called `full_name` and has another name now, while no
+        repository has that name (GitHub redirects the old name to it)."""
+        if full_name.lower() in self.repos or full_name.lower() not in self.renamed:
+            return None
+        return self.repo_by_id(self.renamed[full_name.lower()])
+
+    def rename_repo(self, repo: Repo, new_name: str) -> None:
+        """The repository takes a new name; its old full name redirects to it."""
+        before = repo.full_name
+        repo.name = new_name
+        self._moved(repo, before)
+
+    def rename_user(self, user: User, new_login: str) -> None:
+        """A person or organization takes a new login: every index by login follows, and
+        each of their repositories' old full names redirects to it."""
+        old = user.login.lower()
+        owned = [(r, r.full_name) for r in self.repos.values() if r.owner.id == user.id]
+        del self.users[old]
+        self.users[new_login.lower()] = user
+        for token in self.tokens.values():
+            if token.login is not None and token.login.lower() == old:
+                token.login = new_login
+        for repo in self.repos.values():
+            if old in repo.collaborators:
+                repo.collaborators[new_login.lower()] = repo.collaborators.pop(old)
+        user.login = new_login
+        for repo, before in owned:
+            self._moved(repo, before)
+
+    def _moved(self, repo: Repo, before: str) -> None:
+        """Index `repo` under its full name now, and redirect the one it had `before`."""
+        after = repo.full_name.lower()
+        # In place and in order: listings (an installation's repositories) keep theirs.
+        entries = [(after if r is repo else key, r) for key, r in self.repos.items()]
+        self.repos.clear()
+        self.repos.update(entries)
+        if before.lower() != after:
+            self.renamed[before.lower()] = repo.id
 
     def user(self, login: str) -> User | None:
         return self.users.get(login.lower())

@@ -31,7 +31,13 @@ def _not_found() -> web.Response:
 
 
 def _repo(request: web.Request) -> Repo | None:
-    repo = hub(request).store.repo(f"{request.match_info['owner']}/{request.match_info['repo']}")
+    store = hub(request).store
+    asked = f"{request.match_info['owner']}/{request.match_info['repo']}"
+    repo = store.repo(asked)
+    moved = store.repo_renamed_from(asked) if repo is None else None
+    if moved is not None and not moved.private:  # GitHub sends an old name's visitors on
+        rest = request.rel_url.raw_path.split("/", 3)[3]
+        raise web.HTTPMovedPermanently(f"{hub(request).base_url}/{moved.full_name}/{rest}")
     return None if repo is None or repo.private else repo
 
 

@@ -23,6 +23,7 @@ from fakehub.hub.issues import IssueOps
 from fakehub.hub.pulls import PullOps
 from fakehub.hub.pushes import PushOps
 from fakehub.hub.queue import QueueEntry, QueueOps
+from fakehub.hub.renames import RenameOps
 from fakehub.hub.threads import ThreadOps
 from fakehub.limits import RateCounter
 from fakehub.payloads import Shapes
@@ -46,7 +47,7 @@ __all__ = ["Hub", "HubError"]
 log = logging.getLogger("fakehub")
 
 
-class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
+class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps, RenameOps):
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
         self.repos_dir = self.data_dir / "repos"
@@ -334,12 +335,15 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
             raise HubError(422, "Repository creation failed.", [
                 {"resource": "Repository", "code": "custom", "field": "name",
                  "message": "name already exists on this account"}])
+        repo_id = self.store.next_id()
         path = self.repos_dir / owner.lower() / f"{name.lower()}.git"
+        if path.exists():  # a renamed repository keeps its directory; this one takes another
+            path = path.with_name(f"{name.lower()}-{repo_id}.git")
         gitrepo.init_bare(path, default_branch)
         install_hooks(path)
         stamp = now()
         repo = Repo(
-            id=self.store.next_id(),
+            id=repo_id,
             owner=owner_user,
             name=name,
             private=private,
@@ -437,7 +441,8 @@ class Hub(PushOps, IssueOps, PullOps, CheckOps, QueueOps, ThreadOps):
     ) -> None:
         """Send an event about the installation itself; every App gets these, but a
         suspended installation hears only `installation` events."""
-        if event not in app.events and event not in ("installation", "installation_repositories"):
+        if event not in app.events and event not in (
+                "installation", "installation_repositories", "installation_target"):
             return
         if inst.suspended and event != "installation":
             return

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import jwt
 
-from fakehub.driver import AppInfo, Driver, UserInfo
+from fakehub.driver import AppInfo, DeliveryInfo, Driver, UserInfo
 from fakehub.webhooks import signature
 
 
@@ -221,3 +222,12 @@ def oauth_sign_in(web: str, client_id: str, client_secret: str, login: str,
     answer = oauth_exchange(web, {"client_id": client_id, "client_secret": client_secret,
                                   "code": code, "redirect_uri": redirect_uri})
     return answer["access_token"]
+
+
+def shape_problems(delivery: DeliveryInfo, definitions: dict[str, Any]) -> list[str]:
+    """Where a delivery's payload strays from @octokit/webhooks-schemas' `event$action`."""
+    name = f"{delivery.event}${delivery.action}"
+    validator = jsonschema.Draft7Validator({"$ref": f"#/definitions/{name}",
+                                            "definitions": definitions})
+    return [f"{name}: {'/'.join(map(str, e.absolute_path))}: {e.message[:200]}"
+            for e in validator.iter_errors(delivery.payload)]

@@ -5,23 +5,19 @@ are the webhooks: what is sent, and what is no longer sent."""
 from __future__ import annotations
 
 import base64
-import json
 import re
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
-from fakehub_helpers import REPO, Response, app_jwt, call, clone, git
+from fakehub_helpers import REPO, Response, app_jwt, call, clone, git, shape_problems
 
 from fakehub.auth import AuthError
-from fakehub.driver import DeliveryInfo
 from fakehub.hub import HubError
-from tests.github_reference import REFERENCE, WEBHOOK_SCHEMAS, check_exchange, openapi
+from tests.github_reference import check_exchange, openapi
 
-EXAMPLES = REFERENCE / "webhooks-examples" / "api.github.com" / "index.json"
 ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 NOT_IN_INSTALLATION = ("There is at least one repository that does not exist or is not "
                        "accessible to the parent installation.")
@@ -351,26 +347,6 @@ def test_only_the_accounts_own_repositories_can_be_taken_out(world):
 
 
 # -- the payloads, against GitHub's examples and schemas -----------------------------------
-
-
-@pytest.fixture(scope="module")
-def github_webhooks() -> tuple[dict[tuple[str, str], list[set[str]]], dict[str, Any]]:
-    """The top-level keys of each of GitHub's examples, by (event, action); the schemas."""
-    if not EXAMPLES.exists() or not WEBHOOK_SCHEMAS.exists():
-        pytest.skip("the @octokit reference packages are not installed (tests/reference)")
-    keys: dict[tuple[str, str], list[set[str]]] = {}
-    for event in json.loads(EXAMPLES.read_text()):
-        for example in event["examples"]:
-            keys.setdefault((event["name"], example.get("action")), []).append(set(example))
-    return keys, json.loads(WEBHOOK_SCHEMAS.read_text())["definitions"]
-
-
-def shape_problems(delivery: DeliveryInfo, definitions: dict[str, Any]) -> list[str]:
-    name = f"{delivery.event}${delivery.action}"
-    validator = jsonschema.Draft7Validator({"$ref": f"#/definitions/{name}",
-                                            "definitions": definitions})
-    return [f"{name}: {'/'.join(map(str, e.absolute_path))}: {e.message[:200]}"
-            for e in validator.iter_errors(delivery.payload)]
 
 
 def test_each_announcement_is_shaped_as_githubs(world, two_private, github_webhooks):
