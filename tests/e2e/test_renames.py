@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.models import Thread
+from app.web.keys import ENGINE
 from tests.e2e.conftest import wait_until
 from tests.e2e.test_autofix import RIGHT, agent, autofix_labels, conclusion, head
 from tests.e2e.test_landing import approve, landed, protect
@@ -62,3 +64,34 @@ def test_a_renamed_repository_keeps_its_auto_fix_and_landing(world, how):
     wait_until(lambda: landed(world, number), 120, "the PR landed")
     assert refused(world, mark) == []
     assert world.hub.get_pr(world.repo, number)["base"]["repo"]["full_name"] == world.repo
+
+
+def test_calls_under_the_old_name_follow_githubs_redirects(world):
+    """Before hangar hears of a rename (its webhook lost, or still on its way), what it
+    asks under the old name still reaches the repository: GitHub answers 301 to a read and
+    307 to a write, and hangar's client repeats the request at the new address."""
+    world.start_hangar("true\n")
+    issue = world.hub.create_issue(world.repo, "add() is wrong", "It subtracts.",
+                                   as_user=world.maintainer)
+    old = world.repo
+    world.hub.set_webhook_url(world.app.id, None)  # hangar hears nothing of the rename
+    world.repo = world.hub.rename_repository(old, "tools")
+    engine = world.hangar.app[ENGINE]
+
+    async def under_the_old_name() -> tuple[str, int]:
+        thread = Thread(repo=old, number=issue, installation_id=world.installation_id)
+        ops = await engine.github.repo_ops(thread)
+        title = (await ops.gh.getitem(f"/repos/{old}/issues/{issue}"))["title"]
+        made = await ops.gh.post(f"/repos/{old}/issues/{issue}/comments",
+                                 data={"body": "first"})
+        await ops.gh.patch(f"/repos/{old}/issues/comments/{made['id']}",
+                           data={"body": "edited"})
+        return title, made["id"]
+
+    title, comment_id = world.hangar.call(under_the_old_name())
+    assert title == "add() is wrong"
+    bodies = {c["id"]: c["body"] for c in world.hub.issue_comments(world.repo, issue)}
+    assert bodies == {comment_id: "edited"}
+    answered = [(method, status) for method, path, status in world.hub.api_calls(world.app.id)
+                if f"/repos/{old}/" in path]
+    assert sorted(answered) == [("GET", 301), ("PATCH", 307), ("POST", 307)]
