@@ -1,7 +1,7 @@
 """The events the gate and its rows follow, each through the listener wiring registers: a
 reopened pull request, "Re-run" on `hangar / land`, "Re-run all checks", a resolved
 conversation, a changed ruleset, and a repository removed from the installation (a
-renamed one: tests/app/test_renames.py)."""
+renamed one: tests/app/test_rows_follow_renames.py)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ class Repositories:
     notes: list[tuple[str, str]] = field(default_factory=list)
     woken: list[tuple[str, ...]] = field(default_factory=list)
     renames: list[Rename] = field(default_factory=list)  # every concern's rows follow
-    # (the engine's part: tests/app/test_renames.py)
+    # (the engine's part: tests/app/test_rows_follow_renames.py)
 
     def rename_repository(self, rename: Rename) -> list[str]:
         self.renames.append(rename)
