@@ -31,6 +31,14 @@ FIRST = {"place": 1, "attempt": 1, "pr": PR_NUMBER, "why": "verified", "eligible
 SAME = "the signature of the failure on HEAD"
 
 
+@dataclass(frozen=True)
+class Ago:
+    """A time this long before the case runs (not before the module was collected: a
+    worker may run a case minutes later, past a rule's window)."""
+
+    seconds: float
+
+
 @dataclass
 class Case:
     name: str
@@ -73,13 +81,13 @@ CASES = [
     Case("off for the repository", github={"contents": {".github/hangar.yml": OFF}},
          stopped="off for this repository"),
     Case("a person pushed the head a minute ago: left to them",
-         row={"last_human_push_at": time.time() - 60, "pushed_heads": [HEAD]},
+         row={"last_human_push_at": Ago(60), "pushed_heads": [HEAD]},
          head_by_hangar=False, stopped="someone pushed"),
     Case("a head nobody said was pushed: wait for GitHub's word first", head_by_hangar=False),
     Case("a head hangar only verified, before GitHub's word of its push: wait for it",
          head_by_hangar=False, verified_head=True),
     Case("a head hangar only verified, its push event never came: a person's push",
-         row={"unknown_heads": {HEAD: time.time() - autofix.PUSH_WORD_GRACE_S - 1}},
+         row={"unknown_heads": {HEAD: Ago(autofix.PUSH_WORD_GRACE_S + 1)}},
          head_by_hangar=False, verified_head=True, stopped="someone pushed"),
     Case("the PR was closed: the row ends", github={"state": "closed"}),
     Case("an attempt of `try 3` nobody picked: no turn, and it says so",
@@ -121,7 +129,12 @@ async def rows(engine, gh: RecordingGitHub, case: Case) -> AutofixRow:
             id=land_id(REPO, PR_NUMBER), job_id=job.id, repo=REPO, installation_id=1,
             pr_number=PR_NUMBER, base="main", branch="hangar/1-abc", requested_by="mona",
             state=LandState.MERGING, head_sha=HEAD), active=True)
-    fields = dict(case.row)
+    def when(value: Any) -> Any:
+        if isinstance(value, Ago):
+            return time.time() - value.seconds
+        return {k: when(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    fields = when(dict(case.row))
     if fields.get("last_signature") == SAME:  # what this head's failure signs as
         failures, _ = await autofix.collect_failures(RepoOps(gh, REPO), HEAD,
                                                      own_app_id=OWN_APP)
