@@ -30,7 +30,14 @@ from app.runs.queue import (
     wake_queued,
 )
 from app.runs.review_thread import is_hangar_reply, read_review_threads, review_threads_prompt
-from app.runs.sandbox import AGENT_CHECK, REPO, must, prepare_sandbox, upsert_check
+from app.runs.sandbox import (
+    AGENT_CHECK,
+    PROVIDER_CALL_TIMEOUT_S,
+    REPO,
+    must,
+    prepare_sandbox,
+    upsert_check,
+)
 from app.runs.thread import attach_images, read_thread, thread_prompt
 from sandbox.provider import SandboxError
 
@@ -40,8 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 AGENT_LOG = "/workspace/.hangar/agent.log"
-# observe, stop and reading the log: past this a sandbox's call fails its run, not hangar.
-PROVIDER_CALL_TIMEOUT_S = 60
 
 AGENT_PREAMBLE = (
     "You are working in a git checkout of {repo} on branch {branch}. Make the change "

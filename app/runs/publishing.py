@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import render
-from app.models import HeldWork, Run, RunStage, RunWarning, changed
+from app.models import HeldWork, Run, RunStage, RunState, RunWarning, changed
 from app.redact import redact, tail
 from app.render.reasons import Why
 from app.runs.ending import account
 from app.runs.sandbox import (
     AGENT_CHECK,
     HARDENED_GIT,
+    PROVIDER_CALL_TIMEOUT_S,
     REPO,
     complete_agent_check,
     prepare_sandbox,
@@ -112,10 +113,20 @@ async def publish(engine: RunsContext, run: Run) -> None:
         dirty = bool(status.output.strip()) and status.exit_code == 0
         head = await commits_to_publish(provider, sb, run)
     except Exception as exc:
-        # A lost sandbox: what the agent pushed itself is still on GitHub.
-        dirty = False
-        engine.note(run.job_id, f"{run.id}: could not publish from the sandbox: {exc!r}")
-        warnings.append(render.run_warning(Why(RunWarning.PUBLISH_FAILED)))
+        engine.note(run.job_id, f"{run.id}: could not read the agent's commits in the "
+                                f"sandbox: {exc!r}")
+        if not await sandbox_gone(provider, sb, run):
+            # hangar could not read them, and they may be there: never "no commits". The
+            # step is tried again; should it keep failing, the turn ends as hangar's
+            # failure, and the reaper publishes (or holds) what the sandbox has.
+            raise
+        # The sandbox is gone, and with it whatever the agent had not pushed itself: the
+        # turn was lost, not empty (collect takes what reached GitHub, or starts it again).
+        engine.tokens.revoke(sb.id)
+        engine.patch_run(run.id, state=RunState.LOST, warnings=[
+            *warnings, render.run_warning(Why(RunWarning.PUBLISH_FAILED))],
+            stage=RunStage.COLLECTING)
+        return
     if head is not None:
         outcome = await push_with_retries(engine, provider, sb, run, "HEAD", head)
         if not outcome.landed:
@@ -124,6 +135,19 @@ async def publish(engine: RunsContext, run: Run) -> None:
     await provider.destroy(sb)
     engine.tokens.revoke(sb.id)
     engine.patch_run(run.id, dirty=dirty, warnings=warnings, stage=RunStage.COLLECTING)
+
+
+async def sandbox_gone(provider: Any, sb: Any, run: Run) -> bool:
+    """Whether the run's sandbox no longer exists: the agent's watch found it gone, or the
+    provider lists no such sandbox (one it cannot list is not called gone)."""
+    if run.state == RunState.LOST:
+        return True
+    try:
+        async with asyncio.timeout(PROVIDER_CALL_TIMEOUT_S):
+            listed = await provider.list(sb.labels)
+    except Exception:
+        return False
+    return bool(sb.labels) and all(other.id != sb.id for other in listed)
 
 
 async def commits_to_publish(provider: Any, sb: Any, run: Run) -> str | None:

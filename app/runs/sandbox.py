@@ -31,6 +31,8 @@ REPO = "/workspace/repo"
 HOME = "/workspace/home"
 HARDENED_GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 CLONE_TIMEOUT_S = 600
+# observe, stop and reading the log: past this a sandbox's call fails its run, not hangar.
+PROVIDER_CALL_TIMEOUT_S = 60
 STEP_FAILED = "hangar: step failed: "
 AGENT_CHECK = "hangar / agent"
 
