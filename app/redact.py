@@ -26,7 +26,7 @@ import base64
 import json
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 
@@ -236,29 +236,85 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     return text
 
 
-def redact_data(data: Any) -> Any:
-    """Every string in a JSON-shaped value (keys too) redacted."""
+def redact_data(data: Any, clean: Callable[[str], str] = redact) -> Any:
+    """Every string in a JSON-shaped value (keys too) redacted (or made `public`)."""
     if isinstance(data, str):
-        return redact(data)
+        return clean(data)
     if isinstance(data, dict):
-        return {redact_data(k): redact_data(v) for k, v in data.items()}
+        return {redact_data(k, clean): redact_data(v, clean) for k, v in data.items()}
     if isinstance(data, list | tuple):
-        return [redact_data(v) for v in data]
+        return [redact_data(v, clean) for v in data]
     return data
 
 
-def redact_json_body(body: bytes) -> bytes:
-    """A JSON request or answer body with its strings redacted; another body as text."""
+def redact_json_body(body: bytes, clean: Callable[[str], str] = redact) -> bytes:
+    """A JSON request or answer body with its strings redacted (or made `public`); another
+    body as text."""
     if not body:
         return body
     try:
         data = json.loads(body)
     except ValueError:
         text = body.decode("utf-8", "surrogateescape")
-        clean = redact(text)
-        return body if clean == text else clean.encode("utf-8", "surrogateescape")
-    clean = redact_data(data)
-    return body if clean == data else json.dumps(clean).encode()
+        cleaned = clean(text)
+        return body if cleaned == text else cleaned.encode("utf-8", "surrogateescape")
+    cleaned = redact_data(data, clean)
+    return body if cleaned == data else json.dumps(cleaned).encode()
+
+
+# -- the operator's places: what people are told names them by what they are ----------
+
+
+class Places:
+    """Where hangar keeps things and how it is reached: its data directory, its sandbox
+    gate, the model endpoints, its database. None is a secret, so logs keep them for the
+    operator; but none is the business of the people hangar answers, and an error's words
+    (git's "unable to access 'http://10.0.0.5:8080/git/…'", a path under the data
+    directory) carry them. `public` names each by what it is instead."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._order: list[tuple[str, str]] = []
+
+    def add(self, value: str | None, name: str) -> None:
+        if not value or len(value) < MIN_SECRET_CHARS:
+            return
+        with self._lock:
+            self._names[value] = name
+            # The longest first: a path inside the data directory is named as the one
+            # it is, not as the data directory followed by the rest.
+            self._order = sorted(self._names.items(), key=lambda item: -len(item[0]))
+
+    def hide(self, text: str) -> str:
+        for value, name in self._order:
+            if value in text:
+                text = text.replace(value, name)
+        return text
+
+    def keep_only(self, values: dict[str, str]) -> None:
+        with self._lock:
+            self._names = dict(values)
+            self._order = sorted(self._names.items(), key=lambda item: -len(item[0]))
+
+    def known(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._names)
+
+
+PLACES = Places()
+
+
+def remember_place(value: str | None, name: str) -> None:
+    """A host path or an address of the operator's: from now on what hangar tells people
+    says `name` instead."""
+    PLACES.add(value, name)
+
+
+def public(text: str) -> str:
+    """`text` as hangar may tell a person: secrets masked, and the operator's places named
+    by what they are (app.redact.Places)."""
+    return redact(PLACES.hide(text)) if text else text
 
 
 # Room around a cut: longer than any secret's encoding, so none is cut before it is masked.

@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from types import ModuleType
+from urllib.parse import urlsplit
 
 import aiohttp
 import yaml
@@ -36,7 +37,7 @@ from app.intake import redelivery
 from app.intake.deliveries import DeliveryWriter
 from app.intake.dispatch import Dispatcher
 from app.metrics import Metrics
-from app.redact import remember, remember_pem, remember_url
+from app.redact import remember, remember_pem, remember_place, remember_url
 from app.settings import Settings
 from app.store import Store
 from app.web import api, fleet, jobpage, mcp_http, signin, upstream, webhook
@@ -72,6 +73,7 @@ def create_app(settings: Settings) -> web.Application:
     """Build hangar's application; everything it holds starts and stops with it."""
     settings.check_for_serving()
     remember_settings_secrets(settings)
+    remember_places(settings)
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
@@ -113,6 +115,42 @@ def remember_settings_secrets(settings: Settings) -> None:
     for credential, endpoint in settings.model_endpoints.items():
         remember(os.environ.get(credential))
         remember_url(endpoint.get("base_url"))
+
+
+def remember_places(settings: Settings) -> None:
+    """The operator's places that an error's words may carry into what hangar tells people
+    (app.redact.Places): its data and environments directories, the sandbox gate's address
+    as sandboxes reach it (unless it is the address people reach hangar at), each model
+    endpoint, and the database."""
+    for path, name in ((settings.data_dir, "[hangar's data directory]"),
+                       (settings.envs_dir, "[hangar's environments directory]")):
+        if path is not None:
+            remember_place(str(path.absolute()), name)
+            remember_place(str(path.resolve()), name)
+    # Links hangar gives people start with its public URL: a gate at that address stays.
+    gate, shown = settings.proxy_base_url, (settings.public_url or "").rstrip("/")
+    if not shown or not (shown.startswith(gate) or gate.startswith(shown)):
+        remember_place(gate, "[hangar's sandbox gate]")
+    for endpoint in settings.model_endpoints.values():
+        remember_address(endpoint.get("base_url"), "[the model endpoint]")
+    if settings.database_url is not None:
+        remember_address(settings.database_url.get_secret_value(), "[hangar's database]")
+
+
+def remember_address(url: str | None, name: str) -> None:
+    """A URL of the operator's, as written and as an error names its host and port."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    remember_place(url, name)
+    remember_place(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}", name)
+    try:
+        port = parts.port or {"https": 443, "http": 80, "postgresql": 5432,
+                              "postgres": 5432}.get(parts.scheme)
+    except ValueError:
+        return
+    if parts.hostname and port:
+        remember_place(f"{parts.hostname}:{port}", name)
 
 
 def remember_environment_secrets(engine: Engine) -> None:

@@ -50,9 +50,11 @@ def nothing_left_running(tmp_path_factory):
 def secrets_of_this_test_only():
     """The secrets a test's hangars remember (each its own App key, webhook secret, API
     token) are forgotten after it: in one process the registry would otherwise grow test
-    by test, and with it the time each later hangar takes to start and to log."""
-    from app.redact import KNOWN
+    by test, and with it the time each later hangar takes to start and to log. So are
+    the places they remember (each its own data directory)."""
+    from app.redact import KNOWN, PLACES
 
-    before = KNOWN.known()
+    before, places = KNOWN.known(), PLACES.known()
     yield
     KNOWN.keep_only(before)
+    PLACES.keep_only(places)

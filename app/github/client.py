@@ -46,7 +46,7 @@ from gidgethub.aiohttp import GitHubAPI
 from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
 
 from app.metrics import Metrics
-from app.redact import redact_json_body
+from app.redact import public, redact_json_body
 
 log = logging.getLogger(__name__)
 
@@ -335,8 +335,9 @@ class GitHubClient(GitHubAPI):
     ) -> tuple[int, Mapping[str, str], bytes]:
         headers = {**headers, "x-github-api-version": API_VERSION}
         # Whatever hangar writes to GitHub (comments, check runs, PR bodies) is masked of
-        # every secret it knows, whoever built it (app.redact).
-        clean = redact_json_body(body)
+        # every secret it knows, and names the operator's places by what they are, whoever
+        # built it (app.redact).
+        clean = redact_json_body(body, public)
         if clean is not body:
             headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
             body = clean

@@ -29,7 +29,7 @@ from app.landing import (
     auto_land_suggestions,
 )
 from app.models import Job, Run, RunKind, RunStage, RunState
-from app.redact import redact
+from app.redact import public
 from app.render import endings
 from app.render import landing as render_landing
 from app.render import pages as words
@@ -418,7 +418,7 @@ async def fleet_page(request: web.Request) -> web.Response:
                                  usage_report(engine))["credentials"],
                       history=lands)
     # The page shows others' words (an agent's, git's): masked of every secret.
-    return page("hangar", redact(signin.who_line(who)
+    return page("hangar", public(signin.who_line(who)
                                  + render_fleet(view, settings.git_base_url, now)),
                 headers={"Refresh": "15"})
 

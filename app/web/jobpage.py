@@ -18,7 +18,7 @@ from aiohttp import web
 from app import render
 from app.landing import LandRequest, land_id
 from app.models import Job, Run
-from app.redact import redact
+from app.redact import public
 from app.render import fanout
 from app.render import pages as words
 from app.render.progress import STEPS_SHOWN, step_line
@@ -52,7 +52,7 @@ async def job_page(request: web.Request) -> web.Response:
                       request.app[SETTINGS].git_base_url, time.time())
     # The page shows others' words (the agent's, git's, the prompt): masked of every secret.
     return page(f"hangar: {job.thread.repo}#{job.thread.number}",
-                redact(signin.who_line(who) + body), headers={"Refresh": "15"})
+                public(signin.who_line(who) + body), headers={"Refresh": "15"})
 
 
 def render_job(job: Job, runs: list[Run], lands: list[LandRequest],

@@ -11,6 +11,7 @@ from urllib.parse import quote, quote_plus
 
 import aiohttp
 import pytest
+from pydantic import SecretStr
 
 from app import logs
 from app import redact as redaction
@@ -246,3 +247,68 @@ def test_a_value_holding_one_known_before_is_masked_whole():
     # Built with the shorter value, not as a layer after it: masked whole, never in part.
     assert known.pattern().sub("X", f"a {url_password} b {token} c") == "a X b X c"
     assert known.pattern().layers == 1
+
+
+# -- the operator's places -----------------------------------------------------------------
+
+
+def test_what_people_are_told_names_the_operators_places_by_what_they_are(settings):
+    """An error's words carry where hangar keeps things and how it is reached: git's
+    "unable to access" names the sandbox gate, a failed copy names the data directory, an
+    unreachable endpoint its host and port. What hangar tells people names each by what it
+    is; its log keeps them for the operator."""
+    from app.redact import PLACES, public
+    from app.wiring import remember_places
+
+    configured = settings.model_copy(update={
+        "git_proxy_url": "http://10.88.0.1:8431",
+        "public_url": "https://hangar.example.com",
+        "model_endpoints": {"ANTHROPIC_API_KEY": {"base_url": "https://llm.corp.internal:8443/v1"}},
+        "database_url": SecretStr("postgresql://hangar:pw-0123456789@db.corp.internal/hangar"),
+    })
+    remember_places(configured)
+    data = str(configured.data_dir.resolve())
+    said = public(
+        "fatal: unable to access 'http://10.88.0.1:8431/git/sb-123/acme/widgets.git/': 503\n"
+        f"cp: cannot create '{data}/envbuilds/b-1/rootfs': No space left on device\n"
+        "Cannot connect to host llm.corp.internal:8443 ssl:default [Connection refused]\n"
+        "hangar could not reach the model endpoint https://llm.corp.internal:8443/v1\n"
+        "could not connect to postgresql://hangar:pw-0123456789@db.corp.internal/hangar\n"
+        "see https://hangar.example.com/jobs/job-1")
+    assert said.splitlines() == [
+        "fatal: unable to access '[hangar's sandbox gate]/git/sb-123/acme/widgets.git/': 503",
+        "cp: cannot create '[hangar's data directory]/envbuilds/b-1/rootfs': No space left "
+        "on device",
+        "Cannot connect to host [the model endpoint] ssl:default [Connection refused]",
+        "hangar could not reach the model endpoint [the model endpoint]",
+        "could not connect to [hangar's database]",
+        "see https://hangar.example.com/jobs/job-1"]  # hangar's public address stays
+    # hangar's log (redact alone) keeps them for the operator.
+    assert redact("http://10.88.0.1:8431/git/sb-1") == "http://10.88.0.1:8431/git/sb-1"
+    assert "http://10.88.0.1:8431" in PLACES.known()
+
+
+def test_a_gate_at_hangars_public_address_is_left_as_it_is(settings):
+    """hangar's links start with its public URL: a sandbox gate reached at the same
+    address is not renamed, or every link to a job page would be."""
+    from app.redact import public
+    from app.wiring import remember_places
+
+    remember_places(settings.model_copy(update={
+        "git_proxy_url": "https://hangar.example.com", "public_url": "https://hangar.example.com/"}))
+    assert public("https://hangar.example.com/jobs/job-1") == "https://hangar.example.com/jobs/job-1"
+
+
+async def test_what_hangar_writes_to_github_names_no_place_of_the_operators(installed):  # noqa: F811
+    hub, app, installation = installed
+    from app.redact import remember_place
+
+    remember_place("/srv/hangar-data", "[hangar's data directory]")
+    async with aiohttp.ClientSession() as session:
+        auth = AppAuth(app.id, app.private_key_pem, api_url=hub.api_url, session=session,
+                       retry=FAST)
+        gh: GitHubClient = await auth.client(installation)
+        issue = await gh.post("/repos/acme/widgets/issues", data={
+            "title": "a failure", "body": "cp: /srv/hangar-data/envbuilds/x: disk full"})
+    assert hub.get_issue("acme/widgets", issue["number"])["body"] == \
+        "cp: [hangar's data directory]/envbuilds/x: disk full"

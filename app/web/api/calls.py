@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.changes import Change, Changes
 from app.engine import Engine
 from app.models import Intent, Job, Thread
-from app.redact import redact_data
+from app.redact import public, redact_data
 from app.web import access
 from app.web.access import Principal, Scope
 from app.web.keys import ENGINE, SETTINGS, STORE
@@ -209,7 +209,7 @@ def _reasons(exc: ValidationError) -> str:
 
 def ok(data: Any, status: int = 200) -> web.Response:
     # An answer carries others' words (an agent's, git's): masked of every secret.
-    return web.json_response(redact_data(data), status=status)
+    return web.json_response(redact_data(data, public), status=status)
 
 def job_of(call: Call, name: str = "job_id") -> Job:
     job = call.engine.get_job(call.param(name) if name == "job_id" else name)
