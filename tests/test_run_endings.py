@@ -121,8 +121,12 @@ ENDS = [
         head_sha="b" * 40, refused=True)}, False, Ending.PUSH_REFUSED,
         "GitHub refused the push", "fix the cause GitHub names", "action_required"),
     End("a push that keeps failing", {**HELD, "exit_code": 0, "held": HeldWork(
-        head_sha="b" * 40)}, False, Ending.PUSH_FAILING, "could not take the push",
+        head_sha="b" * 40)}, False, Ending.PUSH_FAILING, "did not go through",
         "pushes the kept commits again by itself", "action_required"),
+    End("a push hangar's own sandbox gate refused (a limit of its own)", {**HELD,
+        "exit_code": 0, "held": HeldWork(head_sha="b" * 40, refused=True, by_hangar=True)},
+        False, Ending.GATE_REFUSED, "hangar's sandbox gate refused the push",
+        "a retry meets the same rule of hangar's sandbox gate", "action_required"),
     End("hangar's own step failed until it gave up",
         {**EXITED, "stage": RunStage.ERROR, "process_id": "p-1", "failed_stage": "collecting"},
         True, Ending.HANGAR_FAILED, "hangar failed while collecting the agent's work",

@@ -196,7 +196,7 @@ def running_blocked_note(blocked: list[dict], attempt: int | None) -> str | None
 
 # The mark before each ending's sentence in the status comment.
 ENDING_MARKS = {"no_changes": "➖", "cancelled": "🚫", "time_limit": "⏱️",
-                "push_refused": "📦", "push_failing": "📦"}
+                "push_refused": "📦", "gate_refused": "📦", "push_failing": "📦"}
 
 
 def ending_cause(run: Run) -> str:
@@ -437,22 +437,25 @@ def held_line(run: Run) -> str:
     assert held is not None
     where = ("in a bundle in hangar's data directory" if held.bundle
              else "in its sandbox, which hangar keeps")
-    verb = "refused" if held.refused else "could not take"
-    return (f"📦 GitHub {verb} the push of `{run.branch}`; the agent's commits up to "
+    what = (f"{endings.refuser(held.by_hangar)} refused the push" if held.refused
+            else "the push did not go through")
+    return (f"📦 {what} of `{run.branch}`; the agent's commits up to "
             f"`{short(held.head_sha)}` are kept safe {where}")
 
 
 def held_facts(run: Run) -> list[str]:
     held = run.held
     assert held is not None
-    said = "GitHub refused the push and said:" if held.refused else (
-        f"GitHub did not take the push after {held.attempts} attempt(s); git said:")
+    said = f"{endings.refuser(held.by_hangar)} refused the push and said:" if held.refused \
+        else f"the push did not go through after {held.attempts} attempt(s); git said:"
     return [f"- {said}", "", fenced(held.github_says or "(nothing)", "text"), ""]
 
 
 def held_next_step(run: Run) -> str:
     held = run.held
     assert held is not None
+    if held.refused and held.by_hangar:
+        return endings.ending_next(Why("gate_refused"))
     if held.refused:
         return ("fix the cause GitHub names above (a secret: allow it with GitHub's link if "
                 "it is safe to publish; a large file or a rule: change the repository's "
@@ -467,7 +470,11 @@ HELD_RETRY_MINUTES = 10
 
 def held_check_output(run: Run) -> dict:
     summary = "\n".join([held_line(run), "", *held_facts(run), f"**Next:** {held_next_step(run)}"])
-    return {"title": "GitHub did not take the agent's commits; hangar kept them",
+    held = run.held
+    assert held is not None
+    who = endings.refuser(held.by_hangar) if held.refused else None
+    return {"title": (f"{who} refused the agent's commits; hangar kept them" if who
+                      else "the agent's commits were not pushed; hangar kept them"),
             "summary": fit_output(summary)}
 
 

@@ -23,6 +23,19 @@ def _rate_limited(reset_at: float | None) -> str:
     return f"the model endpoint answered 429 (rate limit); {when}"
 
 
+def refuser(by_hangar: bool) -> str:
+    """Who refused a push: hangar's own sandbox gate (a limit or a rule of its own), or
+    GitHub."""
+    return "hangar's sandbox gate" if by_hangar else "GitHub"
+
+
+# A refusal by hangar's own gate meets the same limit or rule on a retry.
+_GATE_NEXT = (
+    "a retry meets the same rule of hangar's sandbox gate (its words are above): comment "
+    "`/hangar <instruction>` to ask for a change within it (no large files; new commits "
+    "on the branch rather than a rewrite of it).")
+
+
 def _minutes(minutes: float | None) -> str:
     return f" of {minutes:g} minute(s)" if isinstance(minutes, int | float) else ""
 
@@ -80,8 +93,11 @@ ENDINGS: Sentences = {
         "the agent could not resume its session from the earlier turn, so nothing was "
         "changed in this turn"),
     "push_refused": lambda: "GitHub refused the push of the agent's commits; hangar kept them",
+    "gate_refused": lambda: (
+        "hangar's sandbox gate refused the push of the agent's commits (a limit or a rule "
+        "of its own, not GitHub's); hangar kept them"),
     "push_failing": lambda: (
-        "GitHub could not take the push of the agent's commits; hangar kept them and tries "
+        "the push of the agent's commits did not go through; hangar kept them and tries "
         "again"),
     "hangar_failed": lambda stage: (
         f"hangar failed while {STAGES.get(stage, 'handling')} the agent's work and stopped "
@@ -139,6 +155,7 @@ NEXT_STEPS: Sentences = {
     "push_refused": lambda: (
         "fix the cause GitHub names, then comment `/hangar retry` and hangar pushes the kept "
         "commits again."),
+    "gate_refused": lambda: _GATE_NEXT,
     "push_failing": lambda: "nothing: hangar pushes the kept commits again by itself.",
     "hangar_failed": lambda stage: (
         f"{RETRY}; an operator finds the cause in hangar's log for this run."),

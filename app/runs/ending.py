@@ -55,7 +55,9 @@ class Ending(StrEnum):
     MODEL_FAILED = "model_failed"  # another failing status
     SESSION_NOT_RESUMED = "session_not_resumed"  # the earlier turn's session was not found
     PUSH_REFUSED = "push_refused"  # GitHub refused the push; the commits are held
-    PUSH_FAILING = "push_failing"  # GitHub could not take the push; held, tried again
+    # hangar's own sandbox gate refused it (a limit or a rule of its own); the commits held
+    GATE_REFUSED = "gate_refused"
+    PUSH_FAILING = "push_failing"  # the push did not go through; held, tried again
     HANGAR_FAILED = "hangar_failed"  # one of hangar's own steps failed until it gave up
 
 
@@ -70,6 +72,7 @@ CONCLUSIONS: dict[Ending, str] = {
     Ending.CANCELLED: "cancelled",
     Ending.LOST_AFTER_PUSH: "neutral",
     Ending.PUSH_REFUSED: "action_required",
+    Ending.GATE_REFUSED: "action_required",
     Ending.PUSH_FAILING: "action_required",
 }
 
@@ -77,7 +80,7 @@ CONCLUSIONS: dict[Ending, str] = {
 # nor one whose request should change, nor a cancel, nor a push (retry pushes those).
 RETRYABLE = frozenset(Ending) - {Ending.CHANGES, Ending.NO_CHANGES, Ending.CANCELLED,
                                  Ending.LOST_AFTER_PUSH, Ending.PUSH_REFUSED,
-                                 Ending.PUSH_FAILING}
+                                 Ending.GATE_REFUSED, Ending.PUSH_FAILING}
 
 
 class Restart(StrEnum):
@@ -139,7 +142,9 @@ def model_trouble(model: dict[str, Any] | None) -> ModelTrouble | None:
 def account(run: Run, *, changed: bool) -> Why:
     """How the run ended, from its facts; `changed`: this turn's commits reached GitHub."""
     if run.held is not None and run.stage == RunStage.HELD:
-        return Why(Ending.PUSH_REFUSED if run.held.refused else Ending.PUSH_FAILING)
+        if run.held.refused:
+            return Why(Ending.GATE_REFUSED if run.held.by_hangar else Ending.PUSH_REFUSED)
+        return Why(Ending.PUSH_FAILING)
     if run.stage == RunStage.ERROR:
         if run.process_id is None and run.state in (RunState.QUEUED, RunState.RUNNING):
             return Why(Ending.SANDBOX_NOT_PREPARED)

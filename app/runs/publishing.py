@@ -43,7 +43,7 @@ BUILD_LEFTOVERS = [":(exclude,glob)**/__pycache__/**", ":(exclude,glob)**/*.pyc"
 PUSH_TIMEOUT_S = 600
 # Pauses between push attempts: GitHub's git endpoints fail transiently (5xx, resets).
 PUSH_BACKOFF_S = (1.0, 2.0, 4.0)
-# A held push GitHub could not take (not a refusal) is tried again on its own this often.
+# A held push that did not go through (not a refusal) is tried again on its own this often.
 HELD_RETRY_S = render.HELD_RETRY_MINUTES * 60.0
 NEVER_S = 10 * 365 * 86400.0
 MAX_WORDS = 3000
@@ -53,6 +53,7 @@ MAX_WORDS = 3000
 class PushOutcome:
     landed: bool
     refused: bool = False
+    by_hangar: bool = False  # the refusal is hangar's sandbox gate's, not GitHub's
     github_says: str = ""
     attempts: int = 0
 
@@ -80,6 +81,13 @@ def push_refusal(output: str) -> str | None:
 
 def _proxy_says_transient(line: str) -> bool:
     return "(hangar: " in line and ("try again)" in line or "push again)" in line)
+
+
+def refused_by_hangar(refusal: str) -> bool:
+    """Whether a refusal is hangar's sandbox gate's own (its words start "hangar: ": a
+    limit or a rule of its own), which a retry meets again, and not GitHub's."""
+    return any(line.strip().removeprefix("remote:").strip().startswith("hangar: ")
+               or "(hangar: " in line for line in refusal.splitlines())
 
 
 def bundle_dir(engine: RunsContext) -> Path:
@@ -185,8 +193,8 @@ async def push_with_retries(
             return PushOutcome(landed=True, attempts=attempts)
         refusal = push_refusal(push.output) if push.exit_code != 0 else None
         if refusal is not None:
-            return PushOutcome(landed=False, refused=True, github_says=redact(refusal),
-                               attempts=attempts)
+            return PushOutcome(landed=False, refused=True, by_hangar=refused_by_hangar(refusal),
+                               github_says=redact(refusal), attempts=attempts)
         said = (redact(tail(push.output, MAX_WORDS)).strip()
                 or render.push_not_taken(push.exit_code, head))
         log.warning("push failed, will retry", extra={"run": run.id, "attempt": attempts})
@@ -219,6 +227,7 @@ async def hold(engine: RunsContext, run: Run, sb: Any, head: str, outcome: PushO
     bundle = await make_bundle(engine, provider, sb, run)
     held = HeldWork(head_sha=head, bundle=bundle[0] if bundle else None,
                     size=bundle[1] if bundle else 0, refused=outcome.refused,
+                    by_hangar=outcome.by_hangar,
                     github_says=outcome.github_says,
                     attempts=(run.held.attempts if run.held else 0) + outcome.attempts)
     if bundle is not None:

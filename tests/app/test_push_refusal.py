@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.runs import push_refusal
+from app.runs.publishing import refused_by_hangar
 
 PUSH_PROTECTION = """\
 remote: error: GH013: Repository rule violations found for refs/heads/hangar/1-ab12.
@@ -60,3 +61,27 @@ def test_push_protection_keeps_githubs_own_lines_and_the_rejected_ref() -> None:
     assert "Push cannot contain secrets" in words
     assert "push declined due to repository rule violations" in words
     assert "failed to push some refs" not in words
+
+
+GATE_FORCE = (" ! [remote rejected] HEAD -> hangar/1-ab12 (hangar: force-push is off for this "
+              "sandbox and hangar/1-ab12 is at 1a2b3c4 upstream; push on top of it)\n"
+              "error: failed to push some refs to 'http://127.0.0.1:8787/git/acme/widgets.git'\n")
+GATE_SIZE = ("remote: hangar: this push is larger than 200 MiB, the limit for sandbox pushes; "
+             "keep large files out of the repository\n"
+             " ! [remote rejected] HEAD -> hangar/1-ab12 (hangar: this push is larger than "
+             "200 MiB, the limit for sandbox pushes; keep large files out of the repository)\n")
+
+
+@pytest.mark.parametrize(("output", "hangars"), [
+    (GATE_FORCE, True),
+    (GATE_SIZE, True),
+    (PUSH_PROTECTION, False),
+    (LARGE_FILE, False),
+    (NON_FF, False),
+    (FORBIDDEN, False),
+])
+def test_a_refusal_by_hangars_own_gate_is_told_from_githubs(output: str, hangars: bool):
+    """The sandbox gate's own refusals (its words start "hangar: ") are a rule of hangar's,
+    which a retry meets again; GitHub's are GitHub's."""
+    words = push_refusal(output)
+    assert words is not None and refused_by_hangar(words) == hangars
