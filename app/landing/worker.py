@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app import runs
 from app.envbuilds import environment_for
 from app.redact import redact, tail
 from proxy import sandbox_git_files
@@ -50,6 +51,16 @@ class HeadMoved:
 @dataclass(frozen=True)
 class Failed:
     said: str  # git's last words (redacted), for the reason
+
+
+class Unreached(Exception):
+    """The worker could not clone the branch or push it through hangar's gate, and GitHub
+    refused nothing: not the branch's fault. Raised, so the land step is tried again
+    (and, failing on, stops with hangar's own reason)."""
+
+    def __init__(self, said: str):
+        super().__init__(f"the land worker could not clone or push the branch: {said}")
+        self.said = said
 
 
 Outcome = Rebased | Conflicts | HeadMoved | Failed
@@ -92,7 +103,14 @@ def read_outcome(exit_code: int | None, output: str) -> Outcome:
             ("error:", "hint:", "fatal:", "warning:"))]
         return Conflicts(tuple(dict.fromkeys(files)))
     last = [line for line in lines if line.strip() and not line.startswith(SAID)]
-    return Failed(redact(tail("\n".join(last[-3:]) or f"exit {exit_code}", 300)))
+    said = redact(tail("\n".join(last[-3:]) or f"exit {exit_code}", 300))
+    refusal = runs.push_refusal(output) if exit_code == 11 else None
+    if exit_code == 10 or (exit_code == 11 and (
+            refusal is None or runs.refused_by_hangar(refusal))):
+        # The clone, or a push GitHub did not refuse (the gate down, no token, a 5xx), or
+        # one hangar's gate refused: hangar's trouble, not the branch's.
+        raise Unreached(said)
+    return Failed(said)
 
 
 async def rebase(engine: LandingContext, ops: RepoOps, request: LandRequest,

@@ -35,7 +35,7 @@ from app.runs.ending import Ending, Restart, account
 from app.runs.jobs import advance_job, ask_status_edit, reap_orphans
 from app.runs.pause import FANOUT_WARN_PCT, PauseWhy, highest
 from app.runs.plugin import register
-from app.runs.publishing import push_refusal
+from app.runs.publishing import push_refusal, refused_by_hangar
 from app.runs.queue import (
     Wait,
     credential_key,
@@ -74,6 +74,7 @@ __all__ = [
     "push_refusal",
     "queue_positions",
     "reap_orphans",
+    "refused_by_hangar",
     "register",
     "start_agent",
     "usage_report",
