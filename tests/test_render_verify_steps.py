@@ -38,3 +38,17 @@ def test_the_check_runs_summary_lists_the_steps_and_the_command_stays_data():
     assert steps[3] == "- ``make test `x` @mona`` (attempt 1): 12.5s, exit 1"
     assert "**Steps" not in render.verify_check_output(v.model_copy(update={"steps": []}))[
         "summary"]
+
+
+def test_a_verification_stopped_at_its_time_limit_says_so_where_people_read_it():
+    """The status comment and the PR body say a timed-out verification ran out of time,
+    not that it failed with 'exit None'."""
+    timed_out = Verification(command="pytest -q", head_sha="a" * 40, passed=False,
+                             exit_code=None, attempts=1, error="timed out after 10 minutes")
+    line = render.verification_line(timed_out)
+    assert "timed out after 10 minutes" in line and "not a pass" in line
+    assert "exit None" not in line and "failed" not in line
+    failed = Verification(command="pytest -q", head_sha="a" * 40, passed=False, exit_code=1,
+                          attempts=2)
+    assert "failed" in render.verification_line(failed) and "exit 1" in \
+        render.verification_line(failed)

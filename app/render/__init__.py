@@ -74,6 +74,8 @@ def verification_line(v: Verification | None) -> str:
     if v.passed:
         flaky = " (flaky: passed on retry)" if v.flaky else ""
         return f"✅ {code_span(v.command)} passed {where}{flaky}"
+    if v.exit_code is None and v.error:  # it was stopped: it never said pass or fail
+        return f"❌ {code_span(v.command)} {v.error} {where}, so it is not a pass"
     return (f"❌ {code_span(v.command)} failed {where} (exit {v.exit_code}, "
             f"{v.attempts} attempt(s))")
 
