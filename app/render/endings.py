@@ -64,8 +64,9 @@ ENDINGS: Sentences = {
     "lost_after_push": lambda: (
         "the agent's sandbox was lost after its commits reached GitHub; they were collected "
         "from there"),
-    "sandbox_not_prepared": lambda: (
-        "hangar could not prepare a sandbox for the agent, so no agent ran"),
+    "sandbox_not_prepared": lambda github=False: (
+        "hangar could not read from GitHub what the agent's turn needs, so no agent ran"
+        if github else "hangar could not prepare a sandbox for the agent, so no agent ran"),
     "build_missing": lambda exit_code: (
         ("the agent made no commits" if exit_code == 0
          else f"the agent exited with code {exit_code}")
@@ -132,7 +133,7 @@ NEXT_STEPS: Sentences = {
     "lost_after_push": lambda: (
         "review what reached the pull request; `/hangar <instruction>` asks for another "
         "turn."),
-    "sandbox_not_prepared": lambda: (
+    "sandbox_not_prepared": lambda github=False: (
         f"{RETRY}; if it fails again, an operator finds the cause in hangar's log for this "
         "run."),
     "build_missing": lambda exit_code: f"{RETRY} once the rebuild has finished.",

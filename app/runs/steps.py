@@ -14,11 +14,13 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from gidgethub import BadRequest
+import aiohttp
+from gidgethub import BadRequest, HTTPException
 
 from app import render
 from app.creates import Plan
 from app.engine import MAX_STEP_FAILURES
+from app.github.client import RateLimited
 from app.github.ops import RepoOps
 from app.models import Job, Run, RunKind, RunOutcome, RunStage, RunState, RunWarning
 from app.render.reasons import Why
@@ -93,6 +95,10 @@ def note_failure(engine: RunsContext, run_id: str, exc: Exception) -> None:
                                stage_failures=failures, failed_stage=run.stage.value,
                                finished_at=run.finished_at or time.time())
         why = ending.account(run, changed=False)
+        if why.code == ending.Ending.SANDBOX_NOT_PREPARED and isinstance(
+                exc, HTTPException | RateLimited | aiohttp.ClientError):
+            # What failed was a read of GitHub's, before any sandbox: said as such.
+            why = Why(why.code, github=True)
         engine.patch_run(run_id, ending={"code": why.code, **why.facts})
         engine.wake(run.job_id)
         wake_queued(engine)  # its slot or its place in the queue is free

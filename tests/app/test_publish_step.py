@@ -89,3 +89,24 @@ def test_a_sandbox_the_agents_watch_found_gone_is_gone(step_engine):
     run = engine.patch_run(exited_run(engine).id, state=RunState.LOST)
     asyncio.run(publish(engine, run))
     assert engine.get_run(run.id).stage == RunStage.COLLECTING
+
+
+def test_a_turn_that_could_not_read_github_before_its_sandbox_says_so(step_engine):
+    """No agent ran because GitHub's answers failed (the repository's config, the thread),
+    not because a sandbox could not be made: the ending says which."""
+    from http import HTTPStatus
+
+    from gidgethub import GitHubBroken
+
+    from app import render
+
+    engine = step_engine(RecordingGitHub())
+    for error, says in ((GitHubBroken(HTTPStatus.BAD_GATEWAY), "could not read from GitHub"),
+                        (SandboxError("no such image"), "could not prepare a sandbox")):
+        run = engine.patch_run(exited_run(engine).id, state=RunState.QUEUED,
+                               stage=RunStage.PENDING, sandbox=None, process_id=None)
+        for _ in range(steps.MAX_STEP_FAILURES):
+            steps.note_failure(engine, run.id, error)
+        ended = engine.get_run(run.id)
+        assert ended.ending["code"] == ending.Ending.SANDBOX_NOT_PREPARED
+        assert says in render.endings.ending_cause(render.endings.as_why(ended.ending))
