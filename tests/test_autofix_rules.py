@@ -340,7 +340,12 @@ async def test_a_job_log_that_cannot_be_read_is_said_not_fatal():
             403, "application/json", {"message": "Resource not accessible by integration"}),
     }))
     failures, _ = await collect_failures(RepoOps(gh, "acme/widgets"), HEAD, own_app_id=OWN_APP)
-    assert "the job log could not be fetched" in failures[0].details[0]
+    assert failures[0].details == ["(GitHub did not give this job's log)"]
+    # Without its lines, what failed is not known: no signature, so never "the same way"
+    # as a failure before it (two unread logs of one check would otherwise match).
+    assert failures[0].unread and failure_signature(failures) is None
+    assert failure_signature(failures) != failure_signature(
+        [failures[0].model_copy(update={"unread": False})])
 
 
 async def test_a_failure_on_the_second_page_of_a_matrix_is_found():

@@ -71,6 +71,7 @@ class Failure(BaseModel):
     title: str = ""
     summary: str = ""
     details: list[str] = []  # annotations, log lines, the status's description and URL
+    unread: bool = False  # its job's log could not be fetched: what failed is not known
 
 
 def normalize_line(line: str) -> str:
@@ -89,8 +90,13 @@ def failing_lines(text: str, limit: int = SIGNATURE_LINES) -> list[str]:
     return [normalize_line(line)[:200] for line in (hits or lines)[:limit]]
 
 
-def failure_signature(failures: list[Failure]) -> str:
-    """Names of the failed checks plus their first failing lines: 'the same failure'."""
+def failure_signature(failures: list[Failure]) -> str | None:
+    """Names of the failed checks plus their first failing lines: 'the same failure'.
+    None when a failure's log could not be read: without its lines, two failures of one
+    check would look the same whatever failed, and hangar does not claim what it has not
+    seen."""
+    if any(failure.unread for failure in failures):
+        return None
     parts = []
     for failure in sorted(failures, key=lambda f: f.name):
         evidence = "\n".join(failure.details) or failure.title

@@ -4,6 +4,7 @@ fix_now), the turns it starts, the evidence it reads from GitHub, and the status
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,8 @@ from app.runs import ask_status_edit
 if TYPE_CHECKING:
     from app.autofix.context import AutofixContext
     from app.github.ops import RepoOps
+
+log = logging.getLogger(__name__)
 
 
 def status_notes(engine: AutofixContext, repo: str, pr_number: int) -> PrNotes:
@@ -239,11 +242,13 @@ async def collect_failures(
             continue
         output = run.get("output") or {}
         details = await check_annotations(ops, run)
-        details += await actions_log_tail(ops, run)
+        job_log = await actions_log_tail(ops, run)
+        details += job_log if job_log is not None else ["(GitHub did not give this job's log)"]
         if output.get("text"):
             details.append(tail(output["text"], 3000))
         failures.append(Failure(name=run["name"], title=output.get("title") or "",
-                                summary=(output.get("summary") or "")[:2000], details=details))
+                                summary=(output.get("summary") or "")[:2000], details=details,
+                                unread=job_log is None))
     for status in statuses:
         if ci.of_status(status) == ci.Outcome.FAILED:
             failures.append(Failure(
@@ -260,15 +265,17 @@ async def check_annotations(ops: RepoOps, run: dict) -> list[str]:
     return [f"{a['path']}:{a.get('start_line')}: {a.get('message', '')}" for a in found[:50]]
 
 
-async def actions_log_tail(ops: RepoOps, run: dict) -> list[str]:
-    """For GitHub Actions, the failed job's log (the check run id is the job id)."""
+async def actions_log_tail(ops: RepoOps, run: dict) -> list[str] | None:
+    """For GitHub Actions, the failed job's log (the check run id is the job id); None
+    when GitHub did not give it (expired, or an error): what failed is then not known."""
     if (run.get("app") or {}).get("slug") != "github-actions":
         return []
     try:
         data = await ops.gh.getitem(f"{ops.base}/actions/jobs/{run['id']}/logs",
                                     accept="text/plain")
     except Exception as exc:  # the log is evidence, not a requirement
-        return [f"(the job log could not be fetched: {exc})"]
+        log.info("an Actions job's log could not be fetched", extra={"error": repr(exc)})
+        return None
     text = data if isinstance(data, str) else str(data)
     return [tail(text, 3000)]
 
