@@ -197,7 +197,7 @@ def status_notes(engine: ReviewersContext, repo: str, pr_number: int) -> PrNotes
     if job is None:
         return PrNotes()
     return PrNotes((words.waiting_note(job.requested_by, pr_number, row.users, row.teams,
-                                       refused=row.refused is not None),))
+                                       refused=row.refused),))
 
 
 def register(engine: Registrations) -> None:

@@ -3,16 +3,16 @@ once, and who GitHub was asked to review it."""
 
 from __future__ import annotations
 
-from app.render.text import person
+from app.render.text import code_span, person
 
 
 def waiting_note(asker: str, pr_number: int, users: list[str], teams: list[str], *,
-                 refused: bool) -> str:
+                 refused: str | None) -> str:
+    """`refused`: GitHub's words when it took none of the review request (its 422)."""
     asked = [f"@{u}" for u in users] + [f"a team ({t})" for t in teams]
-    if refused:
-        tail = ("GitHub refused hangar's review request (a reviewer or team named in "
-                "CODEOWNERS or `land.reviewers` cannot review here); ask someone with "
-                "write access to review it")
+    if refused is not None:
+        tail = (f"GitHub refused hangar's review request, saying {code_span(refused[:300])}; "
+                "ask someone with write access to review it")
     elif asked:
         tail = "review requested from " + ", ".join(asked)
     else:

@@ -15,7 +15,7 @@ TOKEN = f"{API_ASKER}ci-bot"
 
 def said_by(asker: str) -> list[str]:
     return [
-        waiting_note(asker, 2, [], [], refused=False),
+        waiting_note(asker, 2, [], [], refused=None),
         thread_reply(Run(job_id="job-1", branch="hangar/1-ab", base_branch="main",
                          requested_by=asker, turn=2, ending={"code": "no_changes"}), None),
         TEXTS["approval.requested"]({"pr": 2, "head_sha": "a" * 40, "asker": asker,

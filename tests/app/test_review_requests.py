@@ -26,3 +26,17 @@ def test_people_and_teams_each_once_and_no_email():
                                ["Rita", "tina", "@tina", "acme/math", "acme/Docs"])
     assert people == ["rita", "tina"]
     assert teams == ["math", "Docs"]
+
+
+def test_a_refused_review_request_quotes_github_not_a_guess():
+    """GitHub's 422 says why it took none of the request; the status comment quotes it
+    instead of guessing a cause."""
+    from app.render.reviewers import waiting_note
+
+    said = ("Reviews may only be requested from collaborators. One or more of the users or "
+            "teams you specified is not a collaborator of the acme/widgets repository.")
+    note = waiting_note("mona", 7, [], [], refused=said)
+    assert "GitHub refused hangar's review request, saying `Reviews may only be requested" \
+        in note
+    assert "cannot review here" not in note
+    assert "review requested from @rita" in waiting_note("mona", 7, ["rita"], [], refused=None)
