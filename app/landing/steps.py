@@ -106,6 +106,7 @@ def give_up(engine: LandingContext, request_id: str, reason: str) -> None:
         request.end_unshown = False
         save(engine, request)
         return
+    engine.note(request.job_id, f"land #{request.pr_number} stopped: {reason}")
     move(engine, request, LandState.FAILED, Why(LandReason.GAVE_UP, error=reason))
 
 

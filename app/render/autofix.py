@@ -46,7 +46,9 @@ STOPPED: Sentences = {
     "review_not_started": lambda author, because, **facts: (
         f"@{author} requested changes, but hangar did not start a turn: "
         f"{stopped(Why(because, **facts))}"),
-    "gave_up": lambda error: f"hangar stopped watching after repeated errors ({error})",
+    "gave_up": lambda error=None: (
+        "hangar stopped watching after repeated errors of its own (the job's timeline names "
+        "them)"),
 }
 
 

@@ -253,9 +253,11 @@ LAND_REASONS: Sentences = {
     "withdrawn": lambda login: (
         f"@{login} withdrew the request; approvals do not land it until someone comments "
         "`/hangar land`"),
-    "gave_up": lambda error: (
-        f"hangar stopped trying after repeated errors ({error}); comment `/hangar land` to "
-        "try again"),
+    # The error's own words (an exception's, naming hangar's parts) are the operator's:
+    # they are in hangar's log and the job's timeline.
+    "gave_up": lambda error=None: (
+        "hangar stopped trying after repeated errors of its own (the job's timeline names "
+        "them); comment `/hangar land` to try again"),
     # Why the PR's file list is incomplete (so every file counts as sensitive).
     "files_not_all_listed": lambda listed, changed: (
         f"GitHub listed {listed} of the {changed} changed files"),

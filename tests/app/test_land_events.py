@@ -123,3 +123,18 @@ def test_a_repository_removed_from_the_installation_stops_its_work(engine):
     assert all(r.cancel_requested for r in engine.runs_of(job.id))
     assert request(engine).state == LandState.CANCELLED
     assert "removed from hangar's installation" in request(engine).reason
+
+
+def test_a_request_that_gave_up_says_so_in_hangars_words_and_notes_the_error(engine):
+    """The error's own words name hangar's parts (a docker path, an address): they go to
+    the job's timeline and hangar's log, and the status says what happened."""
+    from app.landing.steps import give_up
+
+    error = "SandboxError: /var/lib/docker/overlay2/ab12/merged: no such file or directory"
+    give_up(engine, request(engine).id, error)
+    stopped = request(engine)
+    assert stopped.state == LandState.FAILED
+    assert "stopped trying after repeated errors" in stopped.reason
+    assert "/var/lib/docker" not in stopped.reason
+    job = engine.store.find("job", Job, thread__repo=REPO)[0]
+    assert any(error in what for _, what in engine.store.notes(job.id))
