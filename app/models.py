@@ -271,6 +271,8 @@ class HeldWork(BaseModel):
     refused: bool = False  # GitHub said no (a rule, a secret, a large file), not "try later"
     # hangar's own sandbox gate said no (a limit or a rule of its own), not GitHub
     by_hangar: bool = False
+    # git would not push: the branch on GitHub has commits the agent's work lacks
+    diverged: bool = False
     github_says: str = ""  # GitHub's own words (or git's, when GitHub was not reached)
     attempts: int = 0  # pushes tried so far, over every retry
     at: float = Field(default_factory=now)

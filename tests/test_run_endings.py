@@ -123,6 +123,10 @@ ENDS = [
     End("a push that keeps failing", {**HELD, "exit_code": 0, "held": HeldWork(
         head_sha="b" * 40)}, False, Ending.PUSH_FAILING, "did not go through",
         "pushes the kept commits again by itself", "action_required"),
+    End("a push git declined: the branch on GitHub moved", {**HELD, "exit_code": 0,
+        "held": HeldWork(head_sha="b" * 40, refused=True, diverged=True)}, False,
+        Ending.BRANCH_DIVERGED, "hangar does not force-push",
+        "a turn that starts from the branch as GitHub has it", "action_required"),
     End("a push hangar's own sandbox gate refused (a limit of its own)", {**HELD,
         "exit_code": 0, "held": HeldWork(head_sha="b" * 40, refused=True, by_hangar=True)},
         False, Ending.GATE_REFUSED, "hangar's sandbox gate refused the push",

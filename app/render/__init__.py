@@ -198,7 +198,8 @@ def running_blocked_note(blocked: list[dict], attempt: int | None) -> str | None
 
 # The mark before each ending's sentence in the status comment.
 ENDING_MARKS = {"no_changes": "➖", "cancelled": "🚫", "time_limit": "⏱️",
-                "push_refused": "📦", "gate_refused": "📦", "push_failing": "📦"}
+                "push_refused": "📦", "gate_refused": "📦", "branch_diverged": "📦",
+                "push_failing": "📦"}
 
 
 def ending_cause(run: Run) -> str:
@@ -439,7 +440,8 @@ def held_line(run: Run) -> str:
     assert held is not None
     where = ("in a bundle in hangar's data directory" if held.bundle
              else "in its sandbox, which hangar keeps")
-    what = (f"{endings.refuser(held.by_hangar)} refused the push" if held.refused
+    what = ("git declined the push (the branch on GitHub has moved)" if held.diverged
+            else f"{endings.refuser(held.by_hangar)} refused the push" if held.refused
             else "the push did not go through")
     return (f"📦 {what} of `{run.branch}`; the agent's commits up to "
             f"`{short(held.head_sha)}` are kept safe {where}")
@@ -448,14 +450,19 @@ def held_line(run: Run) -> str:
 def held_facts(run: Run) -> list[str]:
     held = run.held
     assert held is not None
-    said = f"{endings.refuser(held.by_hangar)} refused the push and said:" if held.refused \
-        else f"the push did not go through after {held.attempts} attempt(s); git said:"
+    said = ("git declined the push: the branch on GitHub has commits the agent's work "
+            "does not build on; git said:" if held.diverged
+            else f"{endings.refuser(held.by_hangar)} refused the push and said:"
+            if held.refused
+            else f"the push did not go through after {held.attempts} attempt(s); git said:")
     return [f"- {said}", "", fenced(held.github_says or "(nothing)", "text"), ""]
 
 
 def held_next_step(run: Run) -> str:
     held = run.held
     assert held is not None
+    if held.refused and held.diverged:
+        return endings.ending_next(Why("branch_diverged"))
     if held.refused and held.by_hangar:
         return endings.ending_next(Why("gate_refused"))
     if held.refused:
@@ -475,8 +482,10 @@ def held_check_output(run: Run) -> dict:
     held = run.held
     assert held is not None
     who = endings.refuser(held.by_hangar) if held.refused else None
-    return {"title": (f"{who} refused the agent's commits; hangar kept them" if who
-                      else "the agent's commits were not pushed; hangar kept them"),
+    title = ("the branch moved on GitHub; hangar kept the agent's commits" if held.diverged
+             else f"{who} refused the agent's commits; hangar kept them" if who
+             else "the agent's commits were not pushed; hangar kept them")
+    return {"title": title,
             "summary": fit_output(summary)}
 
 

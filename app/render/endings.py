@@ -97,6 +97,10 @@ ENDINGS: Sentences = {
     "gate_refused": lambda: (
         "hangar's sandbox gate refused the push of the agent's commits (a limit or a rule "
         "of its own, not GitHub's); hangar kept them"),
+    "branch_diverged": lambda: (
+        "the branch on GitHub has commits the agent's work does not build on (someone "
+        "pushed to it meanwhile, or the agent rewrote its history), and hangar does not "
+        "force-push; hangar kept the agent's commits"),
     "push_failing": lambda: (
         "the push of the agent's commits did not go through; hangar kept them and tries "
         "again"),
@@ -157,6 +161,10 @@ NEXT_STEPS: Sentences = {
         "fix the cause GitHub names, then comment `/hangar retry` and hangar pushes the kept "
         "commits again."),
     "gate_refused": lambda: _GATE_NEXT,
+    "branch_diverged": lambda: (
+        "comment `/hangar <instruction>` for a turn that starts from the branch as GitHub "
+        "has it; `/hangar retry` pushes the kept commits again once the branch is back "
+        "where the turn began."),
     "push_failing": lambda: "nothing: hangar pushes the kept commits again by itself.",
     "hangar_failed": lambda stage: (
         f"{RETRY}; an operator finds the cause in hangar's log for this run."),

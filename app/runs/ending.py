@@ -57,6 +57,8 @@ class Ending(StrEnum):
     PUSH_REFUSED = "push_refused"  # GitHub refused the push; the commits are held
     # hangar's own sandbox gate refused it (a limit or a rule of its own); the commits held
     GATE_REFUSED = "gate_refused"
+    # git declined: the branch on GitHub has commits the agent's work lacks; commits held
+    BRANCH_DIVERGED = "branch_diverged"
     PUSH_FAILING = "push_failing"  # the push did not go through; held, tried again
     HANGAR_FAILED = "hangar_failed"  # one of hangar's own steps failed until it gave up
 
@@ -73,6 +75,7 @@ CONCLUSIONS: dict[Ending, str] = {
     Ending.LOST_AFTER_PUSH: "neutral",
     Ending.PUSH_REFUSED: "action_required",
     Ending.GATE_REFUSED: "action_required",
+    Ending.BRANCH_DIVERGED: "action_required",
     Ending.PUSH_FAILING: "action_required",
 }
 
@@ -80,7 +83,8 @@ CONCLUSIONS: dict[Ending, str] = {
 # nor one whose request should change, nor a cancel, nor a push (retry pushes those).
 RETRYABLE = frozenset(Ending) - {Ending.CHANGES, Ending.NO_CHANGES, Ending.CANCELLED,
                                  Ending.LOST_AFTER_PUSH, Ending.PUSH_REFUSED,
-                                 Ending.GATE_REFUSED, Ending.PUSH_FAILING}
+                                 Ending.GATE_REFUSED, Ending.BRANCH_DIVERGED,
+                                 Ending.PUSH_FAILING}
 
 
 class Restart(StrEnum):
@@ -143,6 +147,8 @@ def account(run: Run, *, changed: bool) -> Why:
     """How the run ended, from its facts; `changed`: this turn's commits reached GitHub."""
     if run.held is not None and run.stage == RunStage.HELD:
         if run.held.refused:
+            if run.held.diverged:
+                return Why(Ending.BRANCH_DIVERGED)
             return Why(Ending.GATE_REFUSED if run.held.by_hangar else Ending.PUSH_REFUSED)
         return Why(Ending.PUSH_FAILING)
     if run.stage == RunStage.ERROR:

@@ -54,6 +54,7 @@ class PushOutcome:
     landed: bool
     refused: bool = False
     by_hangar: bool = False  # the refusal is hangar's sandbox gate's, not GitHub's
+    diverged: bool = False  # git declined: the branch on GitHub moved past the turn's base
     github_says: str = ""
     attempts: int = 0
 
@@ -81,6 +82,15 @@ def push_refusal(output: str) -> str | None:
 
 def _proxy_says_transient(line: str) -> bool:
     return "(hangar: " in line and ("try again)" in line or "push again)" in line)
+
+
+def diverged(refusal: str) -> bool:
+    """Whether git itself declined the push because the branch on GitHub has commits the
+    pushed head lacks (someone pushed meanwhile, or the agent rewrote history): no rule
+    refused it, and hangar never force-pushes an agent's turn."""
+    return any(line.lstrip().startswith("! [rejected]") and (
+        "(fetch first)" in line or "(non-fast-forward)" in line)
+        for line in refusal.splitlines())
 
 
 def refused_by_hangar(refusal: str) -> bool:
@@ -194,7 +204,8 @@ async def push_with_retries(
         refusal = push_refusal(push.output) if push.exit_code != 0 else None
         if refusal is not None:
             return PushOutcome(landed=False, refused=True, by_hangar=refused_by_hangar(refusal),
-                               github_says=redact(refusal), attempts=attempts)
+                               diverged=diverged(refusal), github_says=redact(refusal),
+                               attempts=attempts)
         said = (redact(tail(push.output, MAX_WORDS)).strip()
                 or render.push_not_taken(push.exit_code, head))
         log.warning("push failed, will retry", extra={"run": run.id, "attempt": attempts})
@@ -227,7 +238,7 @@ async def hold(engine: RunsContext, run: Run, sb: Any, head: str, outcome: PushO
     bundle = await make_bundle(engine, provider, sb, run)
     held = HeldWork(head_sha=head, bundle=bundle[0] if bundle else None,
                     size=bundle[1] if bundle else 0, refused=outcome.refused,
-                    by_hangar=outcome.by_hangar,
+                    by_hangar=outcome.by_hangar, diverged=outcome.diverged,
                     github_says=outcome.github_says,
                     attempts=(run.held.attempts if run.held else 0) + outcome.attempts)
     if bundle is not None:

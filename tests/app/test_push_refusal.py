@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.runs import push_refusal
-from app.runs.publishing import refused_by_hangar
+from app.runs.publishing import diverged, refused_by_hangar
 
 PUSH_PROTECTION = """\
 remote: error: GH013: Repository rule violations found for refs/heads/hangar/1-ab12.
@@ -85,3 +85,18 @@ def test_a_refusal_by_hangars_own_gate_is_told_from_githubs(output: str, hangars
     which a retry meets again; GitHub's are GitHub's."""
     words = push_refusal(output)
     assert words is not None and refused_by_hangar(words) == hangars
+
+
+REWRITTEN = " ! [rejected]        HEAD -> hangar/1-ab12 (non-fast-forward)\n"
+
+
+@pytest.mark.parametrize(("output", "moved"), [
+    (NON_FF, True),  # someone pushed to the branch meanwhile
+    (REWRITTEN, True),  # the agent rewrote the branch's history
+    (PUSH_PROTECTION, False),
+    (GATE_FORCE, False),
+])
+def test_a_branch_that_moved_on_github_is_told_from_a_rule(output: str, moved: bool):
+    """git declines a push that would drop commits the branch on GitHub has: no rule
+    refused it, and a retry or a rule change does not help; hangar never force-pushes."""
+    assert diverged(push_refusal(output)) == moved
