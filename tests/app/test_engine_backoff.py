@@ -63,7 +63,11 @@ async def test_a_failing_land_step_ends_failed_with_the_reason(engine):
         await engine._guarded("land", failing, request.id)
     ended = engine.store.get("land", request.id, LandRequest)
     assert ended.state == LandState.FAILED
-    assert "GitHub said no" in ended.reason and "/hangar land" in ended.reason
+    assert "stopped trying after repeated errors" in ended.reason
+    assert "/hangar land" in ended.reason
+    # The error's own words are the job's timeline's, not the status comment's.
+    assert "GitHub said no" not in ended.reason
+    assert any("GitHub said no" in what for _at, what in engine.store.notes("job-1"))
 
 
 async def test_a_failing_job_step_ends_the_job_failed_with_the_reason(engine):
