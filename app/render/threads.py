@@ -21,7 +21,8 @@ def thread_reply(run: Run, turn: dict | None) -> str:
     commits = (turn or {}).get("commits") or []
     if not commits:
         cause = render.ending_cause(run) or "the turn ended before its work reached GitHub"
-        lines += ["", f"➖ This turn made no commits for this thread: {cause}."]
+        # Not "made no commits": a held push, or hangar's own failure, may keep some.
+        lines += ["", f"➖ Nothing of this turn reached the pull request: {cause}."]
         step = render.ending_next(run)
         if step:
             lines.append(f"Next: {step}")

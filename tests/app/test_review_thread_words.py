@@ -82,11 +82,15 @@ def test_the_reply_says_the_turns_commits_files_and_verification_as_facts():
 def test_a_turn_with_no_commits_says_how_it_ended_never_blaming_the_request():
     failed = thread_reply(run(ending={"code": "agent_failed", "exit_code": 3},
                               head_sha="a" * 40, exit_code=3), None)
-    assert "This turn made no commits for this thread: the agent exited with code 3" in failed
+    assert "Nothing of this turn reached the pull request: the agent exited with code 3" \
+        in failed
     assert "rephrase" not in failed and "Pushed" not in failed
     broken = thread_reply(run(ending={"code": "model_refused"}, head_sha=None,
                               verification=None), None)
-    assert "no commits" in broken and "rephrase" not in broken
+    assert "Nothing of this turn reached" in broken and "rephrase" not in broken
+    # A turn whose commits hangar kept (GitHub did not take the push) made commits.
+    held = thread_reply(run(ending={"code": "push_failing"}, head_sha=None), None)
+    assert "no commits" not in held and "hangar kept them" in held
     nothing = thread_reply(run(ending={"code": "no_changes", "on_pr": True}), {"commits": []})
     assert "made no commits, so the pull request did not change" in nothing
 
