@@ -52,9 +52,8 @@ ANSWERS: Sentences = {
     "nothing_to_cancel": lambda: "There is no hangar work on this thread to cancel.",
     "already_stopped": lambda: "Nothing is running here; the agent has already stopped.",
     "nothing_held": lambda: (
-        "hangar holds no unpushed commits here: every push it made reached GitHub, and no "
-        "turn here ended in a way `/hangar retry` fixes. `/hangar status` shows where the "
-        "work stands."),
+        "hangar holds no unpushed commits here, and no turn here ended in a way "
+        "`/hangar retry` fixes. `/hangar status` shows where the work stands."),
     "no_work_yet": lambda: (
         "There is no hangar work on this thread yet. `/hangar <instruction>` starts some."),
     "nothing_to_pick": lambda: (
