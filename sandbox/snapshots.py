@@ -412,6 +412,39 @@ async def restore(provider: Any, sb: Sandbox, ref: str) -> list[list[str]]:
     return []
 
 
+def _drop_docker_image(client: Any, ref: str) -> None:
+    """Remove a build's image, or, while a sandbox still runs from it, keep it only under a
+    name that says it is dropped (hangar-build:dropped-<build>) until the last such
+    sandbox ends: the docker provider removes it then. Untagged, docker would keep it for
+    good; kept under its build's name, nothing would ever remove it."""
+    import docker.errors
+
+    _, _, build = ref.rpartition(":")
+    # Another hangar on the engine may remove the dropped name between the tag and the
+    # untag (the build's sandboxes ended meanwhile, or its docker answered 409 for the
+    # sandbox that still runs): the untag is then refused as the last name, and the image
+    # is named as dropped again.
+    for _ in range(3):
+        try:
+            client.images.remove(ref)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: a sandbox still runs from it
+                log.warning("could not remove the build image %s: %s", ref, exc)
+                return
+        try:
+            client.images.get(ref).tag(BUILD_IMAGE_REPO, f"{DROPPED_PREFIX}{build}")
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            log.warning("could not name the build image %s as dropped: %s", ref, exc)
+            return
+    log.warning("the build image %s is kept: another hangar keeps removing its dropped name",
+                ref)
+
+
 async def drop(provider: Any, ref: str | None) -> None:
     """Remove what a dropped build holds; a missing one is fine."""
     if not ref:
@@ -426,26 +459,7 @@ async def drop(provider: Any, ref: str | None) -> None:
             except registry.RegistryError as exc:  # kept: the registry says why
                 log.warning("could not delete the build image %s: %s", ref, exc)
     elif provider.name == "docker":
-        def remove() -> None:
-            import docker.errors
-
-            client = provider.client
-            try:
-                client.images.remove(ref)
-            except docker.errors.NotFound:
-                return
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:  # 409: a sandbox still runs from it
-                    log.warning("could not remove the build image %s: %s", ref, exc)
-                    return
-                # Kept under a name that says it is dropped, until the last sandbox from it
-                # ends (the docker provider removes it then): untagged, docker would keep
-                # it for good.
-                _, _, build = ref.rpartition(":")
-                with contextlib.suppress(docker.errors.APIError):
-                    client.images.get(ref).tag(BUILD_IMAGE_REPO, f"{DROPPED_PREFIX}{build}")
-                    client.images.remove(ref)  # the other name keeps the image
-        await asyncio.to_thread(remove)
+        await asyncio.to_thread(_drop_docker_image, provider.client, ref)
     elif provider.name == "local":
         kept = Path(ref)
         if kept.suffix == ".tar":

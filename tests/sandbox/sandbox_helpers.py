@@ -67,6 +67,31 @@ async def wait_for(predicate: Callable[[], Awaitable[bool]], timeout: float = 60
 REGISTRY_USER, REGISTRY_PASSWORD = "hangar", "push-secret"
 
 
+async def image_removed(client, image_id: str, since: float, timeout: float = 60) -> bool:
+    """Whether the docker image is gone, or goes within `timeout`. Every hangar on the
+    engine removes dropped builds' images, so another test's may be removing this one as
+    this one's hangar looks: its delete is waited for as docker reports it (the events
+    since `since` are replayed, so none is missed), not polled."""
+    import docker.errors
+
+    def look() -> bool:
+        try:
+            client.images.get(image_id)
+        except docker.errors.ImageNotFound:
+            return True
+        events = client.events(since=int(since) - 1, until=int(time.time() + timeout) + 1,
+                               filters={"type": "image", "event": "delete"}, decode=True)
+        try:
+            for event in events:
+                if event.get("id") == image_id:
+                    return True
+        finally:
+            events.close()
+        return False
+
+    return await asyncio.to_thread(look)
+
+
 @contextlib.contextmanager
 def running_registry(root: Path, auth: str) -> Iterator[str]:
     """Debian's docker-registry on a free loopback port, storing under root, with the
