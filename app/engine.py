@@ -33,6 +33,7 @@ from app.github.ops import RepoOps
 from app.github.reads import GitHubReads
 from app.metrics import Metrics
 from app.models import Deferred, Intent, Job, Rename, Run
+from app.pauses import stop_with
 from app.rows import JobRows, RowT
 from app.settings import Settings
 from app.store import Store
@@ -320,6 +321,8 @@ class Engine(Registrations, JobRows):
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
+        # Set as the stop begins: a step pausing before it asks GitHub again ends then.
+        self._stopped = asyncio.Event()
         self.started_at = time.time()  # see `creating`
         self._loop_task: asyncio.Task | None = None
         # Replicas on one database (PostgreSQL): a row is stepped by the replica holding
@@ -380,6 +383,7 @@ class Engine(Registrations, JobRows):
         within one shutdown grace: what runs hangar (Kubernetes: 30 s by default) kills
         it when a stop takes longer."""
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
         deadline = time.monotonic() + self.settings.shutdown_grace_seconds
         pending = [t for t in self._tasks.values() if not t.done()]
@@ -654,6 +658,7 @@ class Engine(Registrations, JobRows):
     ) -> None:
         key = key or row_id
         self.metrics.engine_steps.inc(kind=kind)
+        stop_with(self._stopped)
         try:
             await step(self, row_id)
         except Exception as exc:

@@ -46,6 +46,7 @@ from gidgethub.aiohttp import GitHubAPI
 from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
 
 from app.metrics import Metrics
+from app.pauses import pause
 from app.redact import public, redact_json_body
 
 log = logging.getLogger(__name__)
@@ -306,10 +307,10 @@ class GitHubClient(GitHubAPI):
                     allowance.limit(time.time() + wait,
                                     f"{len(recent)} writes in the last minute, GitHub's limit")
                     raise RateLimited(allowance.limited_until, allowance.why)
-                await asyncio.sleep(wait)
+                await pause(wait)
             wait = allowance.next_write_at - time.monotonic()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await pause(wait)
             allowance.next_write_at = time.monotonic() + self.retry.write_spacing_s
             recent.append(time.monotonic())
             hour.append(time.monotonic())
@@ -328,7 +329,7 @@ class GitHubClient(GitHubAPI):
                 allowance.limited_until, allowance.why = slot.limited_until, slot.why
             raise RateLimited(slot.limited_until, slot.why)
         if slot.wait > 0:
-            await asyncio.sleep(slot.wait)
+            await pause(slot.wait)
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
@@ -382,7 +383,7 @@ class GitHubClient(GitHubAPI):
                     "GitHub request failed, retrying",
                     extra={"step": f"{method} {url}", "error": repr(exc)},
                 )
-                await asyncio.sleep(delay)
+                await pause(delay)
         raise AssertionError("unreachable")
 
     def _note_remaining(self, status: int, headers: Mapping[str, str]) -> None:
@@ -420,7 +421,7 @@ class GitHubClient(GitHubAPI):
             "GitHub answered %s, retrying in %.1fs", status, delay,
             extra={"step": f"{method} {url}"},
         )
-        await asyncio.sleep(delay)
+        await pause(delay)
         return True
 
     def _backoff(self, attempt: int) -> float:

@@ -83,6 +83,7 @@ from app.landing.rules import (
     verification_outcome,
 )
 from app.models import AutofixRow, JobState, RunKind, Verification, autofix_row_id
+from app.pauses import pause
 from app.render import landing as words
 from app.render import reply_marker
 from app.render.reasons import Why
@@ -944,7 +945,7 @@ async def merge(
                 transient += 1
                 if transient > MERGE_TRANSIENT_TRIES:
                     raise BaseMoved(one_line(str(exc))) from exc  # the engine backs off
-                await asyncio.sleep(MERGE_RETRY_S * 2 ** (transient - 1))
+                await pause(MERGE_RETRY_S * 2 ** (transient - 1))
                 again = await ops.get_pr(request.pr_number)
                 if again.get("merged"):
                     return await landed(engine, ops, request, again.get("merge_commit_sha"))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app import render
+from app import pauses, render
 from app.models import HeldWork, Run, RunStage, RunState, RunWarning, changed
 from app.redact import redact, tail
 from app.render.reasons import Why
@@ -210,7 +210,7 @@ async def push_with_retries(
                 or render.push_not_taken(push.exit_code, head))
         log.warning("push failed, will retry", extra={"run": run.id, "attempt": attempts})
         if pause is not None:
-            await asyncio.sleep(pause)
+            await pauses.pause(pause)
     return PushOutcome(landed=False, github_says=said, attempts=attempts)
 
 
