@@ -6,6 +6,7 @@ import asyncio
 import random
 import re
 import time
+import weakref
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -67,10 +68,22 @@ class Faults:
         return None
 
 
+# The requests hanging on a fault now: a stopping fakehub ends them rather than waiting
+# out their hang (its client gave up on them long ago).
+hanging: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
+
+
 async def answer(fault: Fault) -> web.Response:
     """The failure response for a fault that fired."""
     if fault.hang_seconds:
-        await asyncio.sleep(fault.hang_seconds)
+        task = asyncio.current_task()
+        if task is not None:
+            hanging.add(task)
+        try:
+            await asyncio.sleep(fault.hang_seconds)
+        finally:
+            if task is not None:
+                hanging.discard(task)
     headers: dict[str, str] = {}
     if fault.retry_after is not None:
         headers["Retry-After"] = str(fault.retry_after)

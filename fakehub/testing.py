@@ -17,6 +17,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from fakehub import faults
 from fakehub.ci import CIRunner
 from fakehub.driver import Driver
 from fakehub.faults import FAULTS_KEY
@@ -76,6 +77,9 @@ class ServerThread:
             return
 
         async def shutdown() -> None:
+            for task in list(faults.hanging):
+                if task.get_loop() is self.loop:
+                    task.cancel()
             if self._runner:
                 await self._runner.cleanup()
 
