@@ -58,6 +58,8 @@ REBUILD_RETRY_S = 5.0
 
 # What a task cancelled at the end of a stop is given to take its cancel.
 CANCEL_MOMENT_S = 0.1
+# A rename waiting for another replica's lease looks again this long after it ends.
+LEASE_END_MARGIN_S = 0.5
 
 
 def backoff_delay(failures: int, base: float = 2.0) -> float:
@@ -318,6 +320,8 @@ class Engine(Registrations, JobRows):
         # A row whose step raised is held back: (failures in a row, not before).
         self._failures: dict[str, tuple[int, float]] = {}
         self._chores_due: dict[str, float] = {}
+        # Rows whose repository was renamed while their step ran: moved as it ends.
+        self._renamed_mid_step: dict[str, list[Rename]] = {}
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
@@ -348,18 +352,58 @@ class Engine(Registrations, JobRows):
 
     def rename_repository(self, rename: Rename) -> list[str]:
         """Every row of the repository's, of every kind that keeps its name, under its new
-        name (the ids made from the name too); each moved row steps once. The ids moved."""
+        name (the ids made from the name too); each moved row steps once. The ids moved.
+
+        A row whose step is running would be written back under its old id when the step
+        ends, beside the moved one: it moves once its step has ended, here as the step
+        ends, and on another replica's lease at the lease's end."""
         moved = []
+        lease_ends: list[float] = []
         for kind in self.kinds.values():
             if kind.follows_rename is None:
                 continue
             for row in self.store.all(kind.table, kind.model):
                 new = kind.follows_rename(row, rename)
-                if new is not None and self.store.move(kind.table, row.id, new):
+                if new is None:
+                    continue
+                if self._running(row.id):
+                    self._renamed_mid_step.setdefault(row.id, []).append(rename)
+                    continue
+                held_until = self._held_elsewhere(kind, row.id)
+                if held_until is not None:
+                    lease_ends.append(held_until)
+                    continue
+                if self.store.move(kind.table, row.id, new):
                     moved.append(new.id)
+        if lease_ends and self._loop is not None:
+            self._loop.call_later(max(lease_ends) - time.time() + LEASE_END_MARGIN_S,
+                                  self.rename_repository, rename)
         if moved:
             self.wake(*moved)
         return moved
+
+    def _held_elsewhere(self, kind: RowKind, row_id: str) -> float | None:
+        """When another replica's lease on the row ends, while it holds one (its step may
+        be running there); None when no other replica holds it."""
+        if not self.store.shared:
+            return None
+        owner, until = self.store.lease_of(kind.table, row_id)
+        if owner is None or owner == self.store.owner or until is None or until <= time.time():
+            return None
+        return until
+
+    def _rename_after_step(self, kind: str, row_id: str) -> None:
+        """The renames heard while the row's step ran, now that it has ended."""
+        renames = self._renamed_mid_step.pop(row_id, None)
+        registered = self.kinds.get(kind)
+        if not renames or registered is None or registered.follows_rename is None:
+            return
+        for rename in renames:
+            row = self.store.get(registered.table, row_id, registered.model)
+            new = registered.follows_rename(row, rename) if row is not None else None
+            if new is not None and self.store.move(registered.table, row_id, new):
+                self.wake(new.id)
+                row_id = new.id
 
     async def runs_ended(self, job: Job) -> None:
         for hook in self._runs_ended:
@@ -674,6 +718,12 @@ class Engine(Registrations, JobRows):
         else:
             self._failures.pop(key, None)
             self._release(key)
+        if key == row_id and row_id in self._renamed_mid_step:
+            try:
+                self._rename_after_step(kind, row_id)
+            except Exception:  # it keeps its old name, which GitHub redirects
+                log.exception("moving a row renamed during its step failed",
+                              extra={kind: row_id})
         try:
             self._after(kind, row_id)
         finally:

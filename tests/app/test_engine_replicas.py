@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from app.engine import NEVER, Chore, Engine, RowKind
 from app.metrics import Metrics
-from app.models import Run
+from app.models import Rename, Run
 from app.rows import host_of
 from app.store import Store
 
@@ -189,3 +189,49 @@ async def test_a_run_whose_sandbox_lives_on_one_host_is_stepped_by_that_hosts_re
     now = time.time() + LEASE_S
     assert b.store.claim("run", ["run-1"], now, host=b.instance_id) == set()
     assert a.store.claim("run", ["run-1"], now, host=a.instance_id) == {"run-1"}
+
+
+class NamedRow(BaseModel):
+    id: str
+    repo: str
+    wrote: str = ""
+
+
+def follows(row: NamedRow, rename: Rename) -> NamedRow | None:
+    if row.repo != rename.old:
+        return None
+    return row.model_copy(update={"repo": rename.new, "id": f"named-{rename.new}"})
+
+
+async def test_a_rename_waits_for_the_lease_of_a_row_another_replica_steps(replicas):
+    """A replica's step writes back the row it read; the rename another replica heard
+    meanwhile moves the row once that lease is over, with what the step wrote, and
+    leaves nothing under the old id."""
+    start, steps = replicas
+    a = await start("a")
+    b = await start("b")
+    async def step(engine: Engine, row_id: str) -> None:
+        steps.taken.append((engine.settings.replica_id, row_id, time.time()))
+        steps.changed.set()
+
+    for engine in (a, b):
+        engine.register(RowKind("named", "named", NamedRow, step, next_at=lambda row: NEVER,
+                                follows_rename=follows))
+    old_id, new_id = "named-acme/widgets", "named-acme/tools"
+    a.store.put("named", old_id, NamedRow(id=old_id, repo="acme/widgets"), active=True)
+    # b's step of the row runs (its lease), and reads it.
+    lease_until = time.time() + 0.5
+    assert b.store.claim("named", [old_id], lease_until) == {old_id}
+    read = b.store.get("named", old_id, NamedRow)
+
+    assert a.rename_repository(Rename("acme/widgets", "acme/tools")) == []
+    assert a.store.get("named", old_id, NamedRow) is not None  # not under b's step
+    b.store.put("named", old_id, read.model_copy(update={"wrote": "b"}), active=True)
+    b.store.release("named", old_id)
+
+    # At the lease's end the rename moves it, and the moved row is woken and stepped.
+    await steps.until(lambda: steps.by(new_id))
+    assert a.store.get("named", old_id, NamedRow) is None
+    moved = a.store.get("named", new_id, NamedRow)
+    assert moved.repo == "acme/tools" and moved.wrote == "b"
+    assert time.time() >= lease_until

@@ -6,6 +6,8 @@ grading and a review thread all find their rows under the name GitHub now sends.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from app import landing
@@ -135,6 +137,36 @@ def test_a_row_already_under_the_new_name_is_kept(engine):
     engine.rename_repository(Rename(REPO, NEW))
     assert landing.get(engine, landing.land_id(NEW, PR_NUMBER)).job_id == job.id
     assert landing.get(engine, landing.land_id(REPO, PR_NUMBER)) is not None
+
+
+async def test_a_row_whose_step_runs_through_the_rename_moves_as_the_step_ends(engine):
+    """A step holds the row it read while it asks GitHub; the rename heard meanwhile must
+    not leave the row it writes back under the old id, beside (or instead of) the moved
+    one: the row moves once the step has ended, with what the step wrote."""
+    a_job(engine, REPO)
+    old_id, new_id = landing.land_id(REPO, PR_NUMBER), landing.land_id(NEW, PR_NUMBER)
+    read, answered = asyncio.Event(), asyncio.Event()
+
+    async def step(engine_, row_id: str) -> None:
+        request = landing.get(engine_, row_id)
+        read.set()
+        await answered.wait()  # GitHub answers after the rename was heard
+        request.head_sha = "c" * 40
+        landing.save(engine_, request)
+
+    engine._schedule(old_id, "land", step, old_id)
+    task = engine._tasks[old_id]
+    await read.wait()
+    moved = engine.rename_repository(Rename(REPO, NEW))
+    assert new_id not in moved
+    assert landing.get(engine, old_id) is not None  # not moved under the running step
+    answered.set()
+    await task
+    assert landing.get(engine, old_id) is None
+    request = landing.get(engine, new_id)
+    assert request.repo == NEW and request.head_sha == "c" * 40
+    assert "land" not in rows_of(engine, REPO)
+    assert new_id in engine._woken  # and it is looked at under its new id
 
 
 def test_a_kind_that_keeps_a_repository_name_says_how_it_follows_a_rename(engine):
