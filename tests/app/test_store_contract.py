@@ -50,6 +50,40 @@ def test_a_delivery_is_stored_once_whichever_replica_gets_it(replicas):
     assert a.count_deliveries() == 1 and a.count_deliveries("stored") == 1
 
 
+def test_a_batch_stores_each_new_delivery_once_and_says_which_were_new(replicas):
+    """One group commit may hold a delivery stored before, one id twice (GitHub's
+    redelivery beside the first), and more deliveries than one statement stores."""
+    from app.store import DELIVERIES_PER_STATEMENT, Delivery
+
+    a, b = replicas
+    assert b.add_delivery("guid-old", "star", {"action": "created"}) is True
+
+    def delivery(delivery_id: str) -> Delivery:
+        return Delivery(id=delivery_id, event="star", action="created", repo=None,
+                        installation_id=None, received_at=time.time(), payload={},
+                        state="stored", error=None)
+
+    many = [f"guid-{n}" for n in range(DELIVERIES_PER_STATEMENT + 5)]
+    items = [(delivery("guid-twice"), '{"n": 1}'), (delivery("guid-old"), '{"n": 0}'),
+             (delivery("guid-twice"), '{"n": 2}'),
+             *((delivery(delivery_id), f'{{"id": "{delivery_id}"}}') for delivery_id in many)]
+    assert a.write_deliveries(items, []) == [True, False, False, *([True] * len(many))]
+    assert b.delivery("guid-twice").payload == {"n": 1}  # the first of the two
+    assert b.delivery("guid-old").payload == {"action": "created"}
+    assert b.delivery(many[-1]).payload == {"id": many[-1]}
+    assert a.count_deliveries() == len(many) + 2
+    # Their outcomes, recorded with the next batch: each its own, the last of two for one.
+    outcomes = [(delivery_id, "dispatched", None) for delivery_id in many]
+    outcomes += [("guid-twice", "dispatched", None), ("guid-old", "failed", "a handler"),
+                 ("guid-twice", "failed", "again"), (many[0], "failed", "a handler")]
+    a.write_deliveries([], outcomes)
+    assert a.count_deliveries("dispatched") == len(many) - 1
+    assert (b.delivery("guid-twice").state, b.delivery("guid-twice").error) == (
+        "failed", "again")
+    assert [(b.delivery(i).state, b.delivery(i).error) for i in ("guid-old", many[0])] == [
+        ("failed", "a handler")] * 2
+
+
 def test_a_received_delivery_is_its_receivers_until_its_lease_is_over(replicas):
     a, b = replicas
     a.add_delivery("guid-a", "star", {"action": "created"}, received_at=1.0)
