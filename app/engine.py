@@ -321,7 +321,7 @@ class Engine(Registrations, JobRows):
         self._failures: dict[str, tuple[int, float]] = {}
         self._chores_due: dict[str, float] = {}
         # Rows whose repository was renamed while their step ran: moved as it ends.
-        self._renamed_mid_step: dict[str, list[Rename]] = {}
+        self._renamed_mid_step: dict[str, tuple[str, list[Rename]]] = {}  # id -> kind, renames
         # A new database waits for what GitHub remembers before it acts on commands.
         self.rebuilding = rebuild_pending(settings.data_dir) or store.has_flag(REBUILD_FLAG)
         self._stopping = False
@@ -367,7 +367,8 @@ class Engine(Registrations, JobRows):
                 if new is None:
                     continue
                 if self._running(row.id):
-                    self._renamed_mid_step.setdefault(row.id, []).append(rename)
+                    self._renamed_mid_step.setdefault(row.id, (kind.kind, []))[1].append(
+                        rename)
                     continue
                 held_until = self._held_elsewhere(kind, row.id)
                 if held_until is not None:
@@ -392,9 +393,17 @@ class Engine(Registrations, JobRows):
             return None
         return until
 
-    def _rename_after_step(self, kind: str, row_id: str) -> None:
+    def _renames_after_steps(self, *row_ids: str) -> None:
+        for row_id in row_ids:
+            try:
+                self._rename_after_step(row_id)
+            except Exception:  # it keeps its old name, which GitHub redirects
+                log.exception("moving a row renamed during its step failed",
+                              extra={"row": row_id})
+
+    def _rename_after_step(self, row_id: str) -> None:
         """The renames heard while the row's step ran, now that it has ended."""
-        renames = self._renamed_mid_step.pop(row_id, None)
+        kind, renames = self._renamed_mid_step.pop(row_id, ("", []))
         registered = self.kinds.get(kind)
         if not renames or registered is None or registered.follows_rename is None:
             return
@@ -446,6 +455,9 @@ class Engine(Registrations, JobRows):
         if self._lease_thread is not None:
             self._lease_thread.shutdown(wait=False)
             self._lease_thread = None
+        # The steps a stop cut (cancelled at the grace's end, or in a pause) never got to
+        # move their rows after a rename: the rows move now, before the restart.
+        self._renames_after_steps(*self._renamed_mid_step)
         await self.providers.close()  # the waits for agents' ends (sandbox.exits)
 
     def wake(self, *row_ids: str) -> None:
@@ -719,11 +731,7 @@ class Engine(Registrations, JobRows):
             self._failures.pop(key, None)
             self._release(key)
         if key == row_id and row_id in self._renamed_mid_step:
-            try:
-                self._rename_after_step(kind, row_id)
-            except Exception:  # it keeps its old name, which GitHub redirects
-                log.exception("moving a row renamed during its step failed",
-                              extra={kind: row_id})
+            self._renames_after_steps(row_id)
         try:
             self._after(kind, row_id)
         finally:

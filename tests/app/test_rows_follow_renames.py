@@ -169,6 +169,34 @@ async def test_a_row_whose_step_runs_through_the_rename_moves_as_the_step_ends(e
     assert new_id in engine._woken  # and it is looked at under its new id
 
 
+async def test_a_row_whose_step_a_stop_cuts_moves_at_the_stop(engine):
+    """The step never ends (the stop cancels it at its grace's end, or in a pause): its
+    row still moves before the restart, not left under the old name for good."""
+    from app.pauses import pause
+
+    a_job(engine, REPO)
+    old_id, new_id = landing.land_id(REPO, PR_NUMBER), landing.land_id(NEW, PR_NUMBER)
+    pausing = asyncio.Event()
+
+    async def step(_engine, _row_id: str) -> None:
+        pausing.set()
+        await pause(3600)  # GitHub asked it to wait
+
+    engine.start()
+    engine._schedule(old_id, "land", step, old_id)
+    task = engine._tasks[old_id]
+    await pausing.wait()
+    engine.rename_repository(Rename(REPO, NEW))
+    assert landing.get(engine, old_id) is not None
+    try:
+        await engine.stop()
+    finally:
+        engine._loop_task.cancel()
+    assert task.cancelled()
+    assert landing.get(engine, old_id) is None
+    assert landing.get(engine, new_id).repo == NEW
+
+
 def test_a_kind_that_keeps_a_repository_name_says_how_it_follows_a_rename(engine):
     """A new concern's row that names its repository must say how it follows a rename,
     or a renamed repository's events would no longer find it. The kinds left out say why."""
