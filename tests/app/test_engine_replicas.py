@@ -220,7 +220,7 @@ async def test_a_rename_waits_for_the_lease_of_a_row_another_replica_steps(repli
     old_id, new_id = "named-acme/widgets", "named-acme/tools"
     a.store.put("named", old_id, NamedRow(id=old_id, repo="acme/widgets"), active=True)
     # b's step of the row runs (its lease), and reads it.
-    lease_until = time.time() + 0.5
+    lease_until = time.time() + LEASE_S  # long enough for the rename to come inside it
     assert b.store.claim("named", [old_id], lease_until) == {old_id}
     read = b.store.get("named", old_id, NamedRow)
 
