@@ -17,7 +17,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,14 +36,10 @@ from app.datadir import REBUILD_FLAG, SERVED_FLAG, private_database
 from app.migrations import migrate
 
 M = TypeVar("M", bound=BaseModel)
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 # How long a delivery stays with the replica that received it before another may take it.
 DELIVERY_LEASE_S = 30.0
-# Deliveries a statement stores at once: 11 values each, well under the 32,766 SQLite
-# binds in one statement (and PostgreSQL's 65,535).
-DELIVERIES_PER_STATEMENT = 200
 # A WAL longer than this (pages) is restarted at the next checkpoint: SQLite's own
 # automatic checkpoint's bound, about 4 MB.
 RESTART_PAST_FRAMES = 1000
@@ -83,12 +79,6 @@ class GitHubSlot:
     wait: float = 0.0
     limited_until: float = 0.0
     why: str = ""
-
-
-def _parts(values: list[T]) -> Iterator[list[T]]:
-    """The values in parts of DELIVERIES_PER_STATEMENT, one statement's each."""
-    for start in range(0, len(values), DELIVERIES_PER_STATEMENT):
-        yield values[start:start + DELIVERIES_PER_STATEMENT]
 
 
 class Store:
@@ -213,68 +203,26 @@ class Store:
         a redelivery (it keeps its id) sent to any replica is stored once. A new delivery
         is this store's owner's to dispatch for DELIVERY_LEASE_S; then anyone's.
         """
+        fresh = []
         lease_until = time.time() + DELIVERY_LEASE_S
         with self._tx() as db:
-            # A few statements a batch, not a few a delivery: the writer thread takes the
-            # GIL back from the event loop at every statement's step, and under load those
-            # hand-offs cost more than the statements' own work.
-            fresh = self._insert_deliveries(db, items, lease_until)
-            payloads = [(d.id, raw if raw is not None else json.dumps(d.payload))
-                        for (d, raw), new in zip(items, fresh, strict=True) if new]
-            for part in _parts(payloads):
-                db.execute("INSERT INTO delivery_payloads (id, payload) VALUES "
-                           + ", ".join(["(?, ?)"] * len(part)),
-                           [value for pair in part for value in pair])
+            for d, raw in items:
+                new = db.execute(
+                    "INSERT INTO deliveries (id, event, action, repo, installation_id,"
+                    " received_at, payload, state, error, lease_owner, lease_until)"
+                    " VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    (d.id, d.event, d.action, d.repo, d.installation_id, d.received_at,
+                     d.state, d.error, self.owner, lease_until)).rowcount == 1
+                fresh.append(new)
+                if new:
+                    db.execute("INSERT INTO delivery_payloads (id, payload) VALUES (?, ?)",
+                               (d.id, raw if raw is not None else json.dumps(d.payload)))
             if outcomes:
                 at = time.time()
-                last = {delivery_id: (state, error) for delivery_id, state, error in outcomes}
-                alike: dict[tuple[str, str | None], list[str]] = {}
-                for delivery_id, outcome in last.items():
-                    alike.setdefault(outcome, []).append(delivery_id)
-                for (state, error), ids in alike.items():
-                    for some in _parts(ids):
-                        db.execute(
-                            "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ?,"
-                            f" lease_until = NULL WHERE id IN ({', '.join('?' * len(some))})",
-                            (state, error, at, *some))
-        return fresh
-
-    def _insert_deliveries(self, db: Any, items: list[tuple[Delivery, str | None]],
-                           lease_until: float) -> list[bool]:
-        """Insert the deliveries whose ids are new; for each item, whether it was (the
-        first of two with one id in a batch is the one stored)."""
-        postgresql = self.dialect == POSTGRESQL
-        known: set[str] = set()
-        if not postgresql:
-            # The transaction holds SQLite's write lock: what is not there now is new.
-            known = {row[0] for part in _parts([d.id for d, _ in items])
-                     for row in db.execute(
-                         f"SELECT id FROM deliveries WHERE id IN ({', '.join('?' * len(part))})",
-                         part).fetchall()}
-        tried: set[str] = set()
-        rows = []
-        for d, _ in items:
-            if d.id not in known and d.id not in tried:
-                tried.add(d.id)
-                rows.append((d.id, d.event, d.action, d.repo, d.installation_id,
-                             d.received_at, d.state, d.error, self.owner, lease_until))
-        # Another replica may store the same delivery meanwhile: PostgreSQL says which
-        # rows this statement inserted.
-        returning = " RETURNING id" if postgresql else ""
-        inserted = set() if postgresql else tried
-        for part in _parts(rows):
-            cursor = db.execute(
-                "INSERT INTO deliveries (id, event, action, repo, installation_id,"
-                " received_at, payload, state, error, lease_owner, lease_until) VALUES "
-                + ", ".join(["(?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?)"] * len(part))
-                + " ON CONFLICT (id) DO NOTHING" + returning,
-                [value for row in part for value in row])
-            if postgresql:
-                inserted.update(row[0] for row in cursor.fetchall())
-        fresh = []
-        for d, _ in items:
-            fresh.append(d.id in inserted)
-            inserted.discard(d.id)
+                db.executemany(
+                    "UPDATE deliveries SET state = ?, error = ?, dispatched_at = ?,"
+                    " lease_until = NULL WHERE id = ?",
+                    [(state, error, at, delivery_id) for delivery_id, state, error in outcomes])
         return fresh
 
     def pending_deliveries(self, limit: int = 100) -> list[Delivery]:
