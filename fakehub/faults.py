@@ -6,7 +6,6 @@ import asyncio
 import random
 import re
 import time
-import weakref
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -68,22 +67,23 @@ class Faults:
         return None
 
 
-# The requests hanging on a fault now: a stopping fakehub ends them rather than waiting
-# out their hang (its client gave up on them long ago).
-hanging: weakref.WeakSet[asyncio.Task] = weakref.WeakSet()
+# The requests hanging on a fault now, by the loop of the fakehub serving them: a stopping
+# fakehub ends its own rather than waiting out their hang (their clients gave up on them
+# long ago). Each fakehub's thread touches only its own loop's set.
+hanging: dict[asyncio.AbstractEventLoop, set[asyncio.Task]] = {}
 
 
 async def answer(fault: Fault) -> web.Response:
     """The failure response for a fault that fired."""
     if fault.hang_seconds:
         task = asyncio.current_task()
-        if task is not None:
-            hanging.add(task)
+        assert task is not None  # a request's handler runs as a task
+        mine = hanging.setdefault(asyncio.get_running_loop(), set())
+        mine.add(task)
         try:
             await asyncio.sleep(fault.hang_seconds)
         finally:
-            if task is not None:
-                hanging.discard(task)
+            mine.discard(task)
     headers: dict[str, str] = {}
     if fault.retry_after is not None:
         headers["Retry-After"] = str(fault.retry_after)

@@ -77,9 +77,8 @@ class ServerThread:
             return
 
         async def shutdown() -> None:
-            for task in list(faults.hanging):
-                if task.get_loop() is self.loop:
-                    task.cancel()
+            for task in faults.hanging.pop(self.loop, set()):
+                task.cancel()
             if self._runner:
                 await self._runner.cleanup()
 
