@@ -420,10 +420,10 @@ def _drop_docker_image(client: Any, ref: str) -> None:
     import docker.errors
 
     _, _, build = ref.rpartition(":")
-    # Another hangar on the engine may remove the dropped name between the tag and the
-    # untag (the build's sandboxes ended meanwhile, or its docker answered 409 for the
-    # sandbox that still runs): the untag is then refused as the last name, and the image
-    # is named as dropped again.
+    # Another hangar on the engine, removing dropped builds' images, may remove the dropped
+    # name between this tag and the untag after it: the untag is then refused, the build's
+    # name being the last while a sandbox runs from the image, and the image is named as
+    # dropped again.
     for _ in range(3):
         try:
             client.images.remove(ref)
