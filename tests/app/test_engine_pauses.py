@@ -25,6 +25,17 @@ def engine_for(settings) -> Engine:
                   metrics=Metrics(), tokens=None)
 
 
+async def stopped_in(engine: Engine) -> float:
+    """Stop the engine; how long the stop took."""
+    started = time.monotonic()
+    try:
+        await engine.stop()
+        return time.monotonic() - started
+    finally:
+        engine._loop_task.cancel()
+        engine.store.close()
+
+
 async def test_a_stop_cancels_a_pausing_step_at_once_and_waits_for_one_at_work(settings):
     engine = engine_for(settings)
     engine.start()
@@ -52,13 +63,7 @@ async def test_a_stop_cancels_a_pausing_step_at_once_and_waits_for_one_at_work(s
     engine._schedule("row:c", "test", at_work, "c")
     tasks = dict(engine._tasks)
     await working.wait()
-    started = time.monotonic()
-    try:
-        await engine.stop()
-        took = time.monotonic() - started
-    finally:
-        engine._loop_task.cancel()
-        engine.store.close()
+    took = await stopped_in(engine)
     assert sorted(seen) == ["a paused", "b worked", "c worked"]
     assert tasks["row:a"].cancelled() and tasks["row:b"].cancelled()
     assert not tasks["row:c"].cancelled()
@@ -83,13 +88,7 @@ async def test_a_stop_ends_a_step_backing_off_from_an_unreachable_github(setting
         engine._schedule("row:gh", "test", asks_github, "gh")
         task = engine._tasks["row:gh"]
         await tried.wait()  # its pause begins before or after the stop: both end it
-        started = time.monotonic()
-        try:
-            await engine.stop()
-            took = time.monotonic() - started
-        finally:
-            engine._loop_task.cancel()
-            engine.store.close()
+        took = await stopped_in(engine)
     assert task.cancelled()
     assert took < GRACE_S / 2, took
 

@@ -46,6 +46,18 @@ async def _from_build(provider, ref: str):
     return sb
 
 
+async def _docker_build(provider, make_sandbox, tmp_path: Path,
+                        build_id: str) -> tuple[str, str]:
+    """A build of INSTALL's checkout, its builder gone: its image's name and id."""
+    builder = await make_sandbox()
+    await _sh(provider, builder, INSTALL)
+    ref = await snapshots.save(provider, builder, build_id=build_id,
+                               base_image=spec_for(provider.name).image,
+                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
+    await provider.destroy(builder)
+    return ref, provider.client.images.get(ref).id
+
+
 async def test_an_agent_in_a_sandbox_from_a_build_never_changes_the_build(
         provider, make_sandbox, tmp_path: Path):
     builder = await make_sandbox()
@@ -105,15 +117,9 @@ async def test_a_build_dropped_while_a_sandbox_runs_from_it_is_removed_when_it_e
         pytest.skip("a local build is a directory, removed at once")
     import docker.errors
 
-    builder = await make_sandbox()
-    await _sh(provider, builder, INSTALL)
     build_id = f"bld-drop-{secrets.token_hex(4)}"
-    ref = await snapshots.save(provider, builder, build_id=build_id,
-                               base_image=spec_for(provider.name).image,
-                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
-    await provider.destroy(builder)
+    ref, image_id = await _docker_build(provider, make_sandbox, tmp_path, build_id)
     images = provider.client.images
-    image_id = images.get(ref).id
     first, second = await _from_build(provider, ref), await _from_build(provider, ref)
     await snapshots.drop(provider, ref)
     with pytest.raises(docker.errors.ImageNotFound):
@@ -134,13 +140,8 @@ async def test_a_dropped_build_goes_though_another_is_removed_as_the_images_are_
     if provider.name != "docker":
         pytest.skip("docker builds were always images")
 
-    builder = await make_sandbox()
-    await _sh(provider, builder, INSTALL)
-    ref = await snapshots.save(provider, builder, build_id=f"bld-race-{secrets.token_hex(4)}",
-                               base_image=spec_for(provider.name).image,
-                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
-    await provider.destroy(builder)
-    image_id = provider.client.images.get(ref).id
+    ref, image_id = await _docker_build(provider, make_sandbox, tmp_path,
+                                        f"bld-race-{secrets.token_hex(4)}")
     sb = await _from_build(provider, ref)
     await snapshots.drop(provider, ref)
     listed = provider.client.api.images
@@ -162,14 +163,8 @@ async def test_a_dropped_name_another_hangar_removes_during_the_drop_is_given_ag
         pytest.skip("docker builds were always images")
     from docker.models.images import Image
 
-    builder = await make_sandbox()
-    await _sh(provider, builder, INSTALL)
     build_id = f"bld-again-{secrets.token_hex(4)}"
-    ref = await snapshots.save(provider, builder, build_id=build_id,
-                               base_image=spec_for(provider.name).image,
-                               dest_dir=tmp_path / "builds", max_bytes=1 << 20)
-    await provider.destroy(builder)
-    image_id = provider.client.images.get(ref).id
+    ref, image_id = await _docker_build(provider, make_sandbox, tmp_path, build_id)
     sb = await _from_build(provider, ref)
     tag, raced = Image.tag, []
 
