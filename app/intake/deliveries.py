@@ -17,6 +17,7 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+from app.database import SQLITE
 from app.store import Delivery, Store
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,8 @@ class DeliveryWriter:
         self._flushing = False
         self._linger: asyncio.TimerHandle | None = None
         # One thread: writes keep their order and never wait on each other for the lock.
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangar-writer")
+        self._thread = None if store.dialect == SQLITE else ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="hangar-writer")
 
     async def add(self, delivery: Delivery, raw: str | None) -> bool:
         """Store the delivery; False when its id was stored before."""
@@ -52,7 +54,8 @@ class DeliveryWriter:
     def close(self) -> None:
         if self._linger is not None:
             self._linger.cancel()
-        self._thread.shutdown(wait=True)
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
         if self._outcomes:
             self.store.write_deliveries([], self._outcomes)
 
@@ -87,10 +90,13 @@ class DeliveryWriter:
         outcomes: list[tuple[str, str, str | None]],
     ) -> None:
         """One transaction, its requests answered; raises only when it held several parts."""
+        items = [(d, raw) for d, raw, _ in batch]
         try:
-            fresh = await asyncio.get_running_loop().run_in_executor(
-                self._thread, self.store.write_deliveries,
-                [(d, raw) for d, raw, _ in batch], outcomes)
+            if self._thread is None:
+                fresh = self.store.write_deliveries(items, outcomes)
+            else:
+                fresh = await asyncio.get_running_loop().run_in_executor(
+                    self._thread, self.store.write_deliveries, items, outcomes)
         except Exception as exc:
             if len(batch) + bool(outcomes) > 1:
                 raise
