@@ -471,6 +471,22 @@ def read_delivery(event: str, raw: str) -> tuple[Envelope, _Part | None, Payload
         raise _shape_error(event, exc) from None
 
 
+def kept(envelope: Envelope, parts: _Part | None, raw: str) -> str:
+    """What hangar stores of a delivery it can read: the parts its handlers read (those
+    GitHub sent), or the envelope alone for an event or action no handler reads, as JSON.
+
+    That is what a delivery read back after a restart needs: `parts_as` checks it again
+    and the handlers get the parts they would have got from the whole body. GitHub's body
+    is 13 KB for a comment and more for a pull request; what hangar reads of it is a
+    twentieth, and storing the rest was most of the cost of the write that must come
+    before the 2xx. A text that does not survive the trip (a lone surrogate escape, which
+    JSON allows and UTF-8 does not) is kept whole, as received."""
+    try:
+        return (parts or envelope).model_dump_json(by_alias=True, exclude_unset=True)
+    except ValueError:  # pydantic_core.PydanticSerializationError
+        return raw
+
+
 def check_delivery(event: str, payload: Mapping[str, Any]) -> tuple[Envelope, _Part | None]:
     """The delivery's envelope and the parts its handlers read (None for an event no handler
     reads), from a parsed payload; ValueError with the reason when hangar cannot read it."""

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 from aiohttp import web
 from gidgethub import ValidationFailure, sansio
 
-from app.intake.payloads import UnreadablePayload, read_delivery
+from app.intake.payloads import UnreadablePayload, kept, read_delivery
 from app.store import Delivery
 from app.web import gauges
 from app.web.keys import DISPATCHER, ENGINE, METRICS, SETTINGS, STORE, WRITER
@@ -71,7 +71,7 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
         installation_id=envelope.installation.id if envelope.installation else None,
         received_at=time.time(), payload=payload,
         state="ignored" if event == "ping" else "stored", error=None, parts=parts)
-    fresh = await app[WRITER].add(delivery, raw)
+    fresh = await app[WRITER].add(delivery, kept(envelope, parts, raw))
     fields = {"delivery_id": delivery_id, "event": event, "repo": delivery.repo}
     if not fresh:
         log.info("duplicate delivery", extra=fields)

@@ -11,7 +11,7 @@ import pytest
 
 from app import commands
 from app.intake.deliveries import DeliveryWriter
-from app.intake.payloads import HANDLED, IssueCommentEvent
+from app.intake.payloads import HANDLED, IssueCommentEvent, parts_as, read_delivery
 from app.store import Delivery, Store
 from app.web.keys import DISPATCHER, STORE
 from app.wiring import create_app
@@ -99,7 +99,13 @@ async def test_json_the_fast_parser_refuses_but_json_reads_is_accepted_as_before
     response = await client.post("/webhook", data=body, headers=headers)
     assert response.status == 202
     stored = client.app[STORE].delivery("d-lenient")
-    assert stored.event == "issue_comment" and "unread" in stored.payload
+    assert stored.event == "issue_comment"
+    assert kept_parts(stored) == IssueCommentEvent.model_validate(comment_example())
+
+
+def kept_parts(stored: Delivery) -> IssueCommentEvent:
+    """A comment delivery as its handler reads it back from the store."""
+    return parts_as(IssueCommentEvent, stored.payload, None)
 
 
 def comment_example() -> dict:
@@ -245,13 +251,14 @@ def test_every_handled_event_has_a_payload_shape_checked_at_intake():
 
 
 async def test_form_encoded_delivery_is_accepted(client):
-    payload = {"zen": "Keep it logically awesome.", "hook_id": 2}
+    payload = comment_example()
     body = urlencode({"payload": json.dumps(payload)}).encode()
-    headers = webhook_headers("ping", body, delivery="d-form")
+    headers = webhook_headers("issue_comment", body, delivery="d-form")
     headers["Content-Type"] = "application/x-www-form-urlencoded"
     response = await client.post("/webhook", data=body, headers=headers)
-    assert response.status == 200
-    assert client.app[STORE].delivery("d-form").payload == payload
+    assert response.status == 202
+    assert kept_parts(client.app[STORE].delivery("d-form")) == IssueCommentEvent.model_validate(
+        payload)
 
 
 async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
@@ -302,6 +309,29 @@ async def test_a_handler_gets_the_parts_intake_checked_instead_of_validating_aga
     assert recorded == [dispatched[0].parts] and recorded[0] is dispatched[0].parts
     # Read back from the store (a restart), a delivery has no parts: the handler checks it.
     assert client.app[STORE].delivery("d-parts").parts is None
+
+
+async def test_a_command_cut_before_dispatch_reaches_its_handler_after_a_restart_as_sent(
+    aiohttp_client, settings, monkeypatch
+):
+    payload = comment_example()
+    payload["comment"]["body"] = "/hangar fix the flaky login test"
+    payload["installation"] = {"id": 7}
+    body = json.dumps(payload).encode()
+    first = await aiohttp_client(create_app(settings))
+    monkeypatch.setattr(first.app[DISPATCHER], "submit", lambda delivery: None)  # cut here
+    response = await first.post(
+        "/webhook", data=body, headers=webhook_headers("issue_comment", body, delivery="d-cut"))
+    assert response.status == 202
+    await first.close()
+
+    recorded = []
+    monkeypatch.setattr(commands, "record_comment", lambda engine, event: recorded.append(event))
+    second = await aiohttp_client(create_app(settings))
+    await wait_for(lambda: second.app[STORE].delivery("d-cut").state == "dispatched")
+    assert recorded == [IssueCommentEvent.model_validate(payload)]
+    # What was kept is what the handler reads, not GitHub's whole body.
+    assert len(json.dumps(second.app[STORE].delivery("d-cut").payload)) < len(body) / 5
 
 
 async def test_restart_dispatches_what_was_stored_but_not_dispatched(aiohttp_client, settings):
@@ -357,6 +387,14 @@ async def test_every_github_example_payload_is_accepted_stored_and_dispatched(cl
         for n in range(len(examples)) if store.delivery(f"ex-{n}").state == "failed"
     ]
     assert failed == []
+    # Each reads back from the store (as after a restart) as its handlers read it when sent.
+    for n, (event, _action, payload) in enumerate(examples):
+        envelope, parts, _ = read_delivery(event, json.dumps(payload))
+        stored = store.delivery(f"ex-{n}")
+        assert (stored.action, stored.repo) == (
+            envelope.action, envelope.repository and envelope.repository.full_name)
+        if parts is not None:
+            assert parts_as(type(parts), stored.payload, None) == parts, (event, _action)
 
 
 async def test_healthz_and_metrics(client):
