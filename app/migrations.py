@@ -32,9 +32,9 @@ _V1_STORE = [
     dispatched_at REAL
 )""",
     "CREATE INDEX IF NOT EXISTS deliveries_state ON deliveries(state, received_at)",
-    # A delivery's payload beside its row, not in it: recording the delivery's outcome then
-    # rewrites a row of a hundred bytes, not the payload's pages. Rows stored before this
-    # table keep their payload in deliveries.payload; newer rows leave it empty.
+    # A long payload beside its delivery's row, not in it: recording the delivery's outcome
+    # then rewrites a row of a hundred bytes, not the payload's pages. A short one, and
+    # every one stored before this table, is in deliveries.payload (Store.write_deliveries).
     """CREATE TABLE IF NOT EXISTS delivery_payloads (
     id TEXT PRIMARY KEY,
     payload TEXT NOT NULL

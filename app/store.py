@@ -81,6 +81,10 @@ class GitHubSlot:
     why: str = ""
 
 
+# See Store.write_deliveries; well inside a 4 KB page, so a row never overflows it.
+INLINE_PAYLOAD_CHARS = 2048
+
+
 class Store:
     """A thin, synchronous store; every call is one short transaction."""
 
@@ -202,21 +206,29 @@ class Store:
         Returns, for each item, whether it was new: the delivery id is the table's key, so
         a redelivery (it keeps its id) sent to any replica is stored once. A new delivery
         is this store's owner's to dispatch for DELIVERY_LEASE_S; then anyone's.
+
+        A payload of up to INLINE_PAYLOAD_CHARS (what intake keeps of a comment is under
+        one) goes in the delivery's row: the outcome's update rewrites it within its page,
+        and no second table's key, random as delivery ids are, costs a page of the commit
+        per delivery. A longer one goes beside the row, where that update leaves it alone.
         """
         fresh = []
         lease_until = time.time() + DELIVERY_LEASE_S
         with self._tx() as db:
             for d, raw in items:
+                text = raw if raw is not None else json.dumps(d.payload)
+                inline = len(text) <= INLINE_PAYLOAD_CHARS
                 new = db.execute(
                     "INSERT INTO deliveries (id, event, action, repo, installation_id,"
                     " received_at, payload, state, error, lease_owner, lease_until)"
-                    " VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (d.id, d.event, d.action, d.repo, d.installation_id, d.received_at,
-                     d.state, d.error, self.owner, lease_until)).rowcount == 1
+                     text if inline else "", d.state, d.error, self.owner,
+                     lease_until)).rowcount == 1
                 fresh.append(new)
-                if new:
+                if new and not inline:
                     db.execute("INSERT INTO delivery_payloads (id, payload) VALUES (?, ?)",
-                               (d.id, raw if raw is not None else json.dumps(d.payload)))
+                               (d.id, text))
             if outcomes:
                 at = time.time()
                 db.executemany(

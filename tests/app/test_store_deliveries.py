@@ -1,4 +1,5 @@
-"""Deliveries in the store: payloads kept beside their rows, and rows from before that."""
+"""Deliveries in the store: long payloads kept beside their rows, short ones in them, and rows
+from before that."""
 
 from __future__ import annotations
 
@@ -20,6 +21,20 @@ def test_a_payload_is_kept_beside_its_row_and_outcomes_leave_it_alone(tmp_path):
     assert db.execute("SELECT payload FROM deliveries WHERE id = 'd-new'").fetchone() == ("",)
     (kept,) = db.execute("SELECT payload FROM delivery_payloads WHERE id = 'd-new'").fetchone()
     assert len(kept) > 20_000
+    db.close()
+
+
+def test_a_short_payload_is_kept_in_its_row_and_reads_back_after_its_outcome(tmp_path):
+    store = Store(tmp_path / "hangar.db")
+    payload = {"action": "created", "comment": {"id": 1, "body": "/hangar fix it"}}
+    assert store.add_delivery("d-short", "issue_comment", payload)
+    assert not store.add_delivery("d-short", "issue_comment", payload)
+    store.write_deliveries([], [("d-short", "dispatched", None)])
+    delivery = store.delivery("d-short")
+    assert (delivery.state, delivery.payload) == ("dispatched", payload)
+    store.close()
+    db = sqlite3.connect(tmp_path / "hangar.db")
+    assert db.execute("SELECT count(*) FROM delivery_payloads").fetchone() == (0,)
     db.close()
 
 
@@ -95,9 +110,10 @@ def test_the_wal_starts_over_under_a_steady_stream_of_commits(tmp_path):
 def test_handled_deliveries_past_the_retention_are_forgotten_and_pending_ones_kept(tmp_path):
     store = Store(tmp_path / "hangar.db")
     day = 86_400.0
+    long = {"action": "created", "comment": {"body": "x" * 5000}}  # kept beside its row
     for delivery_id, age_days in (("old-done", 20), ("old-failed", 15), ("old-pending", 30),
                                   ("new-done", 1)):
-        store.add_delivery(delivery_id, "issue_comment", {"action": "created"},
+        store.add_delivery(delivery_id, "issue_comment", long,
                            received_at=100 * day - age_days * day)
     store.write_deliveries([], [("old-done", "dispatched", None), ("old-failed", "failed", "x"),
                                 ("new-done", "dispatched", None)])
