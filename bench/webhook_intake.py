@@ -4,7 +4,7 @@ signature, both in their own processes, driven from this one over loopback.
 Prints deliveries per second at full speed (64 in flight) and p50/p99 acknowledgement
 latency at a fixed 200 deliveries/s, for both, and hangar's ratio to the bare endpoint.
 A third row, "no write", is hangar with its durable write taken out (the store's group
-commit answers at once, from its own thread): what hangar's own work costs beside the
+commit answers at once): what hangar's own work costs beside the
 write to SQLite that must come before the 2xx.
 Each round runs every server in turn, first and last in turn, so that a noisy machine
 hurts all alike; the ratio is taken within each round and reported as the median over
