@@ -116,7 +116,7 @@ class StepContext(Protocol):
     def active_runs(self) -> list[Run]: ...
     def pr_status(self, repo: str, pr_numbers: list[int]) -> PrStatus: ...
     async def runs_ended(self, job: Job) -> None: ...
-    def rename_repository(self, rename: Rename) -> list[str]: ...
+    def rename_repositories(self, *renames: Rename) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,15 @@ def only_when_woken(_row: Any) -> float:
     return NEVER
 
 
+def _shared_start(texts: list[str]) -> str:
+    """The longest start every text shares (of old names as the JSON strings a row keeps
+    them in: what a row of any of those repositories holds)."""
+    first, last = min(texts), max(texts)
+    length = next((n for n, (a, b) in enumerate(zip(first, last, strict=False)) if a != b),
+                  min(len(first), len(last)))
+    return first[:length]
+
+
 @dataclass(frozen=True)
 class RowKind(Generic[R]):
     """One kind of row the engine advances, as its concern declares it: the table, the
@@ -176,6 +185,7 @@ class RowKind(Generic[R]):
     waits_for_rebuild: bool = False
     # How a row follows its repository's new name: the row under it, or None when the row
     # is another repository's (app.models.follows_repo, follows_thread). None: no name kept.
+    # It is asked only about rows whose JSON holds the old name as a string, in any case.
     follows_rename: Callable[[R, Rename], R | None] | None = None
 
 
@@ -350,21 +360,33 @@ class Engine(Registrations, JobRows):
                 landed.append(number)
         return PrStatus(notes, landed)
 
-    def rename_repository(self, rename: Rename) -> list[str]:
-        """Every row of the repository's, of every kind that keeps its name, under its new
-        name (the ids made from the name too); each moved row steps once. The ids moved.
+    def rename_repositories(self, *renames: Rename) -> list[str]:
+        """Every row of these repositories', of every kind that keeps their names, under
+        the new names (the ids made from a name too); each moved row steps once. The ids
+        moved.
+
+        A kind's rows are read once for all the renames (an account's repositories move
+        together), and only those whose JSON holds an old name's start are parsed: the
+        history of other repositories is never read into models.
 
         A row whose step is running would be written back under its old id when the step
         ends, beside the moved one: it moves once its step has ended, here as the step
         ends, and on another replica's lease at the lease's end."""
+        if not renames:
+            return []
+        start = _shared_start(['"' + rename.old.lower() + '"' for rename in renames])
         moved = []
         lease_ends: list[float] = []
+        waiting: list[Rename] = []
         for kind in self.kinds.values():
             if kind.follows_rename is None:
                 continue
-            for row in self.store.all(kind.table, kind.model):
-                new = kind.follows_rename(row, rename)
-                if new is None:
+            for row in self.store.mentioning(kind.table, kind.model, start):
+                for rename in renames:
+                    new = kind.follows_rename(row, rename)
+                    if new is not None:
+                        break
+                else:
                     continue
                 if self._running(row.id):
                     self._renamed_mid_step.setdefault(row.id, (kind.kind, []))[1].append(
@@ -373,12 +395,13 @@ class Engine(Registrations, JobRows):
                 held_until = self._held_elsewhere(kind, row.id)
                 if held_until is not None:
                     lease_ends.append(held_until)
+                    waiting.append(rename)
                     continue
                 if self.store.move(kind.table, row.id, new):
                     moved.append(new.id)
         if lease_ends and self._loop is not None:
             self._loop.call_later(max(lease_ends) - time.time() + LEASE_END_MARGIN_S,
-                                  self.rename_repository, rename)
+                                  self.rename_repositories, *dict.fromkeys(waiting))
         if moved:
             self.wake(*moved)
         return moved

@@ -376,6 +376,20 @@ class Store:
             rows = db.execute(query, args).fetchall()
         return [model.model_validate_json(r[0]) for r in rows]
 
+    def mentioning(self, kind: str, model: type[M], text: str) -> list[M]:
+        """The rows of a kind whose JSON holds `text`, ignoring ASCII case, oldest first.
+
+        For a lookup no index serves, such as a repository's name in whatever field a
+        kind keeps it: the database reads every row's text, but only the rows that hold
+        it are parsed into models (a fiftieth of the cost), and the caller decides on
+        those."""
+        position = "strpos" if self.dialect == POSTGRESQL else "instr"
+        query = (f"SELECT data FROM rows WHERE kind = ? AND {position}(lower(data), ?) > 0"
+                 f" ORDER BY {self._first_written}")
+        with self._read() as db:
+            rows = db.execute(query, (kind, text.lower())).fetchall()
+        return [model.model_validate_json(r[0]) for r in rows]
+
     def active_among(self, kind: str, model: type[M], row_ids: list[str]) -> list[M]:
         """The active rows of a kind among these ids, oldest first (the scheduler's look at
         the rows written or woken since its last look)."""

@@ -49,7 +49,7 @@ def repository_moved(engine: RepositoriesContext, event: RepositoryEvent) -> Non
     old, new = old_name(event), event.repository.full_name
     if not old or old == new:
         return
-    moved = engine.rename_repository(Rename(old, new, event.repository.clone_url))
+    moved = engine.rename_repositories(Rename(old, new, event.repository.clone_url))
     log.info("repository %s is now %s", old, new, extra={"rows": len(moved)})
 
 
@@ -60,13 +60,14 @@ def account_renamed(engine: RepositoriesContext, event: AccountRenamedEvent) -> 
     if not old or not new or old.lower() == new.lower():
         return
     installation = event.installation.id
-    threads = [*(job.thread for job in engine.store.all("job", Job)),
-               *(intent.thread for intent in engine.store.all("intent", Intent))]
+    start = f'"{old}/'  # how a row's JSON holds a name of the account's
+    threads = [*(job.thread for job in engine.store.mentioning("job", Job, start)),
+               *(intent.thread for intent in engine.store.mentioning("intent", Intent, start))]
     repos = {t.repo for t in threads if t.installation_id == installation
              and t.repo.split("/")[0].lower() == old.lower()}
-    moved = [row_id for repo in sorted(repos)
-             for row_id in engine.rename_repository(
-                 Rename(repo, f"{new}/{repo.split('/', 1)[1]}"))]
+    # All at once: each kind's rows are read once, not once a repository.
+    moved = engine.rename_repositories(
+        *(Rename(repo, f"{new}/{repo.split('/', 1)[1]}") for repo in sorted(repos)))
     log.info("account %s is now %s", old, new,
              extra={"installation_id": installation, "repositories": len(repos),
                     "rows": len(moved)})

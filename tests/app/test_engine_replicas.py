@@ -224,7 +224,7 @@ async def test_a_rename_waits_for_the_lease_of_a_row_another_replica_steps(repli
     assert b.store.claim("named", [old_id], lease_until) == {old_id}
     read = b.store.get("named", old_id, NamedRow)
 
-    assert a.rename_repository(Rename("acme/widgets", "acme/tools")) == []
+    assert a.rename_repositories(Rename("acme/widgets", "acme/tools")) == []
     assert a.store.get("named", old_id, NamedRow) is not None  # not under b's step
     b.store.put("named", old_id, read.model_copy(update={"wrote": "b"}), active=True)
     b.store.release("named", old_id)

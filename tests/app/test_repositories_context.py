@@ -58,8 +58,8 @@ class Repositories:
     renames: list[Rename] = field(default_factory=list)  # every concern's rows follow
     # (the engine's part: tests/app/test_rows_follow_renames.py)
 
-    def rename_repository(self, rename: Rename) -> list[str]:
-        self.renames.append(rename)
+    def rename_repositories(self, *renames: Rename) -> list[str]:
+        self.renames += renames
         return []
 
     def wake(self, *row_ids: str) -> None:

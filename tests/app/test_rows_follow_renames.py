@@ -99,7 +99,7 @@ def test_every_concerns_rows_follow_a_renamed_repository(engine):
     assert {"job", "intent", "land", "autofix", "fanout_grading", "review_ask",
             "thread_reply", "land_overlap", "merge_group"} <= kinds
 
-    moved = engine.rename_repository(Rename(REPO, NEW))
+    moved = engine.rename_repositories(Rename(REPO, NEW))
 
     assert rows_of(engine, REPO) == {}
     assert set(rows_of(engine, NEW)) == kinds
@@ -129,12 +129,40 @@ def test_every_concerns_rows_follow_a_renamed_repository(engine):
     assert engine._woken >= set(moved)
 
 
+def test_an_accounts_repositories_move_at_once_reading_each_kind_once(engine, monkeypatch):
+    """An account rename moves all its repositories: each kind's rows are read once for
+    all of them, and only the rows that hold one of the names are parsed."""
+    a_job(engine, REPO)
+    a_job(engine, OTHER)
+    elsewhere = a_job(engine, "octo/widgets")
+    reads = []
+    mentioning = engine.store.mentioning
+
+    def reading(table, model, text):
+        rows = mentioning(table, model, text)
+        reads.append((table, {getattr(row, "repo", None) or row.thread.repo for row in rows}))
+        return rows
+
+    monkeypatch.setattr(engine.store, "mentioning", reading)
+    # The rename event spells the names in another case than the rows keep them.
+    engine.rename_repositories(Rename("ACME/Widgets", "acme-inc/widgets"),
+                               Rename("Acme/gadgets", "acme-inc/gadgets"))
+    tables = [table for table, _ in reads]
+    assert len(tables) == len(set(tables)) == len(
+        [k for k in engine.kinds.values() if k.follows_rename is not None])
+    assert all(repos <= {REPO, OTHER} for _, repos in reads)  # octo's rows are never parsed
+    assert rows_of(engine, REPO) == rows_of(engine, OTHER) == {}
+    assert set(rows_of(engine, "acme-inc/widgets")) == set(rows_of(engine, "acme-inc/gadgets")) \
+        == set(rows_of(engine, "octo/widgets"))
+    assert engine.get_job(elsewhere.id).thread.repo == "octo/widgets"
+
+
 def test_a_row_already_under_the_new_name_is_kept(engine):
     """Webhooks come out of order: an event under the new name may have made its row
     before the rename is heard. That row is newer, and stays; the old one is left."""
     a_job(engine, REPO)
     job = a_job(engine, NEW)
-    engine.rename_repository(Rename(REPO, NEW))
+    engine.rename_repositories(Rename(REPO, NEW))
     assert landing.get(engine, landing.land_id(NEW, PR_NUMBER)).job_id == job.id
     assert landing.get(engine, landing.land_id(REPO, PR_NUMBER)) is not None
 
@@ -157,7 +185,7 @@ async def test_a_row_whose_step_runs_through_the_rename_moves_as_the_step_ends(e
     engine._schedule(old_id, "land", step, old_id)
     task = engine._tasks[old_id]
     await read.wait()
-    moved = engine.rename_repository(Rename(REPO, NEW))
+    moved = engine.rename_repositories(Rename(REPO, NEW))
     assert new_id not in moved
     assert landing.get(engine, old_id) is not None  # not moved under the running step
     answered.set()
@@ -186,7 +214,7 @@ async def test_a_row_whose_step_a_stop_cuts_moves_at_the_stop(engine):
     engine._schedule(old_id, "land", step, old_id)
     task = engine._tasks[old_id]
     await pausing.wait()
-    engine.rename_repository(Rename(REPO, NEW))
+    engine.rename_repositories(Rename(REPO, NEW))
     assert landing.get(engine, old_id) is not None
     try:
         await engine.stop()

@@ -124,6 +124,18 @@ def test_rows_keep_their_first_order_and_lookups_see_other_replicas_writes(repli
     assert a.audit_trail(after=trail[0]["seq"]) == trail[1:]
 
 
+def test_rows_mentioning_a_text_are_found_in_any_case_oldest_first(replicas):
+    a, b = replicas
+    for n, repo in enumerate(["Acme/Widgets", "octo/widgets", "acme/widgets-two",
+                              "acme/widgets"]):
+        a.put("job", f"job-{n}", Job(id=f"job-{n}", thread=Thread(
+            repo=repo, number=n, installation_id=1), requested_by="mona", prompt="p",
+            clone_url="", base_branch="main"), active=n % 2 == 0)
+    assert [j.id for j in b.mentioning("job", Job, '"acme/widgets"')] == ["job-0", "job-3"]
+    assert [j.id for j in b.mentioning("job", Job, '"ACME/')] == ["job-0", "job-2", "job-3"]
+    assert b.mentioning("intent", Job, '"acme/') == []  # another kind's rows are not read
+
+
 def test_a_row_is_leased_to_one_replica_until_released_or_expired(replicas):
     a, b = replicas
     for n in (1, 2, 3):
