@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -352,10 +353,19 @@ def test_every_webhook_payload_matches_its_schema(flow, webhook_schema):
     assert problems == [], "\n".join(sorted(set(problems))[:60])
 
 
+def test_githubs_description_shows_delivery_ids_as_time_based_uuids(openapi):
+    """What fakehub's delivery ids copy: every example id of a delivery in the REST
+    description is a version-1 UUID."""
+    examples = set(re.findall(r'"guid": \{[^{}]*"example": "([^"]+)"', json.dumps(openapi)))
+    assert examples and {uuid.UUID(guid).version for guid in examples} == {1}
+
+
 def test_every_delivery_is_signed_and_described(flow):
     for delivery in flow.hub.deliveries():
         headers = delivery.headers
         assert headers["X-GitHub-Event"] == delivery.event
+        # A time-based UUID, as every delivery id GitHub's own description shows.
+        assert uuid.UUID(headers["X-GitHub-Delivery"]).version == 1
         assert re.fullmatch(r"[0-9a-f-]{36}", headers["X-GitHub-Delivery"])
         assert headers["X-GitHub-Hook-Installation-Target-Type"] == "integration"
         assert headers["User-Agent"].startswith("GitHub-Hookshot/")
