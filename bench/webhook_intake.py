@@ -39,6 +39,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fakehub.testing import running_fakehub
+from fakehub.webhooks import delivery_guid
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret"
@@ -148,12 +149,15 @@ def start_bare() -> tuple[subprocess.Popen, int]:
 
 
 EVENT = ["issue_comment"]
+# GitHub's delivery ids are time-based (fakehub.webhooks.delivery_guid); --random-ids sends
+# random ones (version 4), which a store keyed by id writes all over its index.
+GUIDS = [delivery_guid]
 
 
 def headers(body: bytes) -> dict[str, str]:
     return {
         "X-GitHub-Event": EVENT[0],
-        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-GitHub-Delivery": GUIDS[0](),
         "X-Hub-Signature-256": "sha256="
         + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
         "Content-Type": "application/json",
@@ -227,8 +231,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--event", default="issue_comment",
                         help="whose example payload to send (e.g. ping, a small one)")
+    parser.add_argument("--random-ids", action="store_true",
+                        help="random delivery ids (uuid4) instead of time-based ones, as "
+                             "GitHub's are")
     args = parser.parse_args()
     EVENT[0] = args.event
+    if args.random_ids:
+        GUIDS[0] = lambda: str(uuid.uuid4())
     body = payload(args.event)
     results: dict[str, dict[str, list[float]]] = {
         name: {"throughput": [], "latency": [], "cpu": []}
@@ -261,7 +270,9 @@ def main() -> None:
         finally:
             for proc, _ in servers.values():
                 proc.terminate()
-    print(f"payload: {args.event}, {len(body)} bytes; {args.rounds} rounds, alternating; "
+    print(f"payload: {args.event}, {len(body)} bytes; "
+          f"{'random' if args.random_ids else 'time-based'} delivery ids; "
+          f"{args.rounds} rounds, alternating; "
           f"load average {load_before} before, {load_average()} after")
     for name, r in results.items():
         tput = statistics.median(r["throughput"])
