@@ -81,7 +81,7 @@ class GitHubSlot:
     why: str = ""
 
 
-# See Store.write_deliveries; well inside a 4 KB page, so a row never overflows it.
+# See Store.write_deliveries: half a 4 KB page of ASCII, so such a row seldom overflows it.
 INLINE_PAYLOAD_CHARS = 2048
 
 
@@ -380,9 +380,9 @@ class Store:
         """The rows of a kind whose JSON holds `text`, ignoring ASCII case, oldest first.
 
         For a lookup no index serves, such as a repository's name in whatever field a
-        kind keeps it: the database reads every row's text, but only the rows that hold
-        it are parsed into models (a fiftieth of the cost), and the caller decides on
-        those."""
+        kind keeps it: the database reads every row's text (a tenth of what parsing
+        every row costs), only the rows that hold it are parsed into models, and the
+        caller decides on those."""
         position = "strpos" if self.dialect == POSTGRESQL else "instr"
         query = (f"SELECT data FROM rows WHERE kind = ? AND {position}(lower(data), ?) > 0"
                  f" ORDER BY {self._first_written}")
