@@ -121,6 +121,8 @@ def start_hangar(tmp: Path, hub, *, write: bool = True) -> tuple[subprocess.Pope
         "HANGAR_DATA_DIR": str(tmp / "data"),
         "HANGAR_GITHUB_URL": hub.api_url,
         "HANGAR_PORT": str(port),
+        # As the bare endpoint, no line a delivery: at its default (INFO) hangar also
+        # writes "delivery stored", which bench/log_line.py measures on its own.
         "HANGAR_LOG_LEVEL": "WARNING",
     }
     proc = subprocess.Popen(
