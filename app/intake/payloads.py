@@ -36,8 +36,14 @@ class Account(_Part):
         return self.type == "Bot" or self.login.endswith("[bot]")
 
 
+class _InstallationAccount(_Part):
+    login: str | None = None  # an enterprise has a slug instead
+
+
 class Installation(_Part):
     id: Int64
+    # Only `installation` events name it: their handler's log line says whose it is.
+    account: _InstallationAccount | None = None
 
 
 class _RepositoryName(_Part):

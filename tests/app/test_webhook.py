@@ -395,6 +395,9 @@ async def test_every_github_example_payload_is_accepted_stored_and_dispatched(cl
             envelope.action, envelope.repository and envelope.repository.full_name)
         if parts is not None:
             assert parts_as(type(parts), stored.payload, None) == parts, (event, _action)
+        if event == "installation":  # what its handler logs, read past the parts
+            assert stored.payload["installation"]["account"]["login"] \
+                == payload["installation"]["account"]["login"]
 
 
 async def test_healthz_and_metrics(client):
