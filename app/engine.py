@@ -360,6 +360,10 @@ class Engine(Registrations, JobRows):
                 landed.append(number)
         return PrStatus(notes, landed)
 
+    def rename_repository(self, rename: Rename) -> list[str]:
+        """One repository's new name (`rename_repositories`)."""
+        return self.rename_repositories(rename)
+
     def rename_repositories(self, *renames: Rename) -> list[str]:
         """Every row of these repositories', of every kind that keeps their names, under
         the new names (the ids made from a name too); each moved row steps once. The ids

@@ -162,7 +162,7 @@ def test_a_row_already_under_the_new_name_is_kept(engine):
     before the rename is heard. That row is newer, and stays; the old one is left."""
     a_job(engine, REPO)
     job = a_job(engine, NEW)
-    engine.rename_repositories(Rename(REPO, NEW))
+    engine.rename_repository(Rename(REPO, NEW))
     assert landing.get(engine, landing.land_id(NEW, PR_NUMBER)).job_id == job.id
     assert landing.get(engine, landing.land_id(REPO, PR_NUMBER)) is not None
 
