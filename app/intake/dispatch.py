@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gidgethub import sansio
@@ -45,6 +46,11 @@ class Dispatcher:
         self._queue: asyncio.Queue[Delivery] = asyncio.Queue()
         self._queued: set[str] = set()
         self._stopping = False
+
+    def hears(self, event: str, payload: Mapping[str, Any]) -> bool:
+        """Whether any handler listens for this event and action (the routers read only
+        the action, which intake knows without parsing the payload)."""
+        return bool(self.router.fetch(sansio.Event(payload, event=event, delivery_id="")))
 
     def submit(self, delivery: Delivery) -> None:
         """A freshly stored delivery, parsed already."""

@@ -65,12 +65,15 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
         envelope, parts, payload = read_delivery(event, raw)
     except ValueError as exc:
         return "rejected", await _store_failed(app, event, delivery_id, raw, str(exc))
+    # A delivery no handler hears (GitHub sends every action of the events an App asks
+    # for) is stored done: nothing dispatches it, and it costs one write.
+    heard = event != "ping" and app[DISPATCHER].hears(event, payload)
     delivery = Delivery(
         id=delivery_id, event=event, action=envelope.action,
         repo=envelope.repository.full_name if envelope.repository else None,
         installation_id=envelope.installation.id if envelope.installation else None,
         received_at=time.time(), payload=payload,
-        state="ignored" if event == "ping" else "stored", error=None, parts=parts)
+        state="stored" if heard else "ignored", error=None, parts=parts)
     fresh = await app[WRITER].add(delivery, kept(envelope, parts, raw))
     fields = {"delivery_id": delivery_id, "event": event, "repo": delivery.repo}
     if not fresh:
@@ -81,7 +84,8 @@ async def _accept(request: web.Request) -> tuple[str, web.Response]:
     log.info("delivery stored", extra=fields)
     if event == "ping":
         return "accepted", _answer(_PONG, 200)
-    app[DISPATCHER].submit(delivery)
+    if heard:
+        app[DISPATCHER].submit(delivery)
     return "accepted", _answer(_ACCEPTED, 202)
 
 

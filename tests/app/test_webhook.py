@@ -271,10 +271,11 @@ async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
         return await original(delivery)
 
     dispatcher.dispatch = counting
-    body = json.dumps({"action": "created", "starred_at": None}).encode()
+    body = json.dumps(comment_example()).encode()
     for _ in range(3):
         response = await client.post(
-            "/webhook", data=body, headers=webhook_headers("star", body, delivery="d-dup"))
+            "/webhook", data=body,
+            headers=webhook_headers("issue_comment", body, delivery="d-dup"))
         assert response.status in (200, 202)
     await wait_for(lambda: client.app[STORE].delivery("d-dup").state == "dispatched")
     await asyncio.sleep(0.1)
@@ -332,6 +333,31 @@ async def test_a_command_cut_before_dispatch_reaches_its_handler_after_a_restart
     assert recorded == [IssueCommentEvent.model_validate(payload)]
     # What was kept is what the handler reads, not GitHub's whole body.
     assert len(json.dumps(second.app[STORE].delivery("d-cut").payload)) < len(body) / 5
+
+
+async def test_a_delivery_no_handler_hears_is_stored_done_and_never_dispatched(client):
+    dispatched = []
+    dispatcher = client.app[DISPATCHER]
+    original = dispatcher.dispatch
+
+    async def keeping(delivery):
+        dispatched.append(delivery.id)
+        return await original(delivery)
+
+    dispatcher.dispatch = keeping
+    edited = {**comment_example(), "action": "edited"}  # GitHub sends it; no handler hears it
+    for delivery_id, event, payload in (("d-star", "star", {"action": "created"}),
+                                        ("d-edited", "issue_comment", edited),
+                                        ("d-heard", "issue_comment", comment_example())):
+        body = json.dumps(payload).encode()
+        response = await client.post(
+            "/webhook", data=body, headers=webhook_headers(event, body, delivery=delivery_id))
+        assert response.status == 202
+    store = client.app[STORE]
+    await wait_for(lambda: store.delivery("d-heard").state == "dispatched")
+    assert [store.delivery(d).state for d in ("d-star", "d-edited")] == ["ignored"] * 2
+    assert dispatched == ["d-heard"]
+    assert store.count_deliveries("stored") == 0  # nothing left for a rescan either
 
 
 async def test_restart_dispatches_what_was_stored_but_not_dispatched(aiohttp_client, settings):
