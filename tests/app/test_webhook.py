@@ -261,16 +261,21 @@ async def test_form_encoded_delivery_is_accepted(client):
         payload)
 
 
-async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
-    calls = []
+def dispatches(client) -> list[Delivery]:
+    """Each delivery the client's dispatcher dispatches from now on, in order."""
     dispatcher = client.app[DISPATCHER]
-    original = dispatcher.dispatch
+    original, seen = dispatcher.dispatch, []
 
-    async def counting(delivery):
-        calls.append(delivery.id)
+    async def keeping(delivery):
+        seen.append(delivery)
         return await original(delivery)
 
-    dispatcher.dispatch = counting
+    dispatcher.dispatch = keeping
+    return seen
+
+
+async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
+    calls = dispatches(client)
     body = json.dumps(comment_example()).encode()
     for _ in range(3):
         response = await client.post(
@@ -279,7 +284,7 @@ async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
         assert response.status in (200, 202)
     await wait_for(lambda: client.app[STORE].delivery("d-dup").state == "dispatched")
     await asyncio.sleep(0.1)
-    assert calls == ["d-dup"]
+    assert [d.id for d in calls] == ["d-dup"]
     metrics = await (await client.get("/metrics")).text()
     assert 'hangar_webhook_deliveries_total{result="duplicate"} 2' in metrics
     assert 'hangar_webhook_deliveries_total{result="accepted"} 1' in metrics
@@ -288,18 +293,11 @@ async def test_duplicate_delivery_is_acknowledged_and_dispatched_once(client):
 async def test_a_handler_gets_the_parts_intake_checked_instead_of_validating_again(
     client, monkeypatch
 ):
-    dispatched, recorded = [], []
-    dispatcher = client.app[DISPATCHER]
-    original = dispatcher.dispatch
-
-    async def keeping(delivery):
-        dispatched.append(delivery)
-        return await original(delivery)
+    dispatched, recorded = dispatches(client), []
 
     def record_comment(engine, event):
         recorded.append(event)
 
-    monkeypatch.setattr(dispatcher, "dispatch", keeping)
     monkeypatch.setattr(commands, "record_comment", record_comment)
     body = json.dumps(comment_example()).encode()
     response = await client.post(
@@ -336,15 +334,7 @@ async def test_a_command_cut_before_dispatch_reaches_its_handler_after_a_restart
 
 
 async def test_a_delivery_no_handler_hears_is_stored_done_and_never_dispatched(client):
-    dispatched = []
-    dispatcher = client.app[DISPATCHER]
-    original = dispatcher.dispatch
-
-    async def keeping(delivery):
-        dispatched.append(delivery.id)
-        return await original(delivery)
-
-    dispatcher.dispatch = keeping
+    dispatched = dispatches(client)
     edited = {**comment_example(), "action": "edited"}  # GitHub sends it; no handler hears it
     for delivery_id, event, payload in (("d-star", "star", {"action": "created"}),
                                         ("d-edited", "issue_comment", edited),
@@ -356,7 +346,7 @@ async def test_a_delivery_no_handler_hears_is_stored_done_and_never_dispatched(c
     store = client.app[STORE]
     await wait_for(lambda: store.delivery("d-heard").state == "dispatched")
     assert [store.delivery(d).state for d in ("d-star", "d-edited")] == ["ignored"] * 2
-    assert dispatched == ["d-heard"]
+    assert [d.id for d in dispatched] == ["d-heard"]
     assert store.count_deliveries("stored") == 0  # nothing left for a rescan either
 
 
